@@ -1,0 +1,114 @@
+//! A parked entry: one park on a subject, in exactly the shape the door contract sees.
+//!
+//! The shape is the page's: `id`, `status`, then, while the entry is a live ask, `to`,
+//! `asked_by`, `question`, `answer_format`, `group_id` and `payload`. Unset optional
+//! fields are absent, never `null`. What the runtime needs beyond that (the owning run,
+//! the deadline, a buffered answer) lives beside the entry in the subject, not in it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What a parked entry is waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Status {
+    /// A pending ask.
+    Asking,
+    /// An ask being resumed (or answered while its group's siblings still ask).
+    Running,
+    /// A resolved run's waiting outcome holding a result.
+    Finished,
+    /// A resolved run's waiting outcome that raised.
+    Failed,
+}
+
+impl Status {
+    /// The status as it is written in an entry.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Asking => "asking",
+            Status::Running => "running",
+            Status::Finished => "finished",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who an ask is addressed to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum To {
+    /// The run that called the asking run.
+    Caller,
+    /// A person, through the interactions inbox.
+    User,
+}
+
+/// One parked entry, serialised exactly as the door contract's `$parked` shows it.
+///
+/// ```
+/// # use parkway::{Entry, Status, To};
+/// let entry = Entry {
+///     id: "i-42".into(),
+///     status: Status::Asking,
+///     to: Some(To::Caller),
+///     asked_by: Some(vec!["main".into()]),
+///     question: Some("proceed?".into()),
+///     answer_format: Some("confirm".into()),
+///     group_id: Some("g-1".into()),
+///     payload: None,
+/// };
+/// assert_eq!(
+///     serde_json::to_string(&entry).unwrap(),
+///     r#"{"id":"i-42","status":"asking","to":"caller","asked_by":["main"],"question":"proceed?","answer_format":"confirm","group_id":"g-1"}"#
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The interaction id, `i-…`.
+    pub id: String,
+    /// What the entry is waiting for.
+    pub status: Status,
+    /// Who the ask is addressed to; absent on a waiting outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<To>,
+    /// Target names from the asking run up to the top of its chain, asker first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_by: Option<Vec<String>>,
+    /// The question, when the ask has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// The answer format, as metadata for the resolving run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_format: Option<String>,
+    /// The group of asks raised by one activation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<String>,
+    /// The structured payload a caller ask carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+}
+
+impl Entry {
+    /// A waiting outcome: only an id and a status.
+    pub(crate) fn waiting(id: String, status: Status) -> Self {
+        Self {
+            id,
+            status,
+            to: None,
+            asked_by: None,
+            question: None,
+            answer_format: None,
+            group_id: None,
+            payload: None,
+        }
+    }
+}

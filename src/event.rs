@@ -1,0 +1,156 @@
+//! Platform events: one subscribable stream, and a `tracing` event for each.
+//!
+//! The stream is a broadcast channel: a subscriber that falls more than its capacity
+//! behind loses the oldest events and is told so by the channel (`Lagged`). Events are
+//! facts that already happened; nothing waits for a subscriber.
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+/// How an ask was resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Resolution {
+    /// Answered by a resume.
+    Resumed,
+    /// Torn down by a cancel.
+    Cancelled,
+    /// Its deadline lapsed.
+    Expired,
+}
+
+/// One platform event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    /// A run parked an ask.
+    AskParked {
+        /// The subject.
+        subject: String,
+        /// The interaction.
+        interaction: String,
+        /// The asking run.
+        run: String,
+    },
+    /// An ask was resolved, exactly once.
+    AskResolved {
+        /// The subject.
+        subject: String,
+        /// The interaction.
+        interaction: String,
+        /// How.
+        how: Resolution,
+    },
+    /// A run was started.
+    RunStarted {
+        /// The subject.
+        subject: String,
+        /// The run.
+        run: String,
+        /// Its target.
+        target: String,
+    },
+    /// A run returned a result.
+    RunFinished {
+        /// The subject.
+        subject: String,
+        /// The run.
+        run: String,
+    },
+    /// A run raised.
+    RunFailed {
+        /// The subject.
+        subject: String,
+        /// The run.
+        run: String,
+        /// Its error.
+        error: String,
+    },
+    /// A run was torn down.
+    RunCancelled {
+        /// The subject.
+        subject: String,
+        /// The run.
+        run: String,
+        /// The interaction whose cancel or expiry tore it down.
+        interaction: String,
+    },
+    /// An ask was refused at a concurrency cap.
+    CapRefused {
+        /// The subject.
+        subject: String,
+        /// The setting at its limit.
+        setting: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// An ask's deadline lapsed.
+    ExpiryFired {
+        /// The subject.
+        subject: String,
+        /// The interaction.
+        interaction: String,
+    },
+    /// A resolved run's terminal was left waiting on the subject.
+    WaitingOutcomeStored {
+        /// The subject.
+        subject: String,
+        /// The interaction it waits under.
+        interaction: String,
+    },
+    /// A waiting outcome was taken.
+    WaitingOutcomeTaken {
+        /// The subject.
+        subject: String,
+        /// The interaction.
+        interaction: String,
+    },
+    /// A waiting outcome was dropped: past the retention horizon, or cancelled.
+    WaitingOutcomeDropped {
+        /// The subject.
+        subject: String,
+        /// The interaction.
+        interaction: String,
+        /// `retention` or `cancelled`.
+        reason: String,
+    },
+    /// A door visit was refused; nothing was applied.
+    VisitRefused {
+        /// The subject.
+        subject: String,
+        /// The door.
+        door: String,
+        /// Why.
+        error: String,
+    },
+}
+
+/// The event stream.
+#[derive(Debug, Clone)]
+pub(crate) struct Events {
+    /// The broadcast side; subscribers hold receivers.
+    tx: broadcast::Sender<Event>,
+}
+
+impl Events {
+    /// A stream keeping up to `capacity` events for the slowest subscriber.
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            tx: broadcast::Sender::new(capacity),
+        }
+    }
+
+    /// A new subscriber, seeing every event published from now on.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.tx.subscribe()
+    }
+
+    /// Publish `event` to every subscriber and to `tracing`.
+    pub(crate) fn publish(&self, event: Event) {
+        tracing::info!(target: "parkway::event", ?event);
+        // No subscriber is not an error: the tracing event above still records it.
+        let _ = self.tx.send(event);
+    }
+}

@@ -1,0 +1,89 @@
+//! The one source of identifiers.
+//!
+//! Runs are `r-…`, interactions `i-…`, ask groups `g-…`. [`Ids::sequential`] hands out
+//! `r-1`, `i-1`, `g-1`, … in order, which a simulation or a test can predict;
+//! [`Ids::random`] draws them from a seeded generator so ids from two processes do not
+//! collide. Nothing else in the runtime makes up an id.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// The kind of an identifier, which is also its prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A run: `r-`.
+    Run,
+    /// An interaction (a parked entry): `i-`.
+    Interaction,
+    /// A group of asks raised by one activation: `g-`.
+    Group,
+}
+
+impl Kind {
+    fn prefix(self) -> &'static str {
+        match self {
+            Kind::Run => "r-",
+            Kind::Interaction => "i-",
+            Kind::Group => "g-",
+        }
+    }
+}
+
+/// Where identifiers come from.
+#[derive(Debug)]
+pub struct Ids {
+    /// How the next id is made.
+    source: Source,
+}
+
+#[derive(Debug)]
+enum Source {
+    /// One counter per kind.
+    Sequential([AtomicU64; 3]),
+    /// A seeded generator; a std mutex because drawing is short and never awaits.
+    Random(Mutex<SmallRng>),
+}
+
+impl Ids {
+    /// `r-1`, `i-1`, `g-1`, … counted per kind: deterministic.
+    pub fn sequential() -> Self {
+        Self {
+            source: Source::Sequential([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]),
+        }
+    }
+
+    /// 16 hex digits drawn from a generator seeded with `seed`: the same seed gives the
+    /// same ids in the same order.
+    pub fn random(seed: u64) -> Self {
+        Self {
+            source: Source::Random(Mutex::new(SmallRng::seed_from_u64(seed))),
+        }
+    }
+
+    /// A fresh id of the given kind.
+    pub(crate) fn next(&self, kind: Kind) -> String {
+        match &self.source {
+            Source::Sequential(counters) => {
+                let n = counters[kind as usize].fetch_add(1, Ordering::Relaxed) + 1;
+                format!("{}{n}", kind.prefix())
+            }
+            Source::Random(rng) => {
+                let n: u64 = match rng.lock() {
+                    Ok(mut rng) => rng.random(),
+                    Err(poisoned) => poisoned.into_inner().random(),
+                };
+                format!("{}{n:016x}", kind.prefix())
+            }
+        }
+    }
+}
+
+impl Default for Ids {
+    /// Random ids from a seed drawn from the operating system.
+    fn default() -> Self {
+        Self::random(rand::random())
+    }
+}

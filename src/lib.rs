@@ -1,0 +1,72 @@
+//! parkway: a runtime in which agent and tool runs park on a *subject* to ask the run
+//! that called them, and are resumed, taken, cancelled or expired through *doors*.
+//!
+//! # Layout
+//!
+//! - [`runtime`](Runtime): the public face, built with a [`Builder`].
+//! - `subject`: one actor per subject owning its parked set; the registry that spawns
+//!   and passivates them.
+//! - `run`: a run's [`Ctx`] (`ask`, `step`, `call`), its [`Journal`], and the run actor
+//!   executing one activation.
+//! - `supervisor`: the run tree and whole-chain cancellation; every timer, and the
+//!   ticker that waits on the clock for them.
+//! - `jq`: door expressions, compiled and evaluated with jaq under a deadline.
+//! - [`Entry`], [`RunRecord`], [`Event`]: the data the runtime hands out.
+//! - [`Clock`], [`Ids`], [`Settings`]: the seams time, identifiers and tunables come in by.
+//!
+//! # A first run
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use parkway::{Ask, Ids, ManualClock, Resumed, RunStatus, Runtime, Start};
+//! use serde_json::json;
+//!
+//! let rt = Runtime::builder().without_env().clock(ManualClock::default())
+//!     .ids(Ids::sequential()).build().await.unwrap();
+//! rt.register("deploy", &[], |ctx, _kwargs, _extras| async move {
+//!     let answer = ctx.ask(Ask::caller("proceed?").answer_format("confirm").expiry_at("10m")).await?;
+//!     Ok(json!({"deployed": answer["answer"] == "yes"}))
+//! });
+//! let record = rt.run(Start::new("thread-1", "deploy")).await.unwrap();
+//! assert_eq!(record.status, RunStatus::Parked);
+//! let parked = rt.list("thread-1").await.unwrap();
+//! let Resumed::Outcome(done) = rt.resume("thread-1", &parked[0].id, json!({"answer": "yes"})).await.unwrap()
+//!     else { unreachable!() };
+//! assert_eq!(done.result, Some(json!({"deployed": true})));
+//! # }
+//! ```
+
+#![warn(missing_docs, unreachable_pub)]
+
+mod ask;
+mod clock;
+mod entry;
+mod error;
+mod event;
+mod ids;
+mod record;
+mod run;
+mod runtime;
+mod settings;
+mod shared;
+mod subject;
+mod supervisor;
+mod target;
+
+pub use ask::{Ask, AskProblem, Expiry, Mode, OnExpiry};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use entry::{Entry, Status, To};
+pub use error::{
+    AskError, BuildError, CancelError, IdProblem, Problems, ResumeError, RunError, StartError,
+    Suspension, TakeError,
+};
+pub use event::{Event, Resolution};
+pub use ids::Ids;
+pub use record::{Buffered, Resumed, RunRecord, RunStatus};
+pub use run::Ctx;
+pub use run::ctx::{EXPIRY_MARKER_KEY, expiry_marker, is_expiry_marker};
+pub use run::journal::{Journal, JournalEntry};
+pub use runtime::{Builder, Runtime, Start, Stats};
+pub use settings::{
+    MAX_CONCURRENT, MAX_CONCURRENT_CALLER, Settings, SettingsError, WAITING_RETENTION,
+};

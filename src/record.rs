@@ -1,0 +1,100 @@
+//! A run record: what a receiver is handed when a run's activation ends.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::entry::Entry;
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunStatus {
+    /// An activation is executing.
+    Running,
+    /// The run returned a result.
+    Succeeded,
+    /// The run raised.
+    Failed,
+    /// The run was torn down by a cancel or a `kill` expiry.
+    Cancelled,
+    /// The run asked its caller: `asks` holds the open entries.
+    Parked,
+    /// Only user asks are open.
+    Suspended,
+}
+
+impl RunStatus {
+    /// Whether the run will never run again.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Succeeded | RunStatus::Failed | RunStatus::Cancelled
+        )
+    }
+}
+
+/// One run's record, as a receiver sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run id, `r-…`.
+    pub run_id: String,
+    /// The target it runs.
+    pub target: String,
+    /// Where it stands.
+    pub status: RunStatus,
+    /// When the run was started.
+    pub started_at: DateTime<Utc>,
+    /// When it ended for good.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Its result, when it succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// Why it failed or was cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The caller asks it has open, when parked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asks: Option<Vec<Entry>>,
+    /// The interactions this run resolved on its way.
+    #[serde(default)]
+    pub resumed_interactions: Vec<String>,
+}
+
+/// What a resume hands back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+#[allow(clippy::large_enum_variant)] // returned once per resume; boxing would only add a hop
+pub enum Resumed {
+    /// The run resumed; this is its next outcome.
+    Outcome(RunRecord),
+    /// Other asks of the same group are still open; the answer is kept until they are
+    /// resolved. Serialises as `{"status": "buffered", "remaining": k}`.
+    Buffered {
+        /// Always `"buffered"`.
+        status: Buffered,
+        /// How many asks of the group are still asking.
+        remaining: usize,
+    },
+}
+
+/// The `"buffered"` marker of [`Resumed::Buffered`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Buffered {
+    /// The answer was buffered.
+    Buffered,
+}
+
+impl Resumed {
+    /// The run record, when the run resumed.
+    pub fn record(&self) -> Option<&RunRecord> {
+        match self {
+            Resumed::Outcome(record) => Some(record),
+            Resumed::Buffered { .. } => None,
+        }
+    }
+
+}

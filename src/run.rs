@@ -1,0 +1,12 @@
+//! Runs: one execution of a target, replayed from its journal on every activation.
+//!
+//! - [`ctx`]: [`Ctx`], what a target sees: `ask`, `step`, `call`, and the parked-set
+//!   operations on its own subject.
+//! - [`journal`]: the plain-data record of what a run did.
+//! - [`activation`]: the run actor that executes one activation.
+
+pub(crate) mod activation;
+pub(crate) mod ctx;
+pub(crate) mod journal;
+
+pub use ctx::Ctx;

@@ -1,0 +1,102 @@
+//! The run actor: executes one activation of a run.
+//!
+//! Spawned by the subject for each activation, it calls the target, catches a panic as
+//! a failure (a run never hangs because its target panicked), sends the `Ended` message
+//! to its subject, and stops. A cancel kills it from the supervisor, which drops the
+//! target's future wherever it stands.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use serde_json::Value;
+
+use crate::error::RunError;
+use crate::run::ctx::Ctx;
+use crate::subject::{Ending, SubjectMsg};
+use crate::target::Target;
+
+/// The actor type.
+pub(crate) struct RunActor;
+
+/// What one activation runs.
+pub(crate) struct Activation {
+    /// The run's context for this activation.
+    pub(crate) ctx: Ctx,
+    /// The target.
+    pub(crate) target: Arc<Target>,
+    /// Its kwargs.
+    pub(crate) kwargs: Value,
+    /// Its extras.
+    pub(crate) extras: Value,
+}
+
+/// The one message: go.
+pub(crate) struct Go;
+
+impl Actor for RunActor {
+    type Msg = Go;
+    type State = Option<Activation>;
+    type Arguments = Activation;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Go>,
+        activation: Activation,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        myself.cast(Go)?;
+        Ok(Some(activation))
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Go>,
+        _go: Go,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(activation) = state.take() {
+            run(activation).await;
+        }
+        myself.stop(None);
+        Ok(())
+    }
+}
+
+async fn run(activation: Activation) {
+    let Activation {
+        ctx,
+        target,
+        kwargs,
+        extras,
+    } = activation;
+    let future = (target.run)(ctx.clone(), kwargs, extras);
+    let result = AssertUnwindSafe(future)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string panic".to_owned());
+            Err(RunError::Failed(format!(
+                "target {} panicked: {what}",
+                target.name
+            )))
+        });
+    let replay = ctx.finish();
+    let shared = ctx.shared();
+    let subject: Arc<str> = Arc::from(ctx.subject());
+    let ending = Ending {
+        run: Arc::from(ctx.run_id()),
+        epoch: ctx.epoch(),
+        result,
+        replay,
+    };
+    // A stopping runtime has nobody left to tell.
+    let _ = shared
+        .subjects
+        .send(&shared, &subject, SubjectMsg::Ended(Box::new(ending)))
+        .await;
+}

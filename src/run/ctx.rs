@@ -1,0 +1,374 @@
+//! [`Ctx`]: what a target sees of its run.
+//!
+//! A context belongs to one activation. It replays the run's journal (see
+//! [`journal`](super::journal)) and appends what the activation does past its end.
+//! Operations are meant to be awaited one after another: the journal is an ordered
+//! list, and a replay must meet the same operations in the same order.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::ask::Ask;
+use crate::entry::Entry;
+use crate::error::{AskError, CancelError, ResumeError, RunError, Suspension, TakeError};
+use crate::record::{Resumed, RunRecord};
+use crate::run::journal::JournalEntry;
+use crate::shared::{Parent, Shared, StartSpec};
+
+/// The reserved key of the expiry marker `{"interaction_expired": true}`.
+pub const EXPIRY_MARKER_KEY: &str = "interaction_expired";
+
+/// The answer an `on_expiry = resume` ask returns when its deadline lapses.
+pub fn expiry_marker() -> Value {
+    serde_json::json!({ EXPIRY_MARKER_KEY: true })
+}
+
+/// Whether `answer` is the expiry marker, so a target can take its expiry branch.
+pub fn is_expiry_marker(answer: &Value) -> bool {
+    answer.get(EXPIRY_MARKER_KEY) == Some(&Value::Bool(true))
+}
+
+/// A run's context: its identity, and the operations a target performs.
+#[derive(Clone)]
+pub struct Ctx {
+    /// Shared by every clone; the context lives as long as its activation.
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    run_id: Arc<str>,
+    target: Arc<str>,
+    identity: Arc<str>,
+    subject: Arc<str>,
+    /// Target names from this run up to the top of its chain.
+    lineage: Arc<[String]>,
+    /// Which activation of the run this is.
+    epoch: u64,
+    /// The replay cursor; a std mutex because it is never held across an await.
+    replay: Mutex<Replay>,
+}
+
+/// Where the activation stands in its journal.
+#[derive(Debug, Default)]
+pub(crate) struct Replay {
+    /// The journal: recorded entries, then what this activation appended.
+    pub(crate) journal: Vec<JournalEntry>,
+    /// The next entry to replay; equal to the length once replay is over.
+    pub(crate) cursor: usize,
+    /// Set when the activation met an operation other than the recorded one.
+    pub(crate) diverged: Option<String>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("run_id", &self.inner.run_id)
+            .field("target", &self.inner.target)
+            .field("subject", &self.inner.subject)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the recorded entry at the cursor says about the next operation.
+enum Recorded<T> {
+    /// Replay is over: do it for real.
+    Fresh,
+    /// The recorded value.
+    Replayed(T),
+}
+
+impl Ctx {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        run_id: Arc<str>,
+        target: Arc<str>,
+        identity: Arc<str>,
+        subject: Arc<str>,
+        lineage: Arc<[String]>,
+        epoch: u64,
+        journal: Vec<JournalEntry>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                shared,
+                run_id,
+                target,
+                identity,
+                subject,
+                lineage,
+                epoch,
+                replay: Mutex::new(Replay {
+                    journal,
+                    ..Replay::default()
+                }),
+            }),
+        }
+    }
+
+    /// This run's id, the same on every activation.
+    pub fn run_id(&self) -> &str {
+        &self.inner.run_id
+    }
+
+    /// The target this run executes.
+    pub fn target(&self) -> &str {
+        &self.inner.target
+    }
+
+    /// The principal the run runs as; a resume keeps it.
+    pub fn identity(&self) -> &str {
+        &self.inner.identity
+    }
+
+    /// The subject the run lives on.
+    pub fn subject(&self) -> &str {
+        &self.inner.subject
+    }
+
+    /// The target names from this run up to the top of its chain.
+    pub fn lineage(&self) -> &[String] {
+        &self.inner.lineage
+    }
+
+    pub(crate) fn epoch(&self) -> u64 {
+        self.inner.epoch
+    }
+
+    pub(crate) fn shared(&self) -> Arc<Shared> {
+        Arc::clone(&self.inner.shared)
+    }
+
+    fn replay(&self) -> MutexGuard<'_, Replay> {
+        // A poisoned lock only means a target panicked mid-operation; the data is a
+        // list we only push to, so it is still sound.
+        self.inner
+            .replay
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Hand the journal and what the activation did back at its end.
+    pub(crate) fn finish(&self) -> Replay {
+        std::mem::take(&mut *self.replay())
+    }
+
+    /// Look at the recorded entry at the cursor; `matches` picks out the value when the
+    /// entry is the same operation, anything else is a divergence.
+    fn recorded<T>(
+        &self,
+        what: &str,
+        matches: impl FnOnce(&JournalEntry) -> Option<T>,
+    ) -> Result<Recorded<T>, String> {
+        let mut replay = self.replay();
+        let cursor = replay.cursor;
+        let Some(entry) = replay.journal.get(cursor) else {
+            return Ok(Recorded::Fresh);
+        };
+        match matches(entry) {
+            Some(value) => {
+                replay.cursor += 1;
+                Ok(Recorded::Replayed(value))
+            }
+            None => {
+                let message = format!(
+                    "run {} diverged from its journal at entry {cursor}: recorded {}, replay met {what}",
+                    self.inner.run_id,
+                    entry.describe()
+                );
+                replay.diverged.get_or_insert_with(|| message.clone());
+                Err(message)
+            }
+        }
+    }
+
+    fn append(&self, entry: JournalEntry) {
+        let mut replay = self.replay();
+        replay.journal.push(entry);
+        replay.cursor = replay.journal.len();
+    }
+
+    /// Ask: park this run on its subject and return the suspension sentinel, or, on a
+    /// replay, return the answer the ask was resumed with.
+    ///
+    /// Several asks made before the activation ends form one group: the run resumes
+    /// once, when the last of them is resolved. An `on_expiry = resume` ask that lapsed
+    /// answers with the [`expiry_marker`].
+    pub async fn ask(&self, ask: Ask) -> Result<Value, AskError> {
+        let what = match &ask.question {
+            Some(q) => format!("ask {q:?}"),
+            None => "ask (payload only)".to_owned(),
+        };
+        let recorded = self.recorded(&what, |entry| match entry {
+            JournalEntry::Ask {
+                question,
+                answer: Some(answer),
+                ..
+            } if *question == ask.question => Some(answer.clone()),
+            _ => None,
+        });
+        match recorded {
+            Ok(Recorded::Replayed(answer)) => return Ok(answer),
+            Err(message) => return Err(AskError::Diverged(message)),
+            Ok(Recorded::Fresh) => {}
+        }
+        let question = ask.question.clone();
+        let interaction = self
+            .inner
+            .shared
+            .park(
+                &self.inner.subject,
+                &self.inner.run_id,
+                self.inner.epoch,
+                &self.inner.lineage,
+                ask,
+            )
+            .await?;
+        self.append(JournalEntry::Ask {
+            interaction: interaction.clone(),
+            question,
+            answer: None,
+        });
+        Err(AskError::Suspended(Suspension { interaction }))
+    }
+
+    /// Run a side effect once: its result is journaled, and a replay returns the
+    /// recorded result instead of running `f` again. Anything non-deterministic (a model
+    /// call, I/O, a clock read, a random draw) belongs in a step.
+    pub async fn step<T, E, F, Fut>(&self, name: &str, f: F) -> Result<T, RunError>
+    where
+        T: Serialize + DeserializeOwned,
+        E: std::fmt::Display,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let recorded = self.recorded(&format!("step {name:?}"), |entry| match entry {
+            JournalEntry::Step { name: n, result } if n == name => Some(result.clone()),
+            _ => None,
+        });
+        let result = match recorded {
+            Ok(Recorded::Replayed(result)) => result,
+            Err(message) => return Err(RunError::Failed(message)),
+            Ok(Recorded::Fresh) => {
+                let result = match f().await {
+                    Ok(value) => serde_json::to_value(value).map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                self.append(JournalEntry::Step {
+                    name: name.to_owned(),
+                    result: result.clone(),
+                });
+                result
+            }
+        };
+        match result {
+            Ok(value) => serde_json::from_value(value).map_err(|e| {
+                RunError::Failed(format!("step {name:?} recorded a value of another type: {e}"))
+            }),
+            Err(message) => Err(RunError::Failed(message)),
+        }
+    }
+
+    /// Start a child run of `target` on this subject and return its record once the
+    /// child's activation ends: `succeeded`, `failed`, `cancelled`, or `parked` with the
+    /// asks it raised to this run. Journaled: a replay returns the recorded record and
+    /// never starts the child again.
+    pub async fn call(&self, target: &str, kwargs: Value) -> Result<RunRecord, RunError> {
+        let recorded = self.recorded(&format!("call of {target:?}"), |entry| match entry {
+            JournalEntry::Call { target: t, record } if t == target => Some(record.clone()),
+            _ => None,
+        });
+        match recorded {
+            Ok(Recorded::Replayed(record)) => return Ok(record),
+            Err(message) => return Err(RunError::Failed(message)),
+            Ok(Recorded::Fresh) => {}
+        }
+        let spec = StartSpec {
+            subject: Arc::clone(&self.inner.subject),
+            target: target.to_owned(),
+            kwargs,
+            extras: Value::Object(Default::default()),
+            identity: Arc::clone(&self.inner.identity),
+            parent: Parent::Run {
+                run: Arc::clone(&self.inner.run_id),
+                lineage: Arc::clone(&self.inner.lineage),
+            },
+        };
+        let record = self
+            .inner
+            .shared
+            .run_to_end(spec)
+            .await
+            .map_err(|e| RunError::Failed(e.to_string()))?;
+        self.append(JournalEntry::Call {
+            target: target.to_owned(),
+            record: record.clone(),
+        });
+        Ok(record)
+    }
+
+    /// Every parked entry on this run's subject, oldest first. Journaled as a step.
+    pub async fn list_parked(&self) -> Result<Vec<Entry>, RunError> {
+        let shared = Arc::clone(&self.inner.shared);
+        let subject = Arc::clone(&self.inner.subject);
+        self.step("list_parked", || async move {
+            shared.list(&subject).await.map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    /// Resume the ask `interaction` on this subject with `payload`; this run is the
+    /// receiver of the resumed run's next outcome. Journaled as a step, refusal included.
+    pub async fn resume_parked(
+        &self,
+        interaction: &str,
+        payload: Value,
+    ) -> Result<Result<Resumed, ResumeError>, RunError> {
+        let shared = Arc::clone(&self.inner.shared);
+        let subject = Arc::clone(&self.inner.subject);
+        let run = Arc::clone(&self.inner.run_id);
+        let result = self
+            .step(&format!("resume_parked {interaction}"), || async move {
+                Ok::<_, String>(shared.resume(&subject, interaction, payload, Some(run)).await)
+            })
+            .await?;
+        Ok(result)
+    }
+
+    /// Take the waiting outcome `interaction` on this subject: its result, or, for a
+    /// `failed` outcome, its error. Journaled as a step, refusal included.
+    pub async fn take_parked(
+        &self,
+        interaction: &str,
+    ) -> Result<Result<Value, TakeError>, RunError> {
+        let shared = Arc::clone(&self.inner.shared);
+        let subject = Arc::clone(&self.inner.subject);
+        let run = Arc::clone(&self.inner.run_id);
+        let result = self
+            .step(&format!("take_parked {interaction}"), || async move {
+                Ok::<_, String>(shared.take(&subject, interaction, Some(run)).await)
+            })
+            .await?;
+        Ok(result)
+    }
+
+    /// Cancel each named interaction on this subject: a whole-chain kill that stops below
+    /// this run when the park was raised beneath it. Journaled as a step, refusal included.
+    pub async fn cancel_parked(&self, ids: &[&str]) -> Result<Result<(), CancelError>, RunError> {
+        let shared = Arc::clone(&self.inner.shared);
+        let subject = Arc::clone(&self.inner.subject);
+        let run = Arc::clone(&self.inner.run_id);
+        let owned: Vec<String> = ids.iter().map(|s| (*s).to_owned()).collect();
+        let result = self
+            .step("cancel_parked", || async move {
+                Ok::<_, String>(shared.cancel(&subject, owned, Some(run)).await)
+            })
+            .await?;
+        Ok(result)
+    }
+}

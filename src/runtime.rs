@@ -1,0 +1,403 @@
+//! [`Runtime`] and its [`Builder`]: the public face of the runtime.
+//!
+//! A runtime is cheap to clone (a handle); every clone drives the same subjects.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::Actor;
+use serde_json::Value;
+use tokio::sync::{Notify, broadcast, mpsc, oneshot};
+
+use crate::clock::{Clock, SystemClock};
+use crate::entry::Entry;
+use crate::error::{
+    BuildError, CancelError, Problems, ResumeError, RunError, StartError, TakeError,
+};
+use crate::event::Event;
+use crate::ids::Ids;
+use crate::record::{Resumed, RunRecord};
+use crate::run::Ctx;
+use crate::settings::Settings;
+use crate::shared::{Parent, Shared, StartSpec};
+use crate::supervisor::ticker::{self, RoundRequest};
+use crate::supervisor::{Supervisor, SupervisorMsg};
+
+/// What to start: a target on a subject, with kwargs, extras and an identity.
+///
+/// ```
+/// use parkway::Start;
+/// let start = Start::new("thread-7", "triage").kwargs(serde_json::json!({"msg": "hi"}));
+/// # let _ = start;
+/// ```
+#[derive(Debug, Clone)]
+pub struct Start {
+    subject: String,
+    target: String,
+    kwargs: Value,
+    extras: Value,
+    identity: String,
+}
+
+impl Start {
+    /// Start `target` on `subject` with empty kwargs and extras, as identity `system`.
+    pub fn new(subject: impl Into<String>, target: impl Into<String>) -> Self {
+        Self {
+            subject: subject.into(),
+            target: target.into(),
+            kwargs: Value::Object(Default::default()),
+            extras: Value::Object(Default::default()),
+            identity: "system".to_owned(),
+        }
+    }
+
+    /// The kwargs the target runs on (a JSON object).
+    pub fn kwargs(mut self, kwargs: Value) -> Self {
+        self.kwargs = kwargs;
+        self
+    }
+
+    /// The extras handed beside the kwargs; each key must be declared by the target.
+    pub fn extras(mut self, extras: Value) -> Self {
+        self.extras = extras;
+        self
+    }
+
+    /// The principal the run runs as.
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = identity.into();
+        self
+    }
+
+    fn spec(self) -> StartSpec {
+        StartSpec {
+            subject: Arc::from(self.subject),
+            target: self.target,
+            kwargs: self.kwargs,
+            extras: self.extras,
+            identity: Arc::from(self.identity),
+            parent: Parent::Top,
+        }
+    }
+}
+
+/// Sizes of a runtime's moving parts, for tests, tools and benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Caller asks (`asking` and `running`) plus waiting outcomes.
+    pub caller_open: usize,
+    /// Open user asks.
+    pub user_open: usize,
+    /// Subjects with an actor.
+    pub live_subjects: usize,
+    /// Subjects kept as plain data.
+    pub passive_subjects: usize,
+    /// Runs that have not ended.
+    pub runs: usize,
+    /// Armed timers.
+    pub timers: usize,
+}
+
+/// One builder call's change to the settings, applied over the environment's.
+type SettingsEdit = Box<dyn FnOnce(&mut Settings) + Send>;
+
+/// Builds a [`Runtime`]: settings from the environment, then the builder's own.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use parkway::{Ids, ManualClock, Runtime};
+/// let runtime = Runtime::builder()
+///     .without_env()
+///     .clock(ManualClock::default())
+///     .ids(Ids::sequential())
+///     .max_concurrent_caller(100)
+///     .build()
+///     .await
+///     .unwrap();
+/// assert_eq!(runtime.settings().max_concurrent_caller, 100);
+/// # }
+/// ```
+#[must_use]
+pub struct Builder {
+    env: bool,
+    settings: Option<Settings>,
+    edits: Vec<SettingsEdit>,
+    clock: Arc<dyn Clock>,
+    ids: Option<Ids>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self {
+            env: true,
+            settings: None,
+            edits: Vec::new(),
+            clock: Arc::new(SystemClock),
+            ids: None,
+        }
+    }
+}
+
+impl Builder {
+    /// Do not read settings from the environment.
+    pub fn without_env(mut self) -> Self {
+        self.env = false;
+        self
+    }
+
+    /// Start from these settings instead of the defaults and the environment.
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = Some(settings);
+        self
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut Settings) + Send + 'static) -> Self {
+        self.edits.push(Box::new(f));
+        self
+    }
+
+    /// `INTERACTIONS_MAX_CONCURRENT_CALLER`.
+    pub fn max_concurrent_caller(self, n: usize) -> Self {
+        self.edit(move |s| s.max_concurrent_caller = n)
+    }
+
+    /// `INTERACTIONS_MAX_CONCURRENT`.
+    pub fn max_concurrent(self, n: usize) -> Self {
+        self.edit(move |s| s.max_concurrent = n)
+    }
+
+    /// `INTERACTIONS_WAITING_RETENTION`.
+    pub fn waiting_retention(self, d: Duration) -> Self {
+        self.edit(move |s| s.waiting_retention = d)
+    }
+
+    /// How long an idle subject keeps its actor; zero passivates at once.
+    pub fn passivate_after(self, d: Duration) -> Self {
+        self.edit(move |s| s.passivate_after = d)
+    }
+
+    /// The one clock (default: the system clock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The one id source (default: random ids from an OS-drawn seed).
+    pub fn ids(mut self, ids: Ids) -> Self {
+        self.ids = Some(ids);
+        self
+    }
+
+    /// Start the supervisor and the ticker; must be called inside a Tokio runtime.
+    pub async fn build(self) -> Result<Runtime, BuildError> {
+        let mut settings = match (self.settings, self.env) {
+            (Some(s), _) => s,
+            (None, true) => Settings::from_env().map_err(|e| BuildError::Settings(Problems(e)))?,
+            (None, false) => Settings::default(),
+        };
+        for edit in self.edits {
+            edit(&mut settings);
+        }
+        let kick = Arc::new(Notify::new());
+        let (supervisor, _) = Actor::spawn(None, Supervisor, Arc::clone(&kick))
+            .await
+            .map_err(|e| BuildError::Spawn {
+                what: "supervisor",
+                reason: e.to_string(),
+            })?;
+        let shared = Arc::new(Shared::new(
+            settings,
+            self.clock,
+            self.ids.unwrap_or_default(),
+            supervisor,
+        ));
+        let (rounds, requests) = mpsc::unbounded_channel();
+        tokio::spawn(ticker::run(Arc::downgrade(&shared), kick, requests));
+        Ok(Runtime {
+            inner: Arc::new(Handle { shared, rounds }),
+        })
+    }
+}
+
+struct Handle {
+    shared: Arc<Shared>,
+    rounds: mpsc::UnboundedSender<RoundRequest>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.supervisor.stop(None);
+    }
+}
+
+/// A runtime: subjects, runs, the supervisor and its timers.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Handle>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("settings", &self.inner.shared.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// A builder with the defaults.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &Settings {
+        &self.shared().settings
+    }
+
+    /// The runtime's clock.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.shared().clock.now()
+    }
+
+    /// Register (or replace) a target that reads the `extras` keys named.
+    pub fn register<F, Fut>(&self, name: &str, extras: &[&str], f: F)
+    where
+        F: Fn(Ctx, Value, Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, RunError>> + Send + 'static,
+    {
+        self.shared().targets.register(name, extras, f);
+    }
+
+    /// Start a run and wait for the record its first activation ends with: the caller
+    /// is its receiver.
+    pub async fn run(&self, start: Start) -> Result<RunRecord, StartError> {
+        self.shared().run_to_end(start.spec()).await
+    }
+
+    /// Start a run with no receiver; returns its id at once.
+    pub async fn spawn(&self, start: Start) -> Result<String, StartError> {
+        self.shared()
+            .start(start.spec(), None)
+            .await
+            .map(|id| id.to_string())
+    }
+
+    /// Every parked entry on `subject`, oldest first.
+    pub async fn list(&self, subject: &str) -> Result<Vec<Entry>, StartError> {
+        self.shared().list(&Arc::from(subject)).await
+    }
+
+    /// Resume the ask `interaction` with `payload` (the answer). The caller receives the
+    /// run's next outcome, or `buffered` while other asks of its group are open.
+    pub async fn resume(
+        &self,
+        subject: &str,
+        interaction: &str,
+        payload: Value,
+    ) -> Result<Resumed, ResumeError> {
+        self.shared()
+            .resume(&Arc::from(subject), interaction, payload, None)
+            .await
+    }
+
+    /// Resume with no receiver, as a hook or schedule fire does: when the run ends, its
+    /// terminal waits on the subject as a `finished` or `failed` entry.
+    pub async fn resume_detached(
+        &self,
+        subject: &str,
+        interaction: &str,
+        payload: Value,
+    ) -> Result<(), ResumeError> {
+        let (reply, rx) = oneshot::channel();
+        let msg = crate::subject::SubjectMsg::Resume {
+            interaction: interaction.to_owned(),
+            payload,
+            receiver: None,
+            resumer: None,
+            reply,
+        };
+        let shared = self.shared();
+        shared
+            .subjects
+            .send(shared, &Arc::from(subject), msg)
+            .await
+            .map_err(|_| ResumeError::Stopped)?;
+        match rx.await.map_err(|_| ResumeError::Stopped)? {
+            Ok(_) => Ok(()),
+            Err(problem) => Err(ResumeError::Refused(problem)),
+        }
+    }
+
+    /// Take the waiting outcome `interaction`: its result, or, for a `failed` one, its
+    /// error as [`TakeError::Failed`].
+    pub async fn take(&self, subject: &str, interaction: &str) -> Result<Value, TakeError> {
+        self.shared()
+            .take(&Arc::from(subject), interaction, None)
+            .await
+    }
+
+    /// Cancel each named interaction: a whole-chain kill. All ids are checked first; any
+    /// problem refuses them all and changes nothing.
+    pub async fn cancel(&self, subject: &str, ids: &[&str]) -> Result<(), CancelError> {
+        self.shared()
+            .cancel(
+                &Arc::from(subject),
+                ids.iter().map(|s| (*s).to_owned()).collect(),
+                None,
+            )
+            .await
+    }
+
+    /// Subscribe to the platform events published from now on.
+    pub fn events(&self) -> broadcast::Receiver<Event> {
+        self.shared().events.subscribe()
+    }
+
+    /// Wait until the runtime has nothing left to do at the clock's present: no message
+    /// or activation in flight, and every timer due now fired and handled.
+    ///
+    /// With a [`ManualClock`](crate::ManualClock): advance it, then settle, and every
+    /// consequence of the move has happened.
+    pub async fn settle(&self) {
+        loop {
+            self.shared().inflight.quiet().await;
+            let (tx, rx) = oneshot::channel();
+            if self.inner.rounds.send(tx).is_err() {
+                return;
+            }
+            let Ok(fired) = rx.await else {
+                return;
+            };
+            if fired == 0 && self.shared().inflight.is_quiet() {
+                return;
+            }
+        }
+    }
+
+    /// Sizes of the runtime's moving parts.
+    pub async fn stats(&self) -> Stats {
+        let shared = self.shared();
+        let (live_subjects, passive_subjects) = shared.subjects.census();
+        let (tx, rx) = oneshot::channel();
+        let _ = shared.supervisor.cast(SupervisorMsg::Stats { reply: tx });
+        let (runs, timers) = rx.await.unwrap_or_default();
+        Stats {
+            caller_open: shared
+                .caps
+                .caller
+                .load(std::sync::atomic::Ordering::Acquire),
+            user_open: shared.caps.user.load(std::sync::atomic::Ordering::Acquire),
+            live_subjects,
+            passive_subjects,
+            runs,
+            timers,
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! The runtime's settings: caps, horizons and limits.
+//!
+//! Each setting has a default, may be read from the environment under its documented
+//! name, and may be set on the [`Builder`](crate::Builder), which wins. A malformed
+//! environment value is an error naming the variable, never a silent default.
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// Environment variable: ceiling on caller asks plus waiting outcomes.
+pub const MAX_CONCURRENT_CALLER: &str = "INTERACTIONS_MAX_CONCURRENT_CALLER";
+/// Environment variable: ceiling on open user asks.
+pub const MAX_CONCURRENT: &str = "INTERACTIONS_MAX_CONCURRENT";
+/// Environment variable: how long a waiting outcome is kept before it is dropped (humantime).
+pub const WAITING_RETENTION: &str = "INTERACTIONS_WAITING_RETENTION";
+
+/// Every tunable of a runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Settings {
+    /// `INTERACTIONS_MAX_CONCURRENT_CALLER`: caller asks (`asking` and `running`) and
+    /// waiting outcomes across the runtime. Default 10000.
+    pub max_concurrent_caller: usize,
+    /// `INTERACTIONS_MAX_CONCURRENT`: open `to = user` asks. Default 1000.
+    pub max_concurrent: usize,
+    /// `INTERACTIONS_WAITING_RETENTION`: how long a waiting outcome waits to be taken.
+    /// Default 24h.
+    pub waiting_retention: Duration,
+    /// How long a subject with nothing running stays an actor before it passivates to
+    /// plain data. Zero passivates as soon as it is idle. Default 30s.
+    pub passivate_after: Duration,
+    /// Longest accepted `question`, in characters. Default 8192.
+    pub max_question_chars: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            max_concurrent_caller: 10_000,
+            max_concurrent: 1_000,
+            waiting_retention: Duration::from_secs(24 * 60 * 60),
+            passivate_after: Duration::from_secs(30),
+            max_question_chars: 8192,
+        }
+    }
+}
+
+/// A setting that could not be read.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SettingsError {
+    /// An environment variable held a value of the wrong form.
+    #[error("{name}={value:?} is not {expected}")]
+    Malformed {
+        /// The variable's name.
+        name: &'static str,
+        /// What it held.
+        value: String,
+        /// What it should hold.
+        expected: &'static str,
+    },
+}
+
+impl Settings {
+    /// The defaults, overridden by whichever of the documented variables `lookup` finds.
+    ///
+    /// `lookup` is usually `|name| std::env::var(name).ok()`; tests pass a map. Every
+    /// malformed variable is reported, not only the first.
+    pub fn from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, Vec<SettingsError>> {
+        let mut settings = Settings::default();
+        let mut errors = Vec::new();
+        for (name, slot) in [
+            (MAX_CONCURRENT_CALLER, &mut settings.max_concurrent_caller),
+            (MAX_CONCURRENT, &mut settings.max_concurrent),
+        ] {
+            if let Some(value) = lookup(name) {
+                match value.trim().parse::<usize>() {
+                    Ok(n) => *slot = n,
+                    Err(_) => errors.push(SettingsError::Malformed {
+                        name,
+                        value,
+                        expected: "a whole number",
+                    }),
+                }
+            }
+        }
+        if let Some(value) = lookup(WAITING_RETENTION) {
+            match humantime::parse_duration(value.trim()) {
+                Ok(d) => settings.waiting_retention = d,
+                Err(_) => errors.push(SettingsError::Malformed {
+                    name: WAITING_RETENTION,
+                    value,
+                    expected: "a duration such as 24h or 90m",
+                }),
+            }
+        }
+        if errors.is_empty() {
+            Ok(settings)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The defaults overridden by the process environment.
+    pub fn from_env() -> Result<Self, Vec<SettingsError>> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+}

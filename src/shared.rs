@@ -1,0 +1,392 @@
+//! What every part of a runtime shares, and the operations doors, runs and the public
+//! API all go through.
+//!
+//! Each operation is a message to the subject's actor through the registry, then an
+//! await on the reply. Nothing here holds subject state; that is the actor's alone.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use ractor::ActorRef;
+use serde_json::Value;
+use tokio::sync::{Notify, oneshot};
+
+use crate::ask::Ask;
+use crate::clock::Clock;
+use crate::entry::{Entry, To};
+use crate::error::{
+    AskError, CancelError, Problems, ResumeError, StartError, TakeError,
+};
+use crate::event::{Event, Events};
+use crate::ids::{Ids, Kind};
+use crate::record::{Buffered, Resumed, RunRecord};
+use crate::settings::{self, Settings};
+use crate::subject::{Ack, SubjectMsg, Subjects};
+use crate::supervisor::{SupervisorMsg, TimerKey};
+use crate::target::Targets;
+
+/// Who started a run.
+#[derive(Debug, Clone)]
+pub(crate) enum Parent {
+    /// A door visit or the public API: the top of a chain.
+    Top,
+    /// Another run, through `ctx.call`.
+    Run {
+        /// The calling run.
+        run: Arc<str>,
+        /// Its lineage, which the child extends.
+        lineage: Arc<[String]>,
+    },
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub(crate) struct StartSpec {
+    /// The subject to run on.
+    pub(crate) subject: Arc<str>,
+    /// The target's name.
+    pub(crate) target: String,
+    /// Its kwargs (a JSON object).
+    pub(crate) kwargs: Value,
+    /// Its extras (a JSON object of declared keys).
+    pub(crate) extras: Value,
+    /// The principal it runs as.
+    pub(crate) identity: Arc<str>,
+    /// Who started it.
+    pub(crate) parent: Parent,
+}
+
+/// The two concurrency ceilings, counted atomically so admission under a burst is exact.
+#[derive(Debug, Default)]
+pub(crate) struct Caps {
+    /// Caller asks (`asking`, `running`) and waiting outcomes.
+    pub(crate) caller: AtomicUsize,
+    /// Open user asks.
+    pub(crate) user: AtomicUsize,
+}
+
+/// Messages and activations not yet handled, so a test or a simulation can wait until
+/// the runtime has nothing left to do.
+#[derive(Debug, Default)]
+pub(crate) struct Inflight {
+    /// How many.
+    count: AtomicUsize,
+    /// Notified whenever the count returns to zero.
+    zero: Notify,
+}
+
+impl Inflight {
+    pub(crate) fn add(&self) {
+        self.count.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn done(&self) {
+        if self.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.zero.notify_waiters();
+        }
+    }
+
+    /// Wait until nothing is in flight.
+    pub(crate) async fn quiet(&self) {
+        loop {
+            let notified = self.zero.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.count.load(Ordering::Acquire) == 0
+    }
+}
+
+/// The shared core of a runtime.
+pub(crate) struct Shared {
+    /// The settings in force.
+    pub(crate) settings: Settings,
+    /// The one clock.
+    pub(crate) clock: Arc<dyn Clock>,
+    /// The one id source.
+    pub(crate) ids: Ids,
+    /// Registered targets.
+    pub(crate) targets: Targets,
+    /// The subject registry.
+    pub(crate) subjects: Subjects,
+    /// The supervisor actor.
+    pub(crate) supervisor: ActorRef<SupervisorMsg>,
+    /// The event stream.
+    pub(crate) events: Events,
+    /// The concurrency counters.
+    pub(crate) caps: Caps,
+    /// Timer sequence numbers.
+    timer_seq: AtomicU64,
+    /// Work not yet handled.
+    pub(crate) inflight: Inflight,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        settings: Settings,
+        clock: Arc<dyn Clock>,
+        ids: Ids,
+        supervisor: ActorRef<SupervisorMsg>,
+    ) -> Self {
+        Self {
+            settings,
+            clock,
+            ids,
+            targets: Targets::default(),
+            subjects: Subjects::default(),
+            supervisor,
+            events: Events::new(65_536),
+            caps: Caps::default(),
+            timer_seq: AtomicU64::new(0),
+            inflight: Inflight::default(),
+        }
+    }
+
+    /// A fresh id.
+    pub(crate) fn id(&self, kind: Kind) -> String {
+        self.ids.next(kind)
+    }
+
+    /// A timer key firing at `at`.
+    pub(crate) fn timer_key(&self, at: chrono::DateTime<chrono::Utc>) -> TimerKey {
+        TimerKey {
+            at,
+            seq: self.timer_seq.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Admit one ask of `to` under its ceiling, atomically; refused at the cap.
+    pub(crate) fn admit(&self, subject: &str, to: To) -> Result<(), AskError> {
+        let (counter, limit, setting) = match to {
+            To::Caller => (
+                &self.caps.caller,
+                self.settings.max_concurrent_caller,
+                settings::MAX_CONCURRENT_CALLER,
+            ),
+            To::User => (
+                &self.caps.user,
+                self.settings.max_concurrent,
+                settings::MAX_CONCURRENT,
+            ),
+        };
+        let admitted = counter
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_ok();
+        if admitted {
+            Ok(())
+        } else {
+            self.events.publish(Event::CapRefused {
+                subject: subject.to_owned(),
+                setting: setting.to_owned(),
+                limit,
+            });
+            Err(AskError::AtCap { setting, limit })
+        }
+    }
+
+    /// Give back one unit of `to`'s ceiling (a waiting outcome counts as a caller ask).
+    pub(crate) fn release(&self, to: To) {
+        let counter = match to {
+            To::Caller => &self.caps.caller,
+            To::User => &self.caps.user,
+        };
+        // Saturating: a release never wraps the counter, even if miscounted.
+        let _ = counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    /// Count a waiting outcome: counted against the caller ceiling, never refused.
+    pub(crate) fn count_waiting(&self) {
+        self.caps.caller.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Park an ask of `run` on `subject`; returns the interaction id.
+    pub(crate) async fn park(
+        self: &Arc<Self>,
+        subject: &Arc<str>,
+        run: &Arc<str>,
+        epoch: u64,
+        lineage: &Arc<[String]>,
+        ask: Ask,
+    ) -> Result<String, AskError> {
+        let checked = ask
+            .validate(self.clock.now(), self.settings.max_question_chars)
+            .map_err(|p| AskError::Invalid(Problems(p)))?;
+        self.admit(subject, ask.to)?;
+        let to = ask.to;
+        let (reply, rx) = oneshot::channel();
+        let msg = SubjectMsg::Ask {
+            run: Arc::clone(run),
+            epoch,
+            lineage: Arc::clone(lineage),
+            ask,
+            checked,
+            reply,
+        };
+        if self.subjects.send(self, subject, msg).await.is_err() {
+            self.release(to);
+            return Err(AskError::Cancelled {
+                run: run.to_string(),
+            });
+        }
+        // The subject releases the unit itself when it refuses the ask.
+        rx.await.unwrap_or_else(|_| {
+            Err(AskError::Cancelled {
+                run: run.to_string(),
+            })
+        })
+    }
+
+    /// Start a run; `receiver` gets its record when its activation ends.
+    pub(crate) async fn start(
+        self: &Arc<Self>,
+        spec: StartSpec,
+        receiver: Option<oneshot::Sender<RunRecord>>,
+    ) -> Result<Arc<str>, StartError> {
+        let target = self
+            .targets
+            .get(&spec.target)
+            .ok_or_else(|| StartError::UnknownTarget(spec.target.clone()))?;
+        if !spec.kwargs.is_object() {
+            return Err(StartError::NotAnObject { what: "kwargs" });
+        }
+        let Value::Object(extras) = &spec.extras else {
+            return Err(StartError::NotAnObject { what: "extras" });
+        };
+        let undeclared: Vec<String> = extras
+            .keys()
+            .filter(|k| !target.extras.contains(*k))
+            .cloned()
+            .collect();
+        if !undeclared.is_empty() {
+            return Err(StartError::UndeclaredExtras {
+                target: spec.target,
+                keys: undeclared,
+            });
+        }
+        let (reply, rx) = oneshot::channel();
+        let subject = Arc::clone(&spec.subject);
+        let msg = SubjectMsg::Start {
+            target,
+            kwargs: spec.kwargs,
+            extras: spec.extras,
+            identity: spec.identity,
+            parent: spec.parent,
+            receiver,
+            reply,
+        };
+        self.subjects
+            .send(self, &subject, msg)
+            .await
+            .map_err(|_| StartError::Stopped)?;
+        rx.await.map_err(|_| StartError::Stopped)
+    }
+
+    /// Start a run and wait for the record its first activation ends with.
+    pub(crate) async fn run_to_end(self: &Arc<Self>, spec: StartSpec) -> Result<RunRecord, StartError> {
+        let (tx, rx) = oneshot::channel();
+        self.start(spec, Some(tx)).await?;
+        rx.await.map_err(|_| StartError::Stopped)
+    }
+
+    /// Every parked entry on `subject`, oldest first.
+    pub(crate) async fn list(self: &Arc<Self>, subject: &Arc<str>) -> Result<Vec<Entry>, StartError> {
+        let (reply, rx) = oneshot::channel();
+        self.subjects
+            .send(self, subject, SubjectMsg::List { reply })
+            .await
+            .map_err(|_| StartError::Stopped)?;
+        rx.await.map_err(|_| StartError::Stopped)
+    }
+
+    /// Resume the ask `interaction` with `payload`, with a receiver for the outcome.
+    pub(crate) async fn resume(
+        self: &Arc<Self>,
+        subject: &Arc<str>,
+        interaction: &str,
+        payload: Value,
+        resumer: Option<Arc<str>>,
+    ) -> Result<Resumed, ResumeError> {
+        let (tx, outcome) = oneshot::channel();
+        let (reply, rx) = oneshot::channel();
+        let msg = SubjectMsg::Resume {
+            interaction: interaction.to_owned(),
+            payload,
+            receiver: Some(tx),
+            resumer,
+            reply,
+        };
+        self.subjects
+            .send(self, subject, msg)
+            .await
+            .map_err(|_| ResumeError::Stopped)?;
+        match rx.await.map_err(|_| ResumeError::Stopped)? {
+            Err(problem) => Err(ResumeError::Refused(problem)),
+            Ok(Ack::Buffered { remaining }) => Ok(Resumed::Buffered {
+                status: Buffered::Buffered,
+                remaining,
+            }),
+            Ok(Ack::Started) => outcome
+                .await
+                .map(Resumed::Outcome)
+                .map_err(|_| ResumeError::Stopped),
+        }
+    }
+
+    /// Take the waiting outcome `interaction`.
+    pub(crate) async fn take(
+        self: &Arc<Self>,
+        subject: &Arc<str>,
+        interaction: &str,
+        taker: Option<Arc<str>>,
+    ) -> Result<Value, TakeError> {
+        let (reply, rx) = oneshot::channel();
+        let msg = SubjectMsg::Take {
+            interaction: interaction.to_owned(),
+            taker,
+            reply,
+        };
+        self.subjects
+            .send(self, subject, msg)
+            .await
+            .map_err(|_| TakeError::Stopped)?;
+        match rx.await.map_err(|_| TakeError::Stopped)? {
+            Err(problem) => Err(TakeError::Refused(problem)),
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(TakeError::Failed {
+                id: interaction.to_owned(),
+                error,
+            }),
+        }
+    }
+
+    /// Cancel each of `ids`: all are checked first, and any problem refuses them all.
+    pub(crate) async fn cancel(
+        self: &Arc<Self>,
+        subject: &Arc<str>,
+        ids: Vec<String>,
+        canceller: Option<Arc<str>>,
+    ) -> Result<(), CancelError> {
+        let (reply, rx) = oneshot::channel();
+        let msg = SubjectMsg::Cancel {
+            ids,
+            canceller,
+            reply,
+        };
+        self.subjects
+            .send(self, subject, msg)
+            .await
+            .map_err(|_| CancelError::Stopped)?;
+        rx.await
+            .map_err(|_| CancelError::Stopped)?
+            .map_err(|p| CancelError::Refused(Problems(p)))
+    }
+}

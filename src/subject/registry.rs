@@ -1,0 +1,137 @@
+//! The subject registry: finds a subject's actor, spawning it from its passive state
+//! when needed.
+//!
+//! Each slot is `Live` (an actor handles the subject), `Busy` (an actor is being
+//! spawned, or is draining towards passivation) or `Passive` (the state as plain data,
+//! no actor). A sender that finds `Busy` waits for the slot to change; a sender whose
+//! message is refused by a draining actor (it arrived after the drain marker) gets the
+//! message back and tries again, by which time the slot is `Busy` or `Passive`. So a
+//! message racing a passivation is handled exactly once: by the old actor if it was
+//! queued before the drain marker, else by the next one.
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use dashmap::mapref::entry::Entry as SlotEntry;
+use ractor::{Actor, ActorRef, MessagingErr};
+use tokio::sync::Notify;
+
+use super::SubjectMsg;
+use super::actor::SubjectActor;
+use super::state::SubjectState;
+use crate::shared::Shared;
+
+/// One subject's slot.
+enum Slot {
+    /// An actor handles the subject.
+    Live(ActorRef<SubjectMsg>),
+    /// Spawning or passivating: wait.
+    Busy,
+    /// No actor; the state as data.
+    Passive(Box<SubjectState>),
+}
+
+/// The runtime is stopping: the message could not be delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stopped;
+
+/// Every subject, active or passive.
+#[derive(Default)]
+pub(crate) struct Subjects {
+    /// By subject name.
+    slots: DashMap<Arc<str>, Slot>,
+    /// Notified whenever a slot leaves `Busy`.
+    changed: Notify,
+}
+
+enum Step {
+    Cast(ActorRef<SubjectMsg>),
+    Wait,
+    Spawn(Box<SubjectState>),
+}
+
+impl Subjects {
+    /// Deliver `msg` to `subject`'s actor, spawning it if the subject is passive or new.
+    pub(crate) async fn send(
+        &self,
+        shared: &Arc<Shared>,
+        subject: &Arc<str>,
+        mut msg: SubjectMsg,
+    ) -> Result<(), Stopped> {
+        shared.inflight.add();
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let step = match self.slots.entry(Arc::clone(subject)) {
+                SlotEntry::Occupied(mut slot) => match slot.get() {
+                    Slot::Live(actor) => Step::Cast(actor.clone()),
+                    Slot::Busy => Step::Wait,
+                    Slot::Passive(_) => match std::mem::replace(slot.get_mut(), Slot::Busy) {
+                        Slot::Passive(state) => Step::Spawn(state),
+                        _ => Step::Wait,
+                    },
+                },
+                SlotEntry::Vacant(slot) => {
+                    slot.insert(Slot::Busy);
+                    Step::Spawn(Box::new(SubjectState::new(Arc::clone(subject))))
+                }
+            };
+            match step {
+                Step::Cast(actor) => match actor.cast(msg) {
+                    Ok(()) => return Ok(()),
+                    // Refused after the drain marker: the slot turns Busy, then Passive.
+                    Err(MessagingErr::SendErr(back)) => msg = back,
+                    Err(_) => {
+                        shared.inflight.done();
+                        return Err(Stopped);
+                    }
+                },
+                Step::Wait => changed.await,
+                Step::Spawn(state) => {
+                    match Actor::spawn(None, SubjectActor, (Arc::clone(shared), state)).await {
+                        Ok((actor, _)) => {
+                            self.slots.insert(Arc::clone(subject), Slot::Live(actor));
+                        }
+                        Err(_) => {
+                            self.slots.remove(subject);
+                            self.changed.notify_waiters();
+                            shared.inflight.done();
+                            return Err(Stopped);
+                        }
+                    }
+                    self.changed.notify_waiters();
+                }
+            }
+        }
+    }
+
+    /// The subject's actor begins to passivate: senders wait from now on.
+    pub(crate) fn begin_passivation(&self, subject: &Arc<str>) {
+        self.slots.insert(Arc::clone(subject), Slot::Busy);
+    }
+
+    /// The draining actor stopped and hands its state back; an empty subject is
+    /// forgotten altogether.
+    pub(crate) fn store(&self, subject: &Arc<str>, state: Box<SubjectState>) {
+        if state.is_empty() {
+            self.slots.remove(subject);
+        } else {
+            self.slots.insert(Arc::clone(subject), Slot::Passive(state));
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// How many subjects have an actor, and how many are passive.
+    pub(crate) fn census(&self) -> (usize, usize) {
+        let mut live = 0;
+        let mut passive = 0;
+        for slot in self.slots.iter() {
+            match slot.value() {
+                Slot::Live(_) | Slot::Busy => live += 1,
+                Slot::Passive(_) => passive += 1,
+            }
+        }
+        (live, passive)
+    }
+}

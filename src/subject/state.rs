@@ -1,0 +1,991 @@
+//! One subject's state and every transition of it.
+//!
+//! The state is plain data: the parked set (oldest first), the runs living on the
+//! subject with their journals and receivers, and the groups of asks each activation
+//! raised. The actor calls one method per message; a method never awaits a run (the
+//! run's own messages would then queue behind it): it records who receives the
+//! outcome and returns, and the activation's `Ended` message completes the receiver.
+//! The only await is on the supervisor during a teardown, which never waits on a
+//! subject.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use indexmap::IndexMap;
+use ractor::Actor;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::{Ack, Ending, Receiver};
+use crate::ask::{Ask, Checked, OnExpiry};
+use crate::entry::{Entry, Status, To};
+use crate::error::{AskError, IdProblem, RunError};
+use crate::event::{Event, Resolution};
+use crate::ids::Kind;
+use crate::record::{RunRecord, RunStatus};
+use crate::run::activation::{Activation, RunActor};
+use crate::run::ctx::{Ctx, EXPIRY_MARKER_KEY, expiry_marker};
+use crate::run::journal::JournalEntry;
+use crate::shared::{Parent, Shared};
+use crate::supervisor::{SupervisorMsg, TimerKey, TimerKind};
+use crate::target::Target;
+
+/// One parked entry and what the runtime keeps beside it.
+#[derive(Debug)]
+pub(crate) struct Parked {
+    /// The entry as the door contract sees it.
+    pub(crate) entry: Entry,
+    /// The run that asked (or whose outcome waits).
+    run: Arc<str>,
+    /// What the deadline does.
+    on_expiry: OnExpiry,
+    /// The armed timer: the deadline of an ask, the horizon of a waiting outcome.
+    timer: Option<TimerKey>,
+    /// The answer, once resolved and until the run resumes.
+    answer: Option<Value>,
+    /// A waiting outcome's result or error.
+    outcome: Option<Result<Value, String>>,
+}
+
+/// A group of asks raised by one activation.
+#[derive(Debug)]
+struct Group {
+    /// The asking run.
+    run: Arc<str>,
+    /// Its asks, in the order raised.
+    members: Vec<String>,
+    /// Whether the activation that raised them is still executing.
+    open: bool,
+    /// Set when the last ask was resolved while the activation was still executing:
+    /// the receiver of the resumed run's outcome, and the ask resolved last.
+    pending: Option<(Option<Receiver>, String)>,
+}
+
+/// One run living on the subject.
+#[derive(Debug)]
+struct RunState {
+    target: Arc<Target>,
+    identity: Arc<str>,
+    lineage: Arc<[String]>,
+    kwargs: Value,
+    extras: Value,
+    journal: Vec<JournalEntry>,
+    status: RunStatus,
+    /// Counts activations; an `Ended` or `Ask` of another epoch is stale.
+    epoch: u64,
+    /// Whether an activation is executing.
+    live: bool,
+    /// Who takes the outcome of the executing activation.
+    receiver: Option<Receiver>,
+    /// The group the executing (or last) activation raised.
+    group: Option<String>,
+    /// The group whose resolution started the executing activation.
+    resumed_group: Option<String>,
+    /// The ask whose resolution started the executing activation; a waiting outcome
+    /// waits under this id.
+    resumed_by: Option<String>,
+    started_at: DateTime<Utc>,
+    /// Interactions this run resolved on its way.
+    resumed_interactions: Vec<String>,
+}
+
+/// A subject's whole state.
+#[derive(Debug)]
+pub(crate) struct SubjectState {
+    /// The subject's name.
+    pub(crate) name: Arc<str>,
+    /// The parked set, oldest first.
+    entries: IndexMap<String, Parked>,
+    /// Runs that have not ended.
+    runs: HashMap<Arc<str>, RunState>,
+    /// Open groups by id.
+    groups: HashMap<String, Group>,
+    /// Executing activations.
+    live: usize,
+    /// The armed idle check.
+    idle_timer: Option<TimerKey>,
+    /// When the last message was handled.
+    last_active: Option<DateTime<Utc>>,
+}
+
+/// What the actor should do after a message.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum After {
+    /// Keep going.
+    Stay,
+    /// Passivate: nothing is executing and the subject has been idle long enough.
+    Passivate,
+}
+
+impl SubjectState {
+    /// An empty subject.
+    pub(crate) fn new(name: Arc<str>) -> Self {
+        Self {
+            name,
+            entries: IndexMap::new(),
+            runs: HashMap::new(),
+            groups: HashMap::new(),
+            live: 0,
+            idle_timer: None,
+            last_active: None,
+        }
+    }
+
+    /// Whether the subject holds nothing at all, so passivating can forget it.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.runs.is_empty()
+    }
+
+    /// The parked set as the door contract sees it, oldest first.
+    pub(crate) fn list(&self) -> Vec<Entry> {
+        self.entries.values().map(|p| p.entry.clone()).collect()
+    }
+
+    fn publish(&self, shared: &Shared, event: Event) {
+        shared.events.publish(event);
+    }
+
+    fn subject(&self) -> String {
+        self.name.to_string()
+    }
+
+    // ----- starting and activations ---------------------------------------------------
+
+    /// Start a run of `target`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn start(
+        &mut self,
+        shared: &Arc<Shared>,
+        target: Arc<Target>,
+        kwargs: Value,
+        extras: Value,
+        identity: Arc<str>,
+        parent: Parent,
+        receiver: Option<Receiver>,
+    ) -> Arc<str> {
+        let run: Arc<str> = Arc::from(shared.id(Kind::Run));
+        let (parent_run, lineage) = match parent {
+            Parent::Top => (None, Arc::from(vec![target.name.to_string()])),
+            Parent::Run { run, lineage } => {
+                let mut chain = Vec::with_capacity(lineage.len() + 1);
+                chain.push(target.name.to_string());
+                chain.extend(lineage.iter().cloned());
+                (Some(run), Arc::from(chain))
+            }
+        };
+        let _ = shared.supervisor.cast(SupervisorMsg::Link {
+            run: Arc::clone(&run),
+            parent: parent_run,
+        });
+        self.publish(
+            shared,
+            Event::RunStarted {
+                subject: self.subject(),
+                run: run.to_string(),
+                target: target.name.to_string(),
+            },
+        );
+        self.runs.insert(
+            Arc::clone(&run),
+            RunState {
+                target,
+                identity,
+                lineage,
+                kwargs,
+                extras,
+                journal: Vec::new(),
+                status: RunStatus::Running,
+                epoch: 0,
+                live: false,
+                receiver,
+                group: None,
+                resumed_group: None,
+                resumed_by: None,
+                started_at: shared.clock.now(),
+                resumed_interactions: Vec::new(),
+            },
+        );
+        self.activate(shared, &run).await;
+        run
+    }
+
+    /// Start a new activation of `run`, replaying its journal.
+    async fn activate(&mut self, shared: &Arc<Shared>, run_id: &Arc<str>) {
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        run.epoch += 1;
+        run.live = true;
+        run.status = RunStatus::Running;
+        self.live += 1;
+        shared.inflight.add();
+        let ctx = Ctx::new(
+            Arc::clone(shared),
+            Arc::clone(run_id),
+            Arc::clone(&run.target.name),
+            Arc::clone(&run.identity),
+            Arc::clone(&self.name),
+            Arc::clone(&run.lineage),
+            run.epoch,
+            run.journal.clone(),
+        );
+        let activation = Activation {
+            ctx,
+            target: Arc::clone(&run.target),
+            kwargs: run.kwargs.clone(),
+            extras: run.extras.clone(),
+        };
+        match Actor::spawn(None, RunActor, activation).await {
+            Ok((actor, _)) => {
+                let _ = shared.supervisor.cast(SupervisorMsg::Activation {
+                    run: Arc::clone(run_id),
+                    cell: Some(actor.get_cell()),
+                });
+            }
+            Err(e) => {
+                // Only a stopping runtime fails to spawn; the run fails rather than hang.
+                let epoch = run.epoch;
+                let ending = Ending {
+                    run: Arc::clone(run_id),
+                    epoch,
+                    result: Err(RunError::Failed(format!("could not start an activation: {e}"))),
+                    replay: Default::default(),
+                };
+                self.ended(shared, ending);
+            }
+        }
+    }
+
+    /// An activation ended: deliver its outcome, or resume at once if its group was
+    /// resolved while it ran.
+    pub(crate) fn ended(&mut self, shared: &Arc<Shared>, ending: Ending) -> Option<Arc<str>> {
+        let Ending {
+            run: run_id,
+            epoch,
+            result,
+            replay,
+        } = ending;
+        let now = shared.clock.now();
+        let run = self.runs.get_mut(&run_id)?;
+        if run.epoch != epoch || !run.live {
+            return None;
+        }
+        run.live = false;
+        self.live -= 1;
+        shared.inflight.done();
+        let _ = shared.supervisor.cast(SupervisorMsg::Activation {
+            run: Arc::clone(&run_id),
+            cell: None,
+        });
+        run.journal = replay.journal;
+        let resumed_group = run.resumed_group.take();
+        let raised = run.group.clone();
+        if let Some(g) = resumed_group {
+            self.remove_group(shared, &g);
+        }
+        let run = self.runs.get_mut(&run_id)?;
+
+        if let Some(diverged) = replay.diverged {
+            if let Some(g) = raised {
+                self.drop_group_asks(shared, &g, Resolution::Cancelled);
+            }
+            return self.finish(shared, &run_id, Err(diverged), now);
+        }
+        if let Some(gid) = raised.filter(|g| self.groups.contains_key(g)) {
+            run.status = RunStatus::Parked;
+            let receiver = run.receiver.take();
+            let group = self.groups.get_mut(&gid)?;
+            group.open = false;
+            let pending = group.pending.take();
+            let asks: Vec<Entry> = group
+                .members
+                .iter()
+                .filter_map(|id| self.entries.get(id).map(|p| p.entry.clone()))
+                .collect();
+            let record = self.record(&run_id, RunStatus::Parked, None, None, Some(asks));
+            if let (Some(receiver), Some(record)) = (receiver, record) {
+                let _ = receiver.send(record);
+            }
+            if let Some((receiver, last)) = pending {
+                return self.prepare_resume(&run_id, &gid, receiver, last);
+            }
+            return None;
+        }
+        let outcome = match result {
+            Ok(value) => Ok(value),
+            Err(RunError::Failed(message)) => Err(message),
+            Err(RunError::Suspended(s)) => Err(format!(
+                "target {} returned the suspension of interaction {} without an open ask",
+                run.target.name, s.interaction
+            )),
+        };
+        self.finish(shared, &run_id, outcome, now)
+    }
+
+    /// End `run` for good with `outcome`, delivering it or leaving it waiting.
+    fn finish(
+        &mut self,
+        shared: &Arc<Shared>,
+        run_id: &Arc<str>,
+        outcome: Result<Value, String>,
+        now: DateTime<Utc>,
+    ) -> Option<Arc<str>> {
+        let (status, result, error) = match &outcome {
+            Ok(v) => (RunStatus::Succeeded, Some(v.clone()), None),
+            Err(e) => (RunStatus::Failed, None, Some(e.clone())),
+        };
+        let mut record = self.record(run_id, status, result, error.clone(), None)?;
+        record.finished_at = Some(now);
+        let run = self.runs.remove(run_id)?;
+        let _ = shared.supervisor.cast(SupervisorMsg::Ended {
+            run: Arc::clone(run_id),
+        });
+        self.publish(
+            shared,
+            match &error {
+                None => Event::RunFinished {
+                    subject: self.subject(),
+                    run: run_id.to_string(),
+                },
+                Some(e) => Event::RunFailed {
+                    subject: self.subject(),
+                    run: run_id.to_string(),
+                    error: e.clone(),
+                },
+            },
+        );
+        let undelivered = match run.receiver {
+            Some(receiver) => receiver.send(record).is_err(),
+            None => true,
+        };
+        if undelivered && let Some(id) = run.resumed_by {
+            self.store_waiting(shared, id, Arc::clone(run_id), outcome, now);
+        }
+        None
+    }
+
+    /// Leave a resolved run's terminal waiting under `id`.
+    fn store_waiting(
+        &mut self,
+        shared: &Arc<Shared>,
+        id: String,
+        run: Arc<str>,
+        outcome: Result<Value, String>,
+        now: DateTime<Utc>,
+    ) {
+        let status = if outcome.is_ok() {
+            Status::Finished
+        } else {
+            Status::Failed
+        };
+        let horizon = chrono::Duration::from_std(shared.settings.waiting_retention)
+            .ok()
+            .and_then(|d| now.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let key = shared.timer_key(horizon);
+        let _ = shared.supervisor.cast(SupervisorMsg::Arm {
+            key,
+            subject: Arc::clone(&self.name),
+            interaction: Arc::from(id.as_str()),
+            kind: TimerKind::Retention,
+        });
+        shared.count_waiting();
+        self.entries.insert(
+            id.clone(),
+            Parked {
+                entry: Entry::waiting(id.clone(), status),
+                run,
+                on_expiry: OnExpiry::Kill,
+                timer: Some(key),
+                answer: None,
+                outcome: Some(outcome),
+            },
+        );
+        self.publish(
+            shared,
+            Event::WaitingOutcomeStored {
+                subject: self.subject(),
+                interaction: id,
+            },
+        );
+    }
+
+    /// The record of `run` as it stands.
+    fn record(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        result: Option<Value>,
+        error: Option<String>,
+        asks: Option<Vec<Entry>>,
+    ) -> Option<RunRecord> {
+        let run = self.runs.get(run_id)?;
+        Some(RunRecord {
+            run_id: run_id.to_owned(),
+            target: run.target.name.to_string(),
+            status,
+            started_at: run.started_at,
+            finished_at: None,
+            result,
+            error,
+            asks,
+            resumed_interactions: run.resumed_interactions.clone(),
+        })
+    }
+
+    // ----- asks ----------------------------------------------------------------------
+
+    /// Park an ask of `run`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn ask(
+        &mut self,
+        shared: &Arc<Shared>,
+        run_id: Arc<str>,
+        epoch: u64,
+        lineage: Arc<[String]>,
+        ask: Ask,
+        checked: Checked,
+    ) -> Result<String, AskError> {
+        let Some(run) = self.runs.get_mut(&run_id).filter(|r| r.live && r.epoch == epoch) else {
+            shared.release(ask.to);
+            return Err(AskError::Cancelled {
+                run: run_id.to_string(),
+            });
+        };
+        let gid = match run.group.clone().filter(|g| self.groups.contains_key(g)) {
+            Some(g) => g,
+            None => {
+                let g = shared.id(Kind::Group);
+                run.group = Some(g.clone());
+                self.groups.insert(
+                    g.clone(),
+                    Group {
+                        run: Arc::clone(&run_id),
+                        members: Vec::new(),
+                        open: true,
+                        pending: None,
+                    },
+                );
+                g
+            }
+        };
+        let id = shared.id(Kind::Interaction);
+        let key = shared.timer_key(checked.deadline);
+        let _ = shared.supervisor.cast(SupervisorMsg::Arm {
+            key,
+            subject: Arc::clone(&self.name),
+            interaction: Arc::from(id.as_str()),
+            kind: TimerKind::Expiry,
+        });
+        let entry = Entry {
+            id: id.clone(),
+            status: Status::Asking,
+            to: Some(ask.to),
+            asked_by: Some(lineage.to_vec()),
+            question: ask.question,
+            answer_format: ask.answer_format,
+            group_id: Some(gid.clone()),
+            payload: ask.payload,
+        };
+        self.entries.insert(
+            id.clone(),
+            Parked {
+                entry,
+                run: Arc::clone(&run_id),
+                on_expiry: checked.on_expiry,
+                timer: Some(key),
+                answer: None,
+                outcome: None,
+            },
+        );
+        if let Some(group) = self.groups.get_mut(&gid) {
+            group.members.push(id.clone());
+        }
+        self.publish(
+            shared,
+            Event::AskParked {
+                subject: self.subject(),
+                interaction: id.clone(),
+                run: run_id.to_string(),
+            },
+        );
+        Ok(id)
+    }
+
+    /// Remove one entry, disarming its timer and giving back its unit of the ceiling.
+    fn remove_entry(&mut self, shared: &Shared, id: &str) -> Option<Parked> {
+        let parked = self.entries.shift_remove(id)?;
+        if let Some(key) = parked.timer {
+            let _ = shared.supervisor.cast(SupervisorMsg::Disarm { key });
+        }
+        match parked.entry.to {
+            Some(to) => shared.release(to),
+            None => shared.release(To::Caller),
+        }
+        Some(parked)
+    }
+
+    /// Remove a resolved group and its (running) entries.
+    fn remove_group(&mut self, shared: &Shared, gid: &str) {
+        if let Some(group) = self.groups.remove(gid) {
+            for id in group.members {
+                self.remove_entry(shared, &id);
+            }
+        }
+    }
+
+    /// Remove a group whose asks will never be answered (the run diverged).
+    fn drop_group_asks(&mut self, shared: &Shared, gid: &str, how: Resolution) {
+        if let Some(group) = self.groups.remove(gid) {
+            for id in group.members {
+                if let Some(p) = self.remove_entry(shared, &id)
+                    && p.entry.status == Status::Asking
+                {
+                    self.publish(
+                        shared,
+                        Event::AskResolved {
+                            subject: self.subject(),
+                            interaction: id,
+                            how,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    // ----- resume, take, cancel ------------------------------------------------------
+
+    /// Check that `id` names an `asking` entry.
+    fn check_asking(&self, id: &str) -> Result<(), IdProblem> {
+        match self.entries.get(id) {
+            None => Err(IdProblem::Unknown {
+                id: id.to_owned(),
+                subject: self.subject(),
+            }),
+            Some(p) if p.entry.status != Status::Asking => Err(IdProblem::WrongStatus {
+                id: id.to_owned(),
+                wanted: "asking".into(),
+                status: p.entry.status,
+            }),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Resume the ask `id` with `payload`. Returns a run to activate, if the group is
+    /// complete and its activation has ended.
+    pub(crate) fn resume(
+        &mut self,
+        shared: &Arc<Shared>,
+        id: &str,
+        payload: Value,
+        receiver: Option<Receiver>,
+        resumer: Option<Arc<str>>,
+    ) -> Result<(Ack, Option<Arc<str>>), IdProblem> {
+        self.check_asking(id)?;
+        if payload.get(EXPIRY_MARKER_KEY).is_some() {
+            return Err(IdProblem::ReservedKey {
+                id: id.to_owned(),
+                key: EXPIRY_MARKER_KEY.into(),
+            });
+        }
+        if let Some(r) = resumer.and_then(|r| self.runs.get_mut(&r)) {
+            r.resumed_interactions.push(id.to_owned());
+        }
+        Ok(self.resolve(shared, id, payload, receiver, Resolution::Resumed))
+    }
+
+    /// Record `answer` for the asking entry `id`; resume its run if that completes the
+    /// group.
+    fn resolve(
+        &mut self,
+        shared: &Arc<Shared>,
+        id: &str,
+        answer: Value,
+        receiver: Option<Receiver>,
+        how: Resolution,
+    ) -> (Ack, Option<Arc<str>>) {
+        let Some(parked) = self.entries.get_mut(id) else {
+            return (Ack::Buffered { remaining: 0 }, None);
+        };
+        parked.entry.status = Status::Running;
+        parked.answer = Some(answer);
+        if let Some(key) = parked.timer.take() {
+            let _ = shared.supervisor.cast(SupervisorMsg::Disarm { key });
+        }
+        let run_id = Arc::clone(&parked.run);
+        let gid = parked.entry.group_id.clone().unwrap_or_default();
+        self.publish(
+            shared,
+            Event::AskResolved {
+                subject: self.subject(),
+                interaction: id.to_owned(),
+                how,
+            },
+        );
+        let Some(group) = self.groups.get_mut(&gid) else {
+            return (Ack::Buffered { remaining: 0 }, None);
+        };
+        let remaining = group
+            .members
+            .iter()
+            .filter(|m| {
+                self.entries
+                    .get(*m)
+                    .is_some_and(|p| p.entry.status == Status::Asking)
+            })
+            .count();
+        if remaining > 0 {
+            return (Ack::Buffered { remaining }, None);
+        }
+        if group.open {
+            group.pending = Some((receiver, id.to_owned()));
+            return (Ack::Started, None);
+        }
+        (
+            Ack::Started,
+            self.prepare_resume(&run_id, &gid, receiver, id.to_owned()),
+        )
+    }
+
+    /// Fill the group's answers into the journal and attach the receiver; the caller
+    /// then activates the returned run.
+    fn prepare_resume(
+        &mut self,
+        run_id: &Arc<str>,
+        gid: &str,
+        receiver: Option<Receiver>,
+        last: String,
+    ) -> Option<Arc<str>> {
+        let group = self.groups.get(gid)?;
+        let answers: HashMap<&str, &Value> = group
+            .members
+            .iter()
+            .filter_map(|m| {
+                let p = self.entries.get(m)?;
+                Some((m.as_str(), p.answer.as_ref()?))
+            })
+            .collect();
+        let run = self.runs.get_mut(run_id)?;
+        for entry in &mut run.journal {
+            if let JournalEntry::Ask {
+                interaction,
+                answer,
+                ..
+            } = entry
+                && answer.is_none()
+                && let Some(a) = answers.get(interaction.as_str())
+            {
+                *answer = Some((*a).clone());
+            }
+        }
+        run.receiver = receiver;
+        run.resumed_by = Some(last);
+        run.group = None;
+        run.resumed_group = Some(gid.to_owned());
+        Some(Arc::clone(run_id))
+    }
+
+    /// Activate a run that [`SubjectState::resume`] or [`SubjectState::ended`] prepared.
+    pub(crate) async fn activate_prepared(&mut self, shared: &Arc<Shared>, run: Option<Arc<str>>) {
+        if let Some(run) = run {
+            self.activate(shared, &run).await;
+        }
+    }
+
+    /// Take the waiting outcome `id`.
+    pub(crate) fn take(
+        &mut self,
+        shared: &Arc<Shared>,
+        id: &str,
+        taker: Option<Arc<str>>,
+    ) -> Result<Result<Value, String>, IdProblem> {
+        match self.entries.get(id) {
+            None => {
+                return Err(IdProblem::Unknown {
+                    id: id.to_owned(),
+                    subject: self.subject(),
+                });
+            }
+            Some(p) if p.outcome.is_none() => {
+                return Err(IdProblem::WrongStatus {
+                    id: id.to_owned(),
+                    wanted: "a waiting outcome (finished or failed)".into(),
+                    status: p.entry.status,
+                });
+            }
+            Some(_) => {}
+        }
+        let parked = self.remove_entry(shared, id);
+        if let Some(r) = taker.and_then(|r| self.runs.get_mut(&r)) {
+            r.resumed_interactions.push(id.to_owned());
+        }
+        self.publish(
+            shared,
+            Event::WaitingOutcomeTaken {
+                subject: self.subject(),
+                interaction: id.to_owned(),
+            },
+        );
+        Ok(parked
+            .and_then(|p| p.outcome)
+            .unwrap_or_else(|| Err(format!("interaction {id} held no outcome"))))
+    }
+
+    /// Check a cancel of `ids`: every problem is reported.
+    pub(crate) fn check_cancel(&self, ids: &[String]) -> Result<(), Vec<IdProblem>> {
+        let mut problems = Vec::new();
+        let mut seen = HashSet::new();
+        for id in ids {
+            if !seen.insert(id.as_str()) {
+                problems.push(IdProblem::Duplicate { id: id.clone() });
+            } else if !self.entries.contains_key(id) {
+                problems.push(IdProblem::Unknown {
+                    id: id.clone(),
+                    subject: self.subject(),
+                });
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Cancel each of `ids` (already checked): a waiting outcome is removed, an ask tears
+    /// its chain down.
+    pub(crate) async fn cancel(
+        &mut self,
+        shared: &Arc<Shared>,
+        ids: Vec<String>,
+        canceller: Option<Arc<str>>,
+    ) {
+        if let Some(r) = canceller.as_ref().and_then(|r| self.runs.get_mut(r)) {
+            r.resumed_interactions.extend(ids.iter().cloned());
+        }
+        for id in ids {
+            let Some(parked) = self.entries.get(&id) else {
+                // Already torn down with an earlier id's chain.
+                continue;
+            };
+            if parked.outcome.is_some() {
+                self.remove_entry(shared, &id);
+                self.publish(
+                    shared,
+                    Event::WaitingOutcomeDropped {
+                        subject: self.subject(),
+                        interaction: id,
+                        reason: "cancelled".into(),
+                    },
+                );
+                continue;
+            }
+            let owner = Arc::clone(&parked.run);
+            self.tear_down(shared, &owner, canceller.clone(), &id, Resolution::Cancelled)
+                .await;
+        }
+    }
+
+    /// Tear down the chain of the park `interaction` raised by `owner`.
+    async fn tear_down(
+        &mut self,
+        shared: &Arc<Shared>,
+        owner: &Arc<str>,
+        canceller: Option<Arc<str>>,
+        interaction: &str,
+        how: Resolution,
+    ) {
+        let (reply, rx) = oneshot::channel();
+        let asked = shared.supervisor.cast(SupervisorMsg::TearDown {
+            run: Arc::clone(owner),
+            canceller,
+            reply,
+        });
+        let mut runs = match asked {
+            Ok(()) => rx.await.unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        if !runs.iter().any(|r| r == owner) {
+            runs.insert(0, Arc::clone(owner));
+        }
+        let now = shared.clock.now();
+        let verb = match how {
+            Resolution::Expired => "expired",
+            _ => "was cancelled",
+        };
+        let error = format!("cancelled: interaction {interaction} {verb}");
+        let torn: HashSet<Arc<str>> = runs.iter().cloned().collect();
+        // The entries those runs own: their asks, asking or running.
+        let owned: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(_, p)| p.outcome.is_none() && torn.contains(&p.run))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in owned {
+            if let Some(p) = self.remove_entry(shared, &id)
+                && p.entry.status == Status::Asking
+            {
+                let how = if id == interaction {
+                    how
+                } else {
+                    Resolution::Cancelled
+                };
+                self.publish(
+                    shared,
+                    Event::AskResolved {
+                        subject: self.subject(),
+                        interaction: id,
+                        how,
+                    },
+                );
+            }
+        }
+        // Receivers waiting on a group that was resolved while its activation ran.
+        let mut pending: HashMap<Arc<str>, Vec<Receiver>> = HashMap::new();
+        self.groups.retain(|_, g| {
+            if !torn.contains(&g.run) {
+                return true;
+            }
+            if let Some((Some(r), _)) = g.pending.take() {
+                pending.entry(Arc::clone(&g.run)).or_default().push(r);
+            }
+            false
+        });
+        for run_id in &runs {
+            let Some(run) = self.runs.remove(run_id) else {
+                continue;
+            };
+            if run.live {
+                self.live -= 1;
+                shared.inflight.done();
+            }
+            self.publish(
+                shared,
+                Event::RunCancelled {
+                    subject: self.subject(),
+                    run: run_id.to_string(),
+                    interaction: interaction.to_owned(),
+                },
+            );
+            let record = RunRecord {
+                run_id: run_id.to_string(),
+                target: run.target.name.to_string(),
+                status: RunStatus::Cancelled,
+                started_at: run.started_at,
+                finished_at: Some(now),
+                result: None,
+                error: Some(error.clone()),
+                asks: None,
+                resumed_interactions: run.resumed_interactions,
+            };
+            let receivers = run
+                .receiver
+                .into_iter()
+                .chain(pending.remove(run_id).into_iter().flatten());
+            for receiver in receivers {
+                let _ = receiver.send(record.clone());
+            }
+        }
+    }
+
+    // ----- timers ----------------------------------------------------------------------
+
+    /// An ask's deadline fired: whichever of expiry and resume the subject handles first
+    /// wins, so a resolved ask or a re-armed timer makes this a no-op.
+    pub(crate) async fn expire(&mut self, shared: &Arc<Shared>, id: &str, key: TimerKey) {
+        let Some(parked) = self.entries.get_mut(id) else {
+            return;
+        };
+        if parked.entry.status != Status::Asking || parked.timer != Some(key) {
+            return;
+        }
+        parked.timer = None;
+        let on_expiry = parked.on_expiry;
+        let owner = Arc::clone(&parked.run);
+        self.publish(
+            shared,
+            Event::ExpiryFired {
+                subject: self.subject(),
+                interaction: id.to_owned(),
+            },
+        );
+        match on_expiry {
+            OnExpiry::Kill => {
+                self.tear_down(shared, &owner, None, id, Resolution::Expired)
+                    .await;
+            }
+            OnExpiry::Resume => {
+                let (_, run) = self.resolve(shared, id, expiry_marker(), None, Resolution::Expired);
+                self.activate_prepared(shared, run).await;
+            }
+        }
+    }
+
+    /// A waiting outcome's retention horizon passed: drop it, with an event.
+    pub(crate) fn retire(&mut self, shared: &Arc<Shared>, id: &str, key: TimerKey) {
+        let due = self
+            .entries
+            .get(id)
+            .is_some_and(|p| p.outcome.is_some() && p.timer == Some(key));
+        if due {
+            if let Some(p) = self.entries.get_mut(id) {
+                p.timer = None;
+            }
+            self.remove_entry(shared, id);
+            self.publish(
+                shared,
+                Event::WaitingOutcomeDropped {
+                    subject: self.subject(),
+                    interaction: id.to_owned(),
+                    reason: "retention".into(),
+                },
+            );
+        }
+    }
+
+    /// After each message: decide whether to passivate, or arm the idle check.
+    pub(crate) fn after(&mut self, shared: &Shared, idle_fired: Option<TimerKey>) -> After {
+        let now = shared.clock.now();
+        if let Some(key) = idle_fired {
+            if self.idle_timer != Some(key) {
+                return After::Stay;
+            }
+            self.idle_timer = None;
+        } else {
+            self.last_active = Some(now);
+        }
+        if self.live > 0 {
+            return After::Stay;
+        }
+        let after = shared.settings.passivate_after;
+        let idle_since = self.last_active.unwrap_or(now);
+        let due = chrono::Duration::from_std(after)
+            .ok()
+            .and_then(|d| idle_since.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        if due <= now {
+            return After::Passivate;
+        }
+        if self.idle_timer.is_none() {
+            let key = shared.timer_key(due);
+            self.idle_timer = Some(key);
+            let _ = shared.supervisor.cast(SupervisorMsg::Arm {
+                key,
+                subject: Arc::clone(&self.name),
+                interaction: Arc::from(""),
+                kind: TimerKind::Idle,
+            });
+        }
+        After::Stay
+    }
+
+    /// Forget the idle check before passivating; a passive subject arms nothing.
+    pub(crate) fn clear_idle(&mut self, shared: &Shared) {
+        if let Some(key) = self.idle_timer.take() {
+            let _ = shared.supervisor.cast(SupervisorMsg::Disarm { key });
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! The supervisor actor: the run tree and the timers.
+//!
+//! It handles one message at a time, never awaits anything in its handlers and never
+//! sends to a subject: subjects may wait on it (a teardown), so it must never wait on
+//! them. Fired timers are handed to the [ticker](super::ticker), which delivers them.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
+use tokio::sync::{Notify, oneshot};
+
+use super::timers::{Fired, TimerKey, TimerKind, Timers};
+use super::tree::Tree;
+
+/// What the supervisor is asked to do.
+#[derive(Debug)]
+pub(crate) enum SupervisorMsg {
+    /// A run was started under `parent`.
+    Link {
+        /// The new run.
+        run: Arc<str>,
+        /// Its caller, for a child run.
+        parent: Option<Arc<str>>,
+    },
+    /// An activation started (`Some`) or ended (`None`) for `run`.
+    Activation {
+        /// The run.
+        run: Arc<str>,
+        /// Its executing activation.
+        cell: Option<ActorCell>,
+    },
+    /// `run` ended for good.
+    Ended {
+        /// The run.
+        run: Arc<str>,
+    },
+    /// Tear down the chain of a park raised by `run`; reply with the runs torn down.
+    TearDown {
+        /// The run whose park is cancelled.
+        run: Arc<str>,
+        /// The cancelling run, below which the chain stops.
+        canceller: Option<Arc<str>>,
+        /// The runs torn down, asker first.
+        reply: oneshot::Sender<Vec<Arc<str>>>,
+    },
+    /// Arm a timer.
+    Arm {
+        /// Its key.
+        key: TimerKey,
+        /// Its subject.
+        subject: Arc<str>,
+        /// Its interaction.
+        interaction: Arc<str>,
+        /// What it does.
+        kind: TimerKind,
+    },
+    /// Disarm a timer.
+    Disarm {
+        /// Its key.
+        key: TimerKey,
+    },
+    /// Pop every timer due at `now`; reply with them and the next deadline.
+    FireDue {
+        /// The clock's now.
+        now: DateTime<Utc>,
+        /// The due timers and when the next one fires.
+        reply: oneshot::Sender<(Vec<Fired>, Option<DateTime<Utc>>)>,
+    },
+    /// Report sizes, for tests and benchmarks.
+    Stats {
+        /// Runs in the tree, timers armed.
+        reply: oneshot::Sender<(usize, usize)>,
+    },
+}
+
+/// The supervisor's state.
+pub(crate) struct Supervisor;
+
+/// The tree, the timers, and how to wake the ticker.
+pub(crate) struct State {
+    tree: Tree,
+    timers: Timers,
+    /// Wakes the ticker when an earlier timer is armed.
+    kick: Arc<Notify>,
+}
+
+impl Actor for Supervisor {
+    type Msg = SupervisorMsg;
+    type State = State;
+    type Arguments = Arc<Notify>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        kick: Arc<Notify>,
+    ) -> Result<State, ActorProcessingErr> {
+        Ok(State {
+            tree: Tree::default(),
+            timers: Timers::default(),
+            kick,
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        msg: SupervisorMsg,
+        state: &mut State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SupervisorMsg::Link { run, parent } => state.tree.link(run, parent),
+            SupervisorMsg::Activation { run, cell } => state.tree.set_activation(&run, cell),
+            SupervisorMsg::Ended { run } => state.tree.remove(&run),
+            SupervisorMsg::TearDown {
+                run,
+                canceller,
+                reply,
+            } => {
+                let runs = state.tree.chain(&run, canceller.as_deref());
+                state.tree.tear_down(&runs);
+                let _ = reply.send(runs);
+            }
+            SupervisorMsg::Arm {
+                key,
+                subject,
+                interaction,
+                kind,
+            } => {
+                if state.timers.arm(key, subject, interaction, kind) {
+                    state.kick.notify_one();
+                }
+            }
+            SupervisorMsg::Disarm { key } => state.timers.disarm(key),
+            SupervisorMsg::FireDue { now, reply } => {
+                let fired = state.timers.fire_due(now);
+                let _ = reply.send((fired, state.timers.next()));
+            }
+            SupervisorMsg::Stats { reply } => {
+                let _ = reply.send((state.tree.len(), state.timers.len()));
+            }
+        }
+        Ok(())
+    }
+}

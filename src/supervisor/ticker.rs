@@ -1,0 +1,83 @@
+//! The ticker: the one task that waits on the clock for the supervisor's timers.
+//!
+//! Each round it asks the supervisor for what is due at the clock's now and delivers
+//! each fired timer to its subject through the registry (waking a passive subject).
+//! Then it waits on the clock until the next deadline, a clock move, a kick (an earlier
+//! timer was armed), or a request for a round, which [`Runtime::settle`] sends to
+//! learn that the clock's present has been handled.
+//!
+//! [`Runtime::settle`]: crate::Runtime::settle
+
+use std::sync::{Arc, Weak};
+
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use super::actor::SupervisorMsg;
+use super::timers::{Fired, TimerKind};
+use crate::shared::Shared;
+use crate::subject::SubjectMsg;
+
+/// A request for one full round; answered with how many timers it fired.
+pub(crate) type RoundRequest = oneshot::Sender<usize>;
+
+/// Run the ticker until the runtime is dropped.
+pub(crate) async fn run(
+    shared: Weak<Shared>,
+    kick: Arc<Notify>,
+    mut requests: mpsc::UnboundedReceiver<RoundRequest>,
+) {
+    let mut waiting: Vec<RoundRequest> = Vec::new();
+    loop {
+        let Some(strong) = shared.upgrade() else {
+            return;
+        };
+        let now = strong.clock.now();
+        let (tx, rx) = oneshot::channel();
+        if strong
+            .supervisor
+            .cast(SupervisorMsg::FireDue { now, reply: tx })
+            .is_err()
+        {
+            return;
+        }
+        let Ok((fired, next)) = rx.await else {
+            return;
+        };
+        let count = fired.len();
+        for timer in fired {
+            deliver(&strong, timer).await;
+        }
+        for request in waiting.drain(..) {
+            let _ = request.send(count);
+        }
+        if count > 0 {
+            continue;
+        }
+        let wake = strong.clock.wake_at(next);
+        drop(strong);
+        tokio::select! {
+            _ = wake => {}
+            _ = kick.notified() => {}
+            request = requests.recv() => match request {
+                Some(request) => waiting.push(request),
+                None => return,
+            },
+        }
+    }
+}
+
+async fn deliver(shared: &Arc<Shared>, timer: Fired) {
+    let msg = match timer.kind {
+        TimerKind::Expiry => SubjectMsg::Expire {
+            interaction: timer.interaction,
+            key: timer.key,
+        },
+        TimerKind::Retention => SubjectMsg::Retire {
+            interaction: timer.interaction,
+            key: timer.key,
+        },
+        TimerKind::Idle => SubjectMsg::Idle { key: timer.key },
+    };
+    // A runtime that is stopping drops its timers; nothing is waiting for them then.
+    let _ = shared.subjects.send(shared, &timer.subject, msg).await;
+}
