@@ -98,6 +98,11 @@ pub struct Stats {
     pub runs: usize,
     /// Armed timers.
     pub timers: usize,
+    /// Passivations so far.
+    pub passivations: u64,
+    /// Messages that raced a passivation, were refused by the draining actor, and were
+    /// delivered again to the next one.
+    pub redelivered: u64,
 }
 
 /// One builder call's change to the settings, applied over the environment's.
@@ -388,6 +393,7 @@ impl Runtime {
         let (tx, rx) = oneshot::channel();
         let _ = shared.supervisor.cast(SupervisorMsg::Stats { reply: tx });
         let (runs, timers) = rx.await.unwrap_or_default();
+        let (passivations, redelivered) = shared.subjects.passivation_counts();
         Stats {
             caller_open: shared
                 .caps
@@ -398,6 +404,8 @@ impl Runtime {
             passive_subjects,
             runs,
             timers,
+            passivations,
+            redelivered,
         }
     }
 }

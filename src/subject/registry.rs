@@ -10,6 +10,7 @@
 //! queued before the drain marker, else by the next one.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry as SlotEntry;
@@ -42,6 +43,10 @@ pub(crate) struct Subjects {
     slots: DashMap<Arc<str>, Slot>,
     /// Notified whenever a slot leaves `Busy`.
     changed: Notify,
+    /// How many times a subject passivated.
+    passivations: AtomicU64,
+    /// How many messages a draining actor refused and the registry delivered again.
+    redelivered: AtomicU64,
 }
 
 enum Step {
@@ -81,7 +86,10 @@ impl Subjects {
                 Step::Cast(actor) => match actor.cast(msg) {
                     Ok(()) => return Ok(()),
                     // Refused after the drain marker: the slot turns Busy, then Passive.
-                    Err(MessagingErr::SendErr(back)) => msg = back,
+                    Err(MessagingErr::SendErr(back)) => {
+                        self.redelivered.fetch_add(1, Ordering::Relaxed);
+                        msg = back;
+                    }
                     Err(_) => {
                         shared.inflight.done();
                         return Err(Stopped);
@@ -108,6 +116,7 @@ impl Subjects {
 
     /// The subject's actor begins to passivate: senders wait from now on.
     pub(crate) fn begin_passivation(&self, subject: &Arc<str>) {
+        self.passivations.fetch_add(1, Ordering::Relaxed);
         self.slots.insert(Arc::clone(subject), Slot::Busy);
     }
 
@@ -120,6 +129,15 @@ impl Subjects {
             self.slots.insert(Arc::clone(subject), Slot::Passive(state));
         }
         self.changed.notify_waiters();
+    }
+
+    /// How many passivations happened, and how many messages raced one and were
+    /// delivered again.
+    pub(crate) fn passivation_counts(&self) -> (u64, u64) {
+        (
+            self.passivations.load(Ordering::Relaxed),
+            self.redelivered.load(Ordering::Relaxed),
+        )
     }
 
     /// How many subjects have an actor, and how many are passive.

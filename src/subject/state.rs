@@ -740,11 +740,22 @@ impl SubjectState {
         for id in ids {
             if !seen.insert(id.as_str()) {
                 problems.push(IdProblem::Duplicate { id: id.clone() });
-            } else if !self.entries.contains_key(id) {
-                problems.push(IdProblem::Unknown {
-                    id: id.clone(),
-                    subject: self.subject(),
-                });
+            } else {
+                match self.entries.get(id) {
+                    None => problems.push(IdProblem::Unknown {
+                        id: id.clone(),
+                        subject: self.subject(),
+                    }),
+                    // Already resolved by a resume: a cancel would resolve it twice.
+                    Some(p) if p.entry.status == Status::Running => {
+                        problems.push(IdProblem::WrongStatus {
+                            id: id.clone(),
+                            wanted: "asking or a waiting outcome".into(),
+                            status: p.entry.status,
+                        })
+                    }
+                    Some(_) => {}
+                }
             }
         }
         if problems.is_empty() {
