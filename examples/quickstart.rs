@@ -60,7 +60,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("record: {}", serde_json::to_string(&record)?);
     clock.advance(Duration::from_secs(11 * 60));
     rt.settle().await;
-    println!("parked after 11 minutes: {}", serde_json::to_string(&rt.list("thread-1").await?)?);
+    println!(
+        "parked after 11 minutes: {}",
+        serde_json::to_string(&rt.list("thread-1").await?)?
+    );
 
     println!("\n== events");
     while let Ok(event) = events.try_recv() {

@@ -75,7 +75,9 @@ impl ManualClock {
     pub fn advance(&self, by: Duration) {
         let by = chrono::Duration::from_std(by).unwrap_or(chrono::Duration::MAX);
         self.now.send_modify(|now| {
-            *now = now.checked_add_signed(by).unwrap_or(DateTime::<Utc>::MAX_UTC);
+            *now = now
+                .checked_add_signed(by)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
         });
     }
 

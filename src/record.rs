@@ -96,5 +96,4 @@ impl Resumed {
             Resumed::Buffered { .. } => None,
         }
     }
-
 }

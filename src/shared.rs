@@ -14,9 +14,7 @@ use tokio::sync::{Notify, oneshot};
 use crate::ask::Ask;
 use crate::clock::Clock;
 use crate::entry::{Entry, To};
-use crate::error::{
-    AskError, CancelError, Problems, ResumeError, StartError, TakeError,
-};
+use crate::error::{AskError, CancelError, Problems, ResumeError, StartError, TakeError};
 use crate::event::{Event, Events};
 use crate::ids::{Ids, Kind};
 use crate::record::{Buffered, Resumed, RunRecord};
@@ -291,14 +289,20 @@ impl Shared {
     }
 
     /// Start a run and wait for the record its first activation ends with.
-    pub(crate) async fn run_to_end(self: &Arc<Self>, spec: StartSpec) -> Result<RunRecord, StartError> {
+    pub(crate) async fn run_to_end(
+        self: &Arc<Self>,
+        spec: StartSpec,
+    ) -> Result<RunRecord, StartError> {
         let (tx, rx) = oneshot::channel();
         self.start(spec, Some(tx)).await?;
         rx.await.map_err(|_| StartError::Stopped)
     }
 
     /// Every parked entry on `subject`, oldest first.
-    pub(crate) async fn list(self: &Arc<Self>, subject: &Arc<str>) -> Result<Vec<Entry>, StartError> {
+    pub(crate) async fn list(
+        self: &Arc<Self>,
+        subject: &Arc<str>,
+    ) -> Result<Vec<Entry>, StartError> {
         let (reply, rx) = oneshot::channel();
         self.subjects
             .send(self, subject, SubjectMsg::List { reply })

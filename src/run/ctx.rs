@@ -268,7 +268,9 @@ impl Ctx {
         };
         match result {
             Ok(value) => serde_json::from_value(value).map_err(|e| {
-                RunError::Failed(format!("step {name:?} recorded a value of another type: {e}"))
+                RunError::Failed(format!(
+                    "step {name:?} recorded a value of another type: {e}"
+                ))
             }),
             Err(message) => Err(RunError::Failed(message)),
         }
@@ -334,7 +336,11 @@ impl Ctx {
         let run = Arc::clone(&self.inner.run_id);
         let result = self
             .step(&format!("resume_parked {interaction}"), || async move {
-                Ok::<_, String>(shared.resume(&subject, interaction, payload, Some(run)).await)
+                Ok::<_, String>(
+                    shared
+                        .resume(&subject, interaction, payload, Some(run))
+                        .await,
+                )
             })
             .await?;
         Ok(result)

@@ -249,7 +249,9 @@ impl SubjectState {
                 let ending = Ending {
                     run: Arc::clone(run_id),
                     epoch,
-                    result: Err(RunError::Failed(format!("could not start an activation: {e}"))),
+                    result: Err(RunError::Failed(format!(
+                        "could not start an activation: {e}"
+                    ))),
                     replay: Default::default(),
                 };
                 self.ended(shared, ending);
@@ -447,7 +449,11 @@ impl SubjectState {
         ask: Ask,
         checked: Checked,
     ) -> Result<String, AskError> {
-        let Some(run) = self.runs.get_mut(&run_id).filter(|r| r.live && r.epoch == epoch) else {
+        let Some(run) = self
+            .runs
+            .get_mut(&run_id)
+            .filter(|r| r.live && r.epoch == epoch)
+        else {
             shared.release(ask.to);
             return Err(AskError::Cancelled {
                 run: run_id.to_string(),
@@ -794,8 +800,14 @@ impl SubjectState {
                 continue;
             }
             let owner = Arc::clone(&parked.run);
-            self.tear_down(shared, &owner, canceller.clone(), &id, Resolution::Cancelled)
-                .await;
+            self.tear_down(
+                shared,
+                &owner,
+                canceller.clone(),
+                &id,
+                Resolution::Cancelled,
+            )
+            .await;
         }
     }
 

@@ -15,7 +15,9 @@ pub async fn runtime() -> (Runtime, ManualClock) {
 }
 
 /// The same, with the builder adjusted by `f`.
-pub async fn runtime_with(f: impl FnOnce(parkway::Builder) -> parkway::Builder) -> (Runtime, ManualClock) {
+pub async fn runtime_with(
+    f: impl FnOnce(parkway::Builder) -> parkway::Builder,
+) -> (Runtime, ManualClock) {
     let clock = ManualClock::default();
     let builder = Runtime::builder()
         .without_env()
@@ -35,7 +37,11 @@ pub fn register_common(rt: &Runtime) {
     rt.register("asker", &[], |ctx, kwargs, _| async move {
         let question = kwargs["question"].as_str().unwrap_or("proceed?").to_owned();
         let answer = ctx
-            .ask(Ask::caller(question).answer_format("confirm").expiry_at("10m"))
+            .ask(
+                Ask::caller(question)
+                    .answer_format("confirm")
+                    .expiry_at("10m"),
+            )
             .await?;
         Ok(json!({ "answer": answer }))
     });
@@ -55,7 +61,10 @@ pub fn drain(rx: &mut broadcast::Receiver<Event>) -> Vec<Event> {
 
 /// The `json!` of an event's tag, e.g. `"ask_parked"`.
 pub fn kind(e: &Event) -> String {
-    serde_json::to_value(e).ok().and_then(|v| v["event"].as_str().map(str::to_owned)).unwrap_or_default()
+    serde_json::to_value(e)
+        .ok()
+        .and_then(|v| v["event"].as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// The ids of the parked entries.
