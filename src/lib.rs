@@ -53,6 +53,11 @@ mod subject;
 mod supervisor;
 mod target;
 
+/// The README's example, compiled as a doctest so it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub use ask::{Ask, AskProblem, Expiry, Mode, OnExpiry};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use entry::{Entry, Status, To};

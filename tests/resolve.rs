@@ -165,7 +165,7 @@ async fn taking_a_failed_outcome_raises() {
         taker.error,
         Some(format!("interaction {id} failed: disk full"))
     );
-    assert_eq!(taker.resumed_interactions, [id.clone()]);
+    assert_eq!(taker.resumed_interactions, std::slice::from_ref(&id));
     assert!(rt.list("s").await.unwrap().is_empty());
 }
 

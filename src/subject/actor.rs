@@ -63,6 +63,9 @@ impl Actor for SubjectActor {
             // Messages queued before the drain marker are still handled by this actor;
             // later ones are refused and go back through the registry.
             let _ = myself.drain();
+            // This message counts as in flight until the state is stored in post_stop,
+            // so `settle` never sees a subject half-way through passivating.
+            return Ok(());
         }
         shared.inflight.done();
         Ok(())
@@ -76,6 +79,9 @@ impl Actor for SubjectActor {
         if let Some(state) = held.state.take() {
             let name = Arc::clone(&state.name);
             held.shared.subjects.store(&name, state);
+        }
+        if held.draining {
+            held.shared.inflight.done();
         }
         Ok(())
     }
