@@ -1,5 +1,6 @@
 //! Core benchmarks: a caller ask's park -> resume -> outcome round trip, and a
 //! whole-chain cancel.
+#![allow(missing_docs)] // criterion_main! generates an undocumented `main`
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use parkway::{Ask, Ids, ManualClock, RunStatus, Runtime, Start};

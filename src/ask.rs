@@ -136,9 +136,10 @@ impl Ask {
         self
     }
 
-    /// Attach a structured payload; only a caller ask may carry one.
+    /// Attach a structured payload; only a caller ask may carry one. A `null` payload
+    /// is no payload: an entry's unset fields are absent, never `null`.
     pub fn payload(mut self, payload: Value) -> Self {
-        self.payload = Some(payload);
+        self.payload = (!payload.is_null()).then_some(payload);
         self
     }
 

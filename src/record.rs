@@ -49,8 +49,12 @@ pub struct RunRecord {
     /// When it ended for good.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<DateTime<Utc>>,
-    /// Its result, when it succeeded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its result, when it succeeded (a `null` result is `Some(Value::Null)`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::run::journal::present"
+    )]
     pub result: Option<Value>,
     /// Why it failed or was cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]

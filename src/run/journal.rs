@@ -23,8 +23,12 @@ pub enum JournalEntry {
         /// Its question, checked on replay.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         question: Option<String>,
-        /// The answer, once resolved.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// The answer, once resolved; a `null` answer is `Some(Value::Null)`.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "present"
+        )]
         answer: Option<Value>,
     },
     /// A side effect and its result.
@@ -55,6 +59,11 @@ impl JournalEntry {
             JournalEntry::Call { target, .. } => format!("call of {target:?}"),
         }
     }
+}
+
+/// A key that is present holds a value, even `null`; only an absent key is `None`.
+pub(crate) fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 /// A run's journal, oldest operation first.
