@@ -40,10 +40,12 @@
 
 mod ask;
 mod clock;
+mod door;
 mod entry;
 mod error;
 mod event;
 mod ids;
+mod jq;
 mod record;
 mod run;
 mod runtime;
@@ -60,6 +62,11 @@ pub struct ReadmeDoctests;
 
 pub use ask::{Ask, AskProblem, Expiry, Mode, OnExpiry};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use door::plan::VisitProblem;
+pub use door::registry::HookFire;
+pub use door::saved::SaveProblem;
+pub use door::spec::{Kind as DoorKind, Spec as DoorSpec};
+pub use door::visit::{ItemOutcome, SaveError, Visit, VisitError, VisitOutcome};
 pub use entry::{Entry, Status, To};
 pub use error::{
     AskError, BuildError, CancelError, IdProblem, Problems, ResumeError, RunError, StartError,

@@ -360,6 +360,40 @@ impl Runtime {
             .await
     }
 
+    /// Save (or replace) a door; every expression is compiled and checked now, and every
+    /// problem is reported together. A schedule is armed from the clock's now.
+    pub fn save_door(&self, spec: crate::DoorSpec) -> Result<(), crate::SaveError> {
+        crate::door::registry::save(self.shared(), spec)
+    }
+
+    /// Remove a door; whether it existed. A removed schedule fires no more.
+    pub fn remove_door(&self, name: &str) -> bool {
+        self.shared().doors.remove(name)
+    }
+
+    /// Visit the door `door` on `subject` with the input document `input`. A route's
+    /// visitor receives the outcome inline; a hook or schedule visited by name has no
+    /// receiver.
+    pub async fn visit(
+        &self,
+        door: &str,
+        subject: &str,
+        input: Value,
+    ) -> Result<crate::Visit, crate::VisitError> {
+        let Some(saved) = self.shared().doors.get(door) else {
+            return Err(crate::VisitError::UnknownDoor {
+                door: door.to_owned(),
+            });
+        };
+        crate::door::registry::visit(self.shared(), &saved, &Arc::from(subject), input).await
+    }
+
+    /// Fire `topic`: every hook on it checks its condition and visits its subject with
+    /// no receiver, in name order.
+    pub async fn fire(&self, topic: &str, input: Value) -> Vec<crate::HookFire> {
+        crate::door::registry::fire(self.shared(), topic, input).await
+    }
+
     /// Subscribe to the platform events published from now on.
     pub fn events(&self) -> broadcast::Receiver<Event> {
         self.shared().events.subscribe()

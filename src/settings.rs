@@ -32,6 +32,11 @@ pub struct Settings {
     pub passivate_after: Duration,
     /// Longest accepted `question`, in characters. Default 8192.
     pub max_question_chars: usize,
+    /// How long one door expression may evaluate before the visit fails and the door is
+    /// marked broken. Default 100 ms.
+    pub jq_deadline: Duration,
+    /// The largest door input document, in bytes of JSON. Default 1 MiB.
+    pub max_input_bytes: usize,
 }
 
 impl Default for Settings {
@@ -42,6 +47,8 @@ impl Default for Settings {
             waiting_retention: Duration::from_secs(24 * 60 * 60),
             passivate_after: Duration::from_secs(30),
             max_question_chars: 8192,
+            jq_deadline: Duration::from_millis(100),
+            max_input_bytes: 1 << 20,
         }
     }
 }

@@ -112,6 +112,8 @@ pub(crate) struct Shared {
     pub(crate) ids: Ids,
     /// Registered targets.
     pub(crate) targets: Targets,
+    /// Saved doors.
+    pub(crate) doors: crate::door::registry::Doors,
     /// The subject registry.
     pub(crate) subjects: Subjects,
     /// The supervisor actor.
@@ -138,6 +140,7 @@ impl Shared {
             clock,
             ids,
             targets: Targets::default(),
+            doors: Default::default(),
             subjects: Subjects::default(),
             supervisor,
             events: Events::new(65_536),

@@ -143,6 +143,15 @@ pub(crate) enum SubjectMsg {
         /// The timer.
         key: TimerKey,
     },
+    /// A door visit: evaluate, check, and apply, or refuse whole.
+    Visit {
+        /// The door.
+        door: Arc<crate::door::saved::Saved>,
+        /// The input document.
+        input: Value,
+        /// What was applied, or every problem.
+        reply: oneshot::Sender<Result<state::Applied, Vec<crate::door::plan::VisitProblem>>>,
+    },
     /// The idle check fired.
     Idle {
         /// The timer.

@@ -164,6 +164,9 @@ async fn handle(
         },
         SubjectMsg::Expire { interaction, key } => state.expire(shared, &interaction, key).await,
         SubjectMsg::Retire { interaction, key } => state.retire(shared, &interaction, key),
+        SubjectMsg::Visit { door, input, reply } => {
+            let _ = reply.send(state.visit(shared, &door, input).await);
+        }
         SubjectMsg::Idle { key } => return Some(key),
     }
     None

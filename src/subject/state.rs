@@ -31,6 +31,10 @@ use crate::shared::{Parent, Shared};
 use crate::supervisor::{SupervisorMsg, TimerKey, TimerKind};
 use crate::target::Target;
 
+mod visit;
+
+pub(crate) use visit::{Applied, AppliedItem};
+
 /// One parked entry and what the runtime keeps beside it.
 #[derive(Debug)]
 pub(crate) struct Parked {
@@ -107,6 +111,8 @@ pub(crate) struct SubjectState {
     idle_timer: Option<TimerKey>,
     /// When the last message was handled.
     last_active: Option<DateTime<Utc>>,
+    /// `$parked` converted for jq, kept until the parked set changes.
+    parked: Option<crate::jq::Input>,
 }
 
 /// What the actor should do after a message.
@@ -129,6 +135,7 @@ impl SubjectState {
             live: 0,
             idle_timer: None,
             last_active: None,
+            parked: None,
         }
     }
 
@@ -393,6 +400,7 @@ impl SubjectState {
             kind: TimerKind::Retention,
         });
         shared.count_waiting();
+        self.parked = None;
         self.entries.insert(
             id.clone(),
             Parked {
@@ -494,6 +502,7 @@ impl SubjectState {
             group_id: Some(gid.clone()),
             payload: ask.payload,
         };
+        self.parked = None;
         self.entries.insert(
             id.clone(),
             Parked {
@@ -522,6 +531,7 @@ impl SubjectState {
     /// Remove one entry, disarming its timer and giving back its unit of the ceiling.
     fn remove_entry(&mut self, shared: &Shared, id: &str) -> Option<Parked> {
         let parked = self.entries.shift_remove(id)?;
+        self.parked = None;
         if let Some(key) = parked.timer {
             let _ = shared.supervisor.cast(SupervisorMsg::Disarm { key });
         }
@@ -617,6 +627,7 @@ impl SubjectState {
         };
         parked.entry.status = Status::Running;
         parked.answer = Some(answer);
+        self.parked = None;
         if let Some(key) = parked.timer.take() {
             let _ = shared.supervisor.cast(SupervisorMsg::Disarm { key });
         }

@@ -44,6 +44,13 @@ pub(crate) enum SupervisorMsg {
         /// The runs torn down, asker first.
         reply: oneshot::Sender<Vec<Arc<str>>>,
     },
+    /// The runs a teardown of `run`'s park would reach, without tearing anything down.
+    Chain {
+        /// The run whose park would be cancelled.
+        run: Arc<str>,
+        /// The runs, asker first.
+        reply: oneshot::Sender<Vec<Arc<str>>>,
+    },
     /// Arm a timer.
     Arm {
         /// Its key.
@@ -120,6 +127,9 @@ impl Actor for Supervisor {
                 let runs = state.tree.chain(&run, canceller.as_deref());
                 state.tree.tear_down(&runs);
                 let _ = reply.send(runs);
+            }
+            SupervisorMsg::Chain { run, reply } => {
+                let _ = reply.send(state.tree.chain(&run, None));
             }
             SupervisorMsg::Arm {
                 key,

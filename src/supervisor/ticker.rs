@@ -77,6 +77,16 @@ async fn deliver(shared: &Arc<Shared>, timer: Fired) {
             key: timer.key,
         },
         TimerKind::Idle => SubjectMsg::Idle { key: timer.key },
+        TimerKind::Schedule { generation } => {
+            crate::door::registry::fire_schedule(
+                shared,
+                &timer.interaction,
+                generation,
+                timer.key.at,
+            )
+            .await;
+            return;
+        }
     };
     // A runtime that is stopping drops its timers; nothing is waiting for them then.
     let _ = shared.subjects.send(shared, &timer.subject, msg).await;

@@ -21,6 +21,11 @@ pub(crate) enum TimerKind {
     Retention,
     /// A subject's idle check.
     Idle,
+    /// A schedule door's next fire; `interaction` holds the door's name.
+    Schedule {
+        /// The save of the door that armed it.
+        generation: u64,
+    },
 }
 
 /// A timer's identity: when it fires and its unique sequence number.

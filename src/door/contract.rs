@@ -1,0 +1,141 @@
+//! [`Contract`]: the four door expressions, compiled once at save and evaluated together
+//! over one snapshot at each visit.
+
+use serde_json::Value;
+
+use super::plan::{self, Plan, VisitProblem};
+use super::spec::Spec;
+use crate::jq::{CompileError, EvalError, Input, Limits, Program};
+
+/// The compiled door contract; an absent expression is `None`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Contract {
+    cancel: Option<Program>,
+    resume: Option<Program>,
+    start: Option<Program>,
+    extras: Option<Program>,
+}
+
+/// What evaluating a contract found.
+#[derive(Debug)]
+pub(crate) struct Evaluated {
+    /// The plan, or every problem with the outputs.
+    pub(crate) plan: Result<Plan, Vec<VisitProblem>>,
+    /// Whether an expression passed its deadline.
+    pub(crate) deadline_hit: bool,
+}
+
+impl Contract {
+    /// Compile every expression of `spec`; every problem of every expression is returned.
+    pub(crate) fn compile(spec: &Spec) -> Result<Self, Vec<CompileError>> {
+        let mut errors = Vec::new();
+        let mut one = |name: &str, source: &Option<String>| match source {
+            None => None,
+            Some(source) => match Program::compile(name, source) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    errors.extend(e.0);
+                    None
+                }
+            },
+        };
+        let contract = Contract {
+            cancel: one("cancel_expr", &spec.cancel_expr),
+            resume: one("resume_expr", &spec.resume_expr),
+            start: one("start_expr", &spec.start_expr),
+            extras: one("extras_expr", &spec.extras_expr),
+        };
+        if errors.is_empty() {
+            Ok(contract)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Evaluate every expression over `input` with the door variables `vars`, and read a
+    /// plan off the outputs. `default_kwargs` is what a start runs on without a
+    /// `start_expr`.
+    pub(crate) fn evaluate(
+        &self,
+        input: &Input,
+        vars: &[Input],
+        limits: &Limits,
+        default_kwargs: &Value,
+    ) -> Evaluated {
+        let mut problems = Vec::new();
+        let mut deadline_hit = false;
+        let mut run = |name: &str, program: &Option<Program>| -> Option<Value> {
+            let program = program.as_ref()?;
+            match program.run(input, vars, limits) {
+                Ok(out) if out.more => {
+                    problems.push(VisitProblem::Many {
+                        expr: name.to_owned(),
+                        first: out.first.as_ref().map(plan::shown).unwrap_or_default(),
+                    });
+                    None
+                }
+                Ok(out) => match out.first {
+                    Some(v) => Some(v),
+                    None => {
+                        problems.push(VisitProblem::NoOutput {
+                            expr: name.to_owned(),
+                        });
+                        None
+                    }
+                },
+                Err(EvalError::Deadline { .. }) => {
+                    deadline_hit = true;
+                    problems.push(VisitProblem::Deadline {
+                        expr: name.to_owned(),
+                        ms: u64::try_from(limits.deadline.as_millis()).unwrap_or(u64::MAX),
+                    });
+                    None
+                }
+                Err(e) => {
+                    problems.push(VisitProblem::Eval {
+                        expr: name.to_owned(),
+                        error: e.to_string(),
+                    });
+                    None
+                }
+            }
+        };
+        let cancel = run("cancel_expr", &self.cancel);
+        let resume = run("resume_expr", &self.resume);
+        let start = run("start_expr", &self.start);
+        let extras = run("extras_expr", &self.extras);
+
+        let mut plan = Plan::default();
+        let mut shape = |r: Result<(), VisitProblem>| {
+            if let Err(p) = r {
+                problems.push(p);
+            }
+        };
+        if let Some(v) = &cancel {
+            shape(plan::cancels(v).map(|c| plan.cancels = c));
+        }
+        if let Some(v) = &resume {
+            shape(plan::resolutions(v).map(|r| plan.resolve = r));
+        }
+        match (&self.start, &start) {
+            (None, _) => plan.start = Some(default_kwargs.clone()),
+            (Some(_), Some(v)) => shape(plan::object("start_expr", v).map(|s| plan.start = s)),
+            (Some(_), None) => {}
+        }
+        if let Some(v) = &extras {
+            shape(plan::object("extras_expr", v).map(|e| plan.extras = e));
+        }
+        if plan.resolve.is_some() {
+            // A resolution is the visit's one non-cancel action: nothing starts.
+            plan.start = None;
+        }
+        Evaluated {
+            plan: if problems.is_empty() {
+                Ok(plan)
+            } else {
+                Err(problems)
+            },
+            deadline_hit,
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! The saved doors, and the operations that drive them: a visit, a hook fire, a
+//! schedule fire.
+//!
+//! A door can be saved, replaced or removed while the runtime runs; a visit uses the
+//! definition it found when it started. Hooks and schedules visit with no receiver.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chrono::SecondsFormat;
+use dashmap::DashMap;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::plan::{self, VisitProblem};
+use super::saved::Saved;
+use super::spec::{Kind, Spec};
+use super::visit::{ItemOutcome, SaveError, Visit, VisitError, VisitOutcome};
+use crate::error::Problems;
+use crate::event::Event;
+use crate::jq::{Input, Limits};
+use crate::record::{Buffered, Resumed};
+use crate::shared::Shared;
+use crate::subject::SubjectMsg;
+use crate::subject::state::AppliedItem;
+use crate::supervisor::{SupervisorMsg, TimerKind};
+
+/// Every saved door.
+#[derive(Debug, Default)]
+pub(crate) struct Doors {
+    /// By name.
+    by_name: DashMap<String, Arc<Saved>>,
+    /// Counts saves, so a schedule timer of a replaced door does nothing.
+    generation: AtomicU64,
+}
+
+impl Doors {
+    /// The door called `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<Saved>> {
+        self.by_name.get(name).map(|d| Arc::clone(d.value()))
+    }
+
+    /// Forget the door called `name`; whether it existed.
+    pub(crate) fn remove(&self, name: &str) -> bool {
+        self.by_name.remove(name).is_some()
+    }
+
+    /// The hooks on `topic`, by name.
+    fn hooks(&self, topic: &str) -> Vec<Arc<Saved>> {
+        let mut hooks: Vec<Arc<Saved>> = self
+            .by_name
+            .iter()
+            .filter(|d| matches!(&d.spec.kind, Kind::Hook { topic: t, .. } if t == topic))
+            .map(|d| Arc::clone(d.value()))
+            .collect();
+        hooks.sort_by(|a, b| a.name().cmp(b.name()));
+        hooks
+    }
+}
+
+/// What one hook did with a fire.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct HookFire {
+    /// The hook's name.
+    pub door: String,
+    /// The subject it visited, when its condition held.
+    pub subject: Option<String>,
+    /// `None` when the condition was false; else the visit.
+    pub visit: Option<Result<Visit, VisitError>>,
+}
+
+/// Save (or replace) a door; a schedule is armed from now.
+pub(crate) fn save(shared: &Arc<Shared>, spec: Spec) -> Result<(), SaveError> {
+    let generation = shared.doors.generation.fetch_add(1, Ordering::Relaxed) + 1;
+    let name = spec.name.clone();
+    let saved = Saved::compile(spec, &shared.targets, generation).map_err(|problems| {
+        SaveError::Invalid {
+            door: name.clone(),
+            problems: Problems(problems),
+        }
+    })?;
+    let saved = Arc::new(saved);
+    if let (Kind::Schedule { subject, .. }, Some(interval)) = (&saved.spec.kind, saved.interval) {
+        arm_schedule(shared, &saved, subject, shared.clock.now(), interval);
+    }
+    shared.doors.by_name.insert(name, saved);
+    Ok(())
+}
+
+fn arm_schedule(
+    shared: &Shared,
+    door: &Saved,
+    subject: &str,
+    from: chrono::DateTime<chrono::Utc>,
+    interval: std::time::Duration,
+) {
+    let at = chrono::Duration::from_std(interval)
+        .ok()
+        .and_then(|d| from.checked_add_signed(d))
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
+    let _ = shared.supervisor.cast(SupervisorMsg::Arm {
+        key: shared.timer_key(at),
+        subject: Arc::from(subject),
+        interaction: Arc::from(door.name()),
+        kind: TimerKind::Schedule {
+            generation: door.generation,
+        },
+    });
+}
+
+/// A schedule's timer fired at `at`: visit, then arm the next fire. A clock that jumped
+/// several intervals fires once, and the next fire is the first interval boundary after
+/// now.
+pub(crate) async fn fire_schedule(
+    shared: &Arc<Shared>,
+    name: &str,
+    generation: u64,
+    at: chrono::DateTime<chrono::Utc>,
+) {
+    let Some(door) = shared
+        .doors
+        .get(name)
+        .filter(|d| d.generation == generation)
+    else {
+        return;
+    };
+    let (Kind::Schedule { subject, .. }, Some(interval)) = (&door.spec.kind, door.interval) else {
+        return;
+    };
+    let now = shared.clock.now();
+    let input = json!({
+        "schedule": name,
+        "fired_at": now.to_rfc3339_opts(SecondsFormat::AutoSi, true),
+    });
+    let subject: Arc<str> = Arc::from(subject.as_str());
+    // A refusal is published as an event by the visit; a schedule has nobody to tell.
+    let _ = visit(shared, &door, &subject, input).await;
+    let step = chrono::Duration::from_std(interval).unwrap_or(chrono::Duration::MAX);
+    let mut next = at;
+    while next <= now {
+        match next.checked_add_signed(step) {
+            Some(n) => next = n,
+            None => return,
+        }
+    }
+    let from = next.checked_sub_signed(step).unwrap_or(now);
+    arm_schedule(shared, &door, &subject, from, interval);
+}
+
+/// Visit `door` on `subject` with `input`.
+pub(crate) async fn visit(
+    shared: &Arc<Shared>,
+    door: &Arc<Saved>,
+    subject: &Arc<str>,
+    input: Value,
+) -> Result<Visit, VisitError> {
+    let name = door.name().to_owned();
+    if door.is_broken() {
+        return Err(refused(shared, subject, VisitError::Broken { door: name }));
+    }
+    let max = shared.settings.max_input_bytes;
+    let bytes = serde_json::to_vec(&input)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
+    if bytes > max {
+        return Err(refused(
+            shared,
+            subject,
+            VisitError::InputTooLarge {
+                door: name,
+                bytes,
+                max,
+            },
+        ));
+    }
+    let (reply, rx) = oneshot::channel();
+    let msg = SubjectMsg::Visit {
+        door: Arc::clone(door),
+        input,
+        reply,
+    };
+    shared
+        .subjects
+        .send(shared, subject, msg)
+        .await
+        .map_err(|_| VisitError::Stopped)?;
+    let applied = match rx.await.map_err(|_| VisitError::Stopped)? {
+        Ok(applied) => applied,
+        Err(problems) => {
+            return Err(refused(
+                shared,
+                subject,
+                VisitError::Refused {
+                    door: name,
+                    problems: Problems(problems),
+                },
+            ));
+        }
+    };
+    let outcome = if let Some(items) = applied.resolved {
+        let mut results = Vec::with_capacity(items.len());
+        for item in items {
+            results.push(match item {
+                AppliedItem::Resumed { id, ack, outcome } => {
+                    let outcome = match (ack, outcome) {
+                        (crate::subject::Ack::Buffered { remaining }, _) => {
+                            Some(Resumed::Buffered {
+                                status: Buffered::Buffered,
+                                remaining,
+                            })
+                        }
+                        (_, Some(rx)) => {
+                            Some(Resumed::Outcome(rx.await.map_err(|_| VisitError::Stopped)?))
+                        }
+                        (_, None) => None,
+                    };
+                    ItemOutcome::Resumed { id, outcome }
+                }
+                AppliedItem::Taken { id, result } => match result {
+                    Ok(result) => ItemOutcome::Taken { id, result },
+                    Err(error) => ItemOutcome::TakeFailed { id, error },
+                },
+            });
+        }
+        VisitOutcome::Resolved { results }
+    } else if let Some((run, rx)) = applied.started {
+        let record = match rx {
+            Some(rx) => Some(rx.await.map_err(|_| VisitError::Stopped)?),
+            None => None,
+        };
+        VisitOutcome::Started {
+            run_id: run.to_string(),
+            record,
+        }
+    } else {
+        VisitOutcome::Nothing
+    };
+    Ok(Visit {
+        cancelled: applied.cancelled,
+        outcome,
+    })
+}
+
+fn refused(shared: &Shared, subject: &str, error: VisitError) -> VisitError {
+    let door = match &error {
+        VisitError::UnknownDoor { door }
+        | VisitError::Broken { door }
+        | VisitError::InputTooLarge { door, .. }
+        | VisitError::Refused { door, .. } => door.clone(),
+        VisitError::Stopped => String::new(),
+    };
+    shared.events.publish(Event::VisitRefused {
+        subject: subject.to_owned(),
+        door,
+        error: error.to_string(),
+    });
+    error
+}
+
+/// Fire `topic`: each hook on it, by name, checks its condition, finds its subject, and
+/// visits with no receiver.
+pub(crate) async fn fire(shared: &Arc<Shared>, topic: &str, input: Value) -> Vec<HookFire> {
+    let mut fires = Vec::new();
+    let now = shared.clock.now();
+    let now_text = Input::from_json(&Value::String(
+        now.to_rfc3339_opts(SecondsFormat::AutoSi, true),
+    ));
+    let limits = Limits {
+        deadline: shared.settings.jq_deadline,
+        max_input_bytes: shared.settings.max_input_bytes,
+    };
+    let doc = Input::from_json(&input);
+    for door in shared.doors.hooks(topic) {
+        let Kind::Hook { subject, .. } = &door.spec.kind else {
+            continue;
+        };
+        let vars = [
+            Input::from_json(&Value::String(door.name().to_owned())),
+            now_text.clone(),
+        ];
+        let one = |expr: &str, program: &crate::jq::Program| -> Result<Value, VisitProblem> {
+            let out = program
+                .run(&doc, &vars, &limits)
+                .map_err(|e| VisitProblem::Eval {
+                    expr: expr.to_owned(),
+                    error: e.to_string(),
+                })?;
+            if out.more {
+                return Err(VisitProblem::Many {
+                    expr: expr.to_owned(),
+                    first: out.first.as_ref().map(plan::shown).unwrap_or_default(),
+                });
+            }
+            out.first.ok_or_else(|| VisitProblem::NoOutput {
+                expr: expr.to_owned(),
+            })
+        };
+        let shape = |expr: &str, v: &Value, why: &str| VisitProblem::Shape {
+            expr: expr.to_owned(),
+            emitted: plan::shown(v),
+            why: why.to_owned(),
+        };
+        let holds = match &door.condition {
+            None => Ok(true),
+            Some(p) => one("condition", p).and_then(|v| match v {
+                Value::Bool(b) => Ok(b),
+                other => Err(shape(
+                    "condition",
+                    &other,
+                    "condition must yield one boolean",
+                )),
+            }),
+        };
+        let target = holds.and_then(|holds| {
+            if !holds {
+                return Ok(None);
+            }
+            match (&door.subject_expr, subject) {
+                (Some(p), _) => one("subject_expr", p).and_then(|v| match v {
+                    Value::String(s) if !s.is_empty() => Ok(Some(s)),
+                    other => Err(shape(
+                        "subject_expr",
+                        &other,
+                        "subject_expr must yield one non-empty string",
+                    )),
+                }),
+                (None, Some(s)) => Ok(Some(s.clone())),
+                (None, None) => Ok(None),
+            }
+        });
+        let fire = match target {
+            Ok(None) => HookFire {
+                door: door.name().to_owned(),
+                subject: None,
+                visit: None,
+            },
+            Ok(Some(s)) => {
+                let subject: Arc<str> = Arc::from(s.as_str());
+                let result = visit(shared, &door, &subject, input.clone()).await;
+                HookFire {
+                    door: door.name().to_owned(),
+                    subject: Some(s),
+                    visit: Some(result),
+                }
+            }
+            Err(problem) => {
+                let error = VisitError::Refused {
+                    door: door.name().to_owned(),
+                    problems: Problems(vec![problem]),
+                };
+                HookFire {
+                    door: door.name().to_owned(),
+                    subject: None,
+                    visit: Some(Err(refused(shared, "", error))),
+                }
+            }
+        };
+        fires.push(fire);
+    }
+    fires
+}

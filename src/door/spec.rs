@@ -1,0 +1,174 @@
+//! [`Spec`]: a door as its author writes it, before it is compiled and saved.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// What drives a door's visits, and whether a visit has a receiver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Kind {
+    /// Visited on demand; the visitor receives the outcome inline.
+    Route,
+    /// Fired by a topic; no receiver.
+    Hook {
+        /// The topic that fires it.
+        topic: String,
+        /// An optional jq expression over the fire's input that must yield exactly one
+        /// boolean; `false` skips the fire.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        condition: Option<String>,
+        /// A fixed subject.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        subject: Option<String>,
+        /// A jq expression over the fire's input yielding the subject (one string).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        subject_expr: Option<String>,
+    },
+    /// Fired by the runtime clock every `interval`; no receiver. Its input document is
+    /// `{"schedule": name, "fired_at": RFC 3339}`.
+    Schedule {
+        /// A humantime interval such as `5m`.
+        interval: String,
+        /// The subject it visits.
+        subject: String,
+    },
+}
+
+/// A door definition: a kind, a target with default kwargs, and the four optional jq
+/// expressions of the door contract.
+///
+/// ```
+/// use parkway::DoorSpec;
+/// let door = DoorSpec::route("confirm", "deploy")
+///     .resume_expr(r#"{id: $parked[0].id, payload: {answer: "yes"}}"#);
+/// # let _ = door;
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// The door's name, matching `^[a-z0-9][a-z0-9_-]*$`.
+    pub name: String,
+    /// Route, hook or schedule.
+    #[serde(flatten)]
+    pub kind: Kind,
+    /// The target a start runs.
+    pub target: String,
+    /// The kwargs a start runs on when there is no `start_expr` (a JSON object).
+    #[serde(default = "empty_object")]
+    pub kwargs: Value,
+    /// Yields `null`, an id, or a list of ids to cancel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_expr: Option<String>,
+    /// Yields `null`, `{id, payload}`, a bare id, or a list of these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_expr: Option<String>,
+    /// Yields the kwargs of a start (an object), or `null` to start nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_expr: Option<String>,
+    /// Yields the extras of a start (an object), or `null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extras_expr: Option<String>,
+}
+
+impl Spec {
+    fn new(name: &str, kind: Kind, target: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            kind,
+            target: target.to_owned(),
+            kwargs: empty_object(),
+            cancel_expr: None,
+            resume_expr: None,
+            start_expr: None,
+            extras_expr: None,
+        }
+    }
+
+    /// A route: visited on demand, with a receiver.
+    pub fn route(name: &str, target: &str) -> Self {
+        Self::new(name, Kind::Route, target)
+    }
+
+    /// A hook on `topic` visiting the fixed `subject`.
+    pub fn hook(name: &str, topic: &str, subject: &str, target: &str) -> Self {
+        Self::new(
+            name,
+            Kind::Hook {
+                topic: topic.to_owned(),
+                condition: None,
+                subject: Some(subject.to_owned()),
+                subject_expr: None,
+            },
+            target,
+        )
+    }
+
+    /// A schedule visiting `subject` every `interval` (humantime, e.g. `5m`).
+    pub fn schedule(name: &str, interval: &str, subject: &str, target: &str) -> Self {
+        Self::new(
+            name,
+            Kind::Schedule {
+                interval: interval.to_owned(),
+                subject: subject.to_owned(),
+            },
+            target,
+        )
+    }
+
+    /// Set the default kwargs (a JSON object; anything else is refused at save).
+    pub fn kwargs(mut self, kwargs: Value) -> Self {
+        self.kwargs = kwargs;
+        self
+    }
+
+    /// Set `cancel_expr`.
+    pub fn cancel_expr(mut self, source: &str) -> Self {
+        self.cancel_expr = Some(source.to_owned());
+        self
+    }
+
+    /// Set `resume_expr`.
+    pub fn resume_expr(mut self, source: &str) -> Self {
+        self.resume_expr = Some(source.to_owned());
+        self
+    }
+
+    /// Set `start_expr`.
+    pub fn start_expr(mut self, source: &str) -> Self {
+        self.start_expr = Some(source.to_owned());
+        self
+    }
+
+    /// Set `extras_expr`.
+    pub fn extras_expr(mut self, source: &str) -> Self {
+        self.extras_expr = Some(source.to_owned());
+        self
+    }
+
+    /// For a hook: the condition that must hold for a fire to visit.
+    pub fn condition(mut self, source: &str) -> Self {
+        if let Kind::Hook { condition, .. } = &mut self.kind {
+            *condition = Some(source.to_owned());
+        }
+        self
+    }
+
+    /// For a hook: compute the subject from the fire's input instead of a fixed one.
+    pub fn subject_expr(mut self, source: &str) -> Self {
+        if let Kind::Hook {
+            subject,
+            subject_expr,
+            ..
+        } = &mut self.kind
+        {
+            *subject = None;
+            *subject_expr = Some(source.to_owned());
+        }
+        self
+    }
+}
+
+fn empty_object() -> Value {
+    Value::Object(Map::new())
+}

@@ -1,0 +1,125 @@
+//! What a visit hands back, and why a visit or a save is refused.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use thiserror::Error;
+
+use super::plan::VisitProblem;
+use super::saved::SaveProblem;
+use crate::error::Problems;
+use crate::record::{Resumed, RunRecord};
+
+/// The outcome of one resolution a visit applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ItemOutcome {
+    /// An ask was resumed. With a receiver, `outcome` is the run's next outcome (or
+    /// `buffered`); without one, only `buffered` is reported.
+    Resumed {
+        /// The interaction.
+        id: String,
+        /// The run's next outcome.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        outcome: Option<Resumed>,
+    },
+    /// A `finished` waiting outcome was taken.
+    Taken {
+        /// The interaction.
+        id: String,
+        /// The resolved run's result.
+        result: Value,
+    },
+    /// A `failed` waiting outcome was taken: it raises to the taker.
+    TakeFailed {
+        /// The interaction.
+        id: String,
+        /// The resolved run's error.
+        error: String,
+    },
+}
+
+/// The one non-cancel action a visit performed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum VisitOutcome {
+    /// Neither a resolution nor a start.
+    Nothing,
+    /// `resume_expr` yielded non-null: these resolutions, in order.
+    Resolved {
+        /// One outcome per item.
+        results: Vec<ItemOutcome>,
+    },
+    /// A run was started.
+    Started {
+        /// Its id.
+        run_id: String,
+        /// The record its first activation ended with, when the visit has a receiver.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        record: Option<RunRecord>,
+    },
+}
+
+/// What a visit did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Visit {
+    /// The interactions cancelled, first.
+    pub cancelled: Vec<String>,
+    /// The one non-cancel action.
+    #[serde(flatten)]
+    pub outcome: VisitOutcome,
+}
+
+/// Why a visit applied nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum VisitError {
+    /// No door of that name is saved.
+    #[error("unknown door {door}")]
+    UnknownDoor {
+        /// The name.
+        door: String,
+    },
+    /// The door's expressions passed their deadline once; save it again to use it.
+    #[error("door {door} is broken: an expression passed its evaluation deadline; save it again")]
+    Broken {
+        /// The name.
+        door: String,
+    },
+    /// The input document is larger than the cap.
+    #[error("input document of door {door} is {bytes} bytes, more than the limit of {max}")]
+    InputTooLarge {
+        /// The door.
+        door: String,
+        /// Its size.
+        bytes: usize,
+        /// The cap.
+        max: usize,
+    },
+    /// Every problem the visit found; nothing was applied.
+    #[error("visit of door {door} refused: {problems}")]
+    Refused {
+        /// The door.
+        door: String,
+        /// The problems.
+        problems: Problems<VisitProblem>,
+    },
+    /// The runtime is shutting down.
+    #[error("the runtime is stopped")]
+    Stopped,
+}
+
+/// Why a door was not saved.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum SaveError {
+    /// Every problem with the definition.
+    #[error("door {door} not saved: {problems}")]
+    Invalid {
+        /// The door's name.
+        door: String,
+        /// The problems.
+        problems: Problems<SaveProblem>,
+    },
+}

@@ -1,0 +1,315 @@
+//! Compiled door expressions.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use jaq_core::load::parse::Def;
+use jaq_core::load::{Arena, File, Loader};
+use jaq_core::{Compiler, Ctx, Filter, Vars};
+use jaq_json::Val;
+
+use super::check::Check;
+use super::deadline::{self, Deadline, HALT_CODE};
+use super::error::{CompileError, CompileErrors, EvalError};
+use super::input::Input;
+use super::library::{self, Door, Env, Library};
+use super::limits::Limits;
+use super::outputs::{self, Outputs, Unconvertible};
+use super::pool::{self, Failure, Pool};
+
+/// The variables of a door's expressions, in the order their values are passed to
+/// [`Program::run`].
+pub(crate) const DOOR_VARS: &[&str] = &["parked", "subject", "door", "now"];
+
+/// The longest source a door expression may have. Parsing and compiling recurse on nesting,
+/// so this also bounds the stack they need.
+pub(crate) const MAX_SOURCE_BYTES: usize = 8 << 10;
+
+/// The name under which the expression is handed to jaq: the last definition of the prelude.
+/// A door expression cannot call it: the checks resolve names without it.
+const ENTRY: &str = "door_expression";
+
+/// A compiled door expression.
+///
+/// Cheap to clone (the compiled program is shared) and safe to use from many threads at once.
+#[derive(Clone)]
+pub(crate) struct Program {
+    compiled: Arc<Compiled>,
+}
+
+struct Compiled {
+    name: String,
+    filter: Filter<Door>,
+    /// How many variables the expression was compiled with.
+    vars: usize,
+}
+
+impl Program {
+    /// Compile `source` (the expression called `name`, e.g. "resume_expr") with the door
+    /// variables `$parked`, `$subject`, `$door`, `$now` declared, in that order.
+    ///
+    /// Reports every problem found, not only the first.
+    pub(crate) fn compile(name: &str, source: &str) -> Result<Program, CompileErrors> {
+        Program::compile_with(name, source, DOOR_VARS)
+    }
+
+    /// Like [`Program::compile`], but with the given variable names (without `$`) declared
+    /// instead of the door's four; used for a hook's `condition` and `subject_expr`.
+    pub(crate) fn compile_with(
+        name: &str,
+        source: &str,
+        vars: &[&str],
+    ) -> Result<Program, CompileErrors> {
+        if source.len() > MAX_SOURCE_BYTES {
+            let (expr, len, max) = (name.to_owned(), source.len(), MAX_SOURCE_BYTES);
+            return Err(CompileErrors(vec![CompileError::TooLong {
+                expr,
+                len,
+                max,
+            }]));
+        }
+        // Parsing and compiling recurse on the program's nesting; a thread with a large stack
+        // keeps a deeply nested source from overflowing the caller's.
+        let compile = || compile(name, source, vars);
+        let result = thread::scope(|scope| {
+            let spawned = std::thread::Builder::new()
+                .name("door-expr-compile".to_owned())
+                .stack_size(pool::STACK_BYTES)
+                .spawn_scoped(scope, compile);
+            match spawned {
+                Ok(handle) => handle.join().ok(),
+                // No thread to be had: compile here, the limit on the source still applies.
+                Err(_) => Some(compile()),
+            }
+        });
+        let compiled = result.unwrap_or_else(|| {
+            let message = "the compiler failed".to_owned();
+            Err(vec![CompileError::Internal {
+                expr: name.to_owned(),
+                message,
+            }])
+        });
+        match compiled {
+            Ok(compiled) => Ok(Program {
+                compiled: Arc::new(compiled),
+            }),
+            Err(errors) => Err(CompileErrors(errors)),
+        }
+    }
+
+    /// Evaluate over `input` with `vars` (values in the declared order).
+    ///
+    /// Returns the first output and whether there was a second; evaluation stops after the
+    /// second. An error raised before then is returned instead, even after a first output.
+    ///
+    /// The evaluation runs on a dedicated thread; this call blocks until it is done or until
+    /// `limits.deadline` has passed, whichever comes first (see the module docs).
+    pub(crate) fn run(
+        &self,
+        input: &Input,
+        vars: &[Input],
+        limits: &Limits,
+    ) -> Result<Outputs, EvalError> {
+        let expected = self.compiled.vars;
+        if vars.len() != expected {
+            return Err(EvalError::WrongVariables {
+                expected,
+                given: vars.len(),
+            });
+        }
+        self.run_on(Pool::global(), input, vars, limits)
+    }
+
+    /// [`Program::run`] on the given pool.
+    fn run_on(
+        &self,
+        pool: &Pool,
+        input: &Input,
+        vars: &[Input],
+        limits: &Limits,
+    ) -> Result<Outputs, EvalError> {
+        let limit = limits.deadline;
+        let deadline = deadline_after(Instant::now(), limit);
+        let compiled = Arc::clone(&self.compiled);
+        let input = input.val().clone();
+        let vars: Vec<Val> = vars.iter().map(|v| v.val().clone()).collect();
+        let job = move |cancelled: &AtomicBool| {
+            compiled.evaluate(input, vars, Deadline::new(deadline, cancelled), limit)
+        };
+        match pool.run(deadline, job) {
+            Ok(result) => result,
+            Err(Failure::Deadline) => Err(passed(limit)),
+            Err(Failure::Panicked(message)) => Err(EvalError::Internal(message)),
+        }
+    }
+
+    /// Evaluate on the calling thread, without the pool: for measuring the guard's cost.
+    #[cfg(test)]
+    pub(crate) fn run_here(
+        &self,
+        input: &Input,
+        vars: &[Input],
+        limits: &Limits,
+    ) -> Result<Outputs, EvalError> {
+        let at = deadline_after(Instant::now(), limits.deadline);
+        let never = AtomicBool::new(false);
+        let vars = vars.iter().map(|v| v.val().clone()).collect();
+        let deadline = Deadline::new(at, &never);
+        self.compiled
+            .evaluate(input.val().clone(), vars, deadline, limits.deadline)
+    }
+
+    /// [`Program::run`] on a pool of the test's own.
+    #[cfg(test)]
+    pub(super) fn run_in(
+        &self,
+        pool: &Pool,
+        input: &Input,
+        vars: &[Input],
+        limits: &Limits,
+    ) -> Result<Outputs, EvalError> {
+        self.run_on(pool, input, vars, limits)
+    }
+}
+
+impl fmt::Debug for Program {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Program")
+            .field("name", &self.compiled.name)
+            .field("vars", &self.compiled.vars)
+            .finish_non_exhaustive()
+    }
+}
+
+use std::thread;
+
+fn compile(name: &str, source: &str, vars: &[&str]) -> Result<Compiled, Vec<CompileError>> {
+    let library = Library::get();
+    let globals: Vec<String> = vars.iter().map(|v| format!("${v}")).collect();
+    let term = Check::source(name, source, &globals, library)?;
+
+    let internal = |message: String| {
+        vec![CompileError::Internal {
+            expr: name.to_owned(),
+            message,
+        }]
+    };
+    let mut prelude = library.defs();
+    prelude.push(deadline::instrument_def(Def {
+        name: ENTRY,
+        args: Vec::new(),
+        body: term,
+    }));
+    let arena = Arena::default();
+    let modules = Loader::new(prelude)
+        .load(
+            &arena,
+            File {
+                code: ENTRY,
+                path: (),
+            },
+        )
+        .map_err(|errors| internal(format!("{} loader errors", errors.len())))?;
+    let filter = Compiler::default()
+        .with_funs(library::natives())
+        .with_global_vars(globals.iter().map(String::as_str))
+        .compile(modules)
+        .map_err(|errors| {
+            let undefined = errors.iter().flat_map(|(_, errors)| errors);
+            let names: Vec<String> = undefined
+                .map(|(name, what)| format!("undefined {} {name}", what.as_str()))
+                .collect();
+            internal(names.join(", "))
+        })?;
+    Ok(Compiled {
+        name: name.to_owned(),
+        filter,
+        vars: vars.len(),
+    })
+}
+
+impl Compiled {
+    /// Run the program to at most its second output. Runs on whichever thread calls it.
+    fn evaluate(
+        &self,
+        input: Val,
+        vars: Vec<Val>,
+        deadline: Deadline<'_>,
+        limit: Duration,
+    ) -> Result<Outputs, EvalError> {
+        // Queued past its deadline: the caller has stopped waiting.
+        if deadline.has_passed() {
+            return Err(passed(limit));
+        }
+        let env = Env {
+            lut: &self.filter.lut,
+            deadline: &deadline,
+        };
+        let ctx = Ctx::<Door>::new(&env, Vars::new(vars));
+        let mut outputs = self.filter.id.run((ctx, input));
+        let first = match outputs.next() {
+            None => {
+                return Ok(Outputs {
+                    first: None,
+                    more: false,
+                });
+            }
+            Some(first) => first.map_err(|e| exception(e, limit))?,
+        };
+        let more = match outputs.next() {
+            None => false,
+            Some(second) => second
+                .map(drop)
+                .map_err(|e| exception(e, limit))
+                .map(|()| true)?,
+        };
+        // The iterator may hold on to the deadline's data; let it go before converting.
+        drop(outputs);
+        let first = outputs::to_json(&first, &deadline).map_err(|e| match e {
+            Unconvertible::TooDeep => EvalError::TooDeep {
+                max: Outputs::MAX_DEPTH,
+            },
+            Unconvertible::Deadline => passed(limit),
+        })?;
+        Ok(Outputs {
+            first: Some(first),
+            more,
+        })
+    }
+}
+
+/// What a jaq exception means for the caller.
+fn exception(exn: jaq_core::Exn<'_, Val>, limit: Duration) -> EvalError {
+    match exn.get_err() {
+        Ok(error) => EvalError::Runtime(render(error.into_val())),
+        Err(exn) => match exn.get_halt() {
+            // Door expressions cannot call `halt`, so this is the deadline's tick.
+            Ok(HALT_CODE) => passed(limit),
+            Ok(code) => EvalError::Internal(format!("unexpected halt with code {code}")),
+            Err(_) => EvalError::Internal("unexpected control flow exception".to_owned()),
+        },
+    }
+}
+
+/// Render a jq error value the way jq reports it: a string as it is, anything else as JSON.
+fn render(value: Val) -> String {
+    match &value {
+        Val::TStr(b) | Val::BStr(b) => String::from_utf8_lossy(b).into_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// `now + after`, or a day from now if that does not fit in an `Instant`.
+fn deadline_after(now: Instant, after: Duration) -> Instant {
+    now.checked_add(after)
+        .or_else(|| now.checked_add(Duration::from_secs(24 * 3600)))
+        .unwrap_or(now)
+}
+
+/// The deadline error: the evaluation is given up when `limit` has elapsed.
+fn passed(limit: Duration) -> EvalError {
+    let elapsed_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
+    EvalError::Deadline { elapsed_ms }
+}

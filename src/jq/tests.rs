@@ -1,0 +1,741 @@
+//! Tests of the module as its callers use it: compile, then run.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::pool::Pool;
+use super::{CompileError, CompileErrors, EvalError, Input, Limits, Outputs, Program};
+
+const EXPR: &str = "resume_expr";
+
+/// A deadline no test evaluation comes near, so that tests running in parallel on a loaded
+/// machine do not fail for want of time.
+fn roomy() -> Limits {
+    Limits {
+        deadline: Duration::from_secs(10),
+        ..Limits::default()
+    }
+}
+
+fn parked() -> Value {
+    json!([{
+        "id": "i-42",
+        "status": "asking",
+        "to": "caller",
+        "asked_by": ["main"],
+        "question": "proceed?",
+        "answer_format": "confirm",
+        "group_id": "g-1"
+    }])
+}
+
+/// The door variables: `$parked`, `$subject`, `$door`, `$now`.
+fn door_vars() -> Vec<Input> {
+    [
+        parked(),
+        json!({"id": "s-1"}),
+        json!({"name": "approve"}),
+        json!("2024-05-01T12:00:00Z"),
+    ]
+    .iter()
+    .map(Input::from_json)
+    .collect()
+}
+
+fn compile(source: &str) -> Program {
+    match Program::compile(EXPR, source) {
+        Ok(program) => program,
+        Err(errors) => panic!("{source:?} should compile: {errors}"),
+    }
+}
+
+fn errors(source: &str) -> Vec<String> {
+    match Program::compile(EXPR, source) {
+        Ok(_) => panic!("{source:?} should not compile"),
+        Err(CompileErrors(errors)) => errors.iter().map(ToString::to_string).collect(),
+    }
+}
+
+fn run_with(source: &str, input: Value, limits: &Limits) -> Result<Outputs, EvalError> {
+    compile(source).run(&Input::from_json(&input), &door_vars(), limits)
+}
+
+fn run(source: &str, input: Value) -> Result<Outputs, EvalError> {
+    run_with(source, input, &roomy())
+}
+
+fn one(source: &str, input: Value) -> Value {
+    match run(source, input) {
+        Ok(Outputs {
+            first: Some(v),
+            more: false,
+        }) => v,
+        other => panic!("{source:?} should yield one output, got {other:?}"),
+    }
+}
+
+#[test]
+fn seed_examples_yield_their_values() {
+    let input = json!({"msg": "hi"});
+    let cases = [
+        ("[$parked[].id]", json!(["i-42"])),
+        (
+            r#"{id: $parked[0].id, payload: {answer: "yes"}}"#,
+            json!({"id": "i-42", "payload": {"answer": "yes"}}),
+        ),
+        (
+            "{payload: .msg, waiting: ($parked | length)}",
+            json!({"payload": "hi", "waiting": 1}),
+        ),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(one(source, input.clone()), expected, "{source}");
+    }
+}
+
+#[test]
+fn door_variables_are_bound_in_declared_order() {
+    assert_eq!(
+        one(
+            "[$parked[0].id, $subject.id, $door.name, $now]",
+            Value::Null
+        ),
+        json!(["i-42", "s-1", "approve", "2024-05-01T12:00:00Z"])
+    );
+}
+
+#[test]
+fn hook_variables_are_bound_by_compile_with() {
+    let program = Program::compile_with("condition", "$event.kind == $hook", &["event", "hook"]);
+    let program = program.unwrap_or_else(|e| panic!("{e}"));
+    let vars = [json!({"kind": "parked"}), json!("parked")].map(|v| Input::from_json(&v));
+    let outputs = program.run(&Input::default(), &vars, &roomy());
+    assert_eq!(outputs.map(|o| o.first), Ok(Some(json!(true))));
+
+    // The door variables are not declared there.
+    let errors = Program::compile_with("condition", "$parked", &["event"]);
+    assert_eq!(
+        errors.map(|_| ()).map_err(|e| e.to_string()),
+        Err("undeclared variable $parked in condition".to_owned())
+    );
+}
+
+#[test]
+fn output_counts_are_reported() {
+    let none = Outputs {
+        first: None,
+        more: false,
+    };
+    assert_eq!(run("empty", Value::Null), Ok(none.clone()));
+    assert!(none.is_empty() && none.single().is_none());
+
+    let two = run("1, 2", Value::Null);
+    assert_eq!(
+        two,
+        Ok(Outputs {
+            first: Some(json!(1)),
+            more: true
+        })
+    );
+    assert_eq!(two.ok().and_then(|o| o.single().cloned()), None);
+
+    // Stops after the second output: an endless tail is never reached.
+    let many = run(
+        "1, 2, ([range(100000) as $a | range(100000)] | length)",
+        Value::Null,
+    );
+    assert_eq!(
+        many,
+        Ok(Outputs {
+            first: Some(json!(1)),
+            more: true
+        })
+    );
+}
+
+#[test]
+fn runtime_errors_are_reported() {
+    let cases = [
+        (r#"error("x")"#, "x"),
+        (r#"error({a: 1})"#, r#"{"a":1}"#),
+        ("1, error(\"late\")", "late"),
+    ];
+    for (source, message) in cases {
+        assert_eq!(
+            run(source, Value::Null),
+            Err(EvalError::Runtime(message.to_owned())),
+            "{source}"
+        );
+    }
+    assert!(matches!(run(".a", json!(1)), Err(EvalError::Runtime(_))));
+    // A caught error is no error.
+    assert_eq!(one(r#"try error("x") catch ."#, Value::Null), json!("x"));
+}
+
+#[test]
+fn values_convert_both_ways() {
+    let input =
+        json!({"i": -3, "u": u64::MAX, "f": 1.5, "s": "é", "a": [null, true], "o": {"k": {}}});
+    assert_eq!(one(".", input.clone()), input);
+    let cases = [
+        ("1.5", json!(1.5)),
+        ("100000000000000000000", json!(1e20)),
+        ("nan", Value::Null),
+        ("infinite", json!(f64::MAX)),
+        ("-infinite", json!(f64::MIN)),
+        ("[.i * 2, .i / 2]", json!([-6, -1.5])),
+        (r#""\(.a)""#, json!("[null,true]")),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(one(source, input.clone()), expected, "{source}");
+    }
+}
+
+#[test]
+fn refusals_name_the_construct() {
+    let cases = [
+        // Runaway constructs.
+        ("def f: f; f", "recursive def f in resume_expr can run away"),
+        (
+            "def f: 1 + f; 0",
+            "recursive def f in resume_expr can run away",
+        ),
+        (
+            "def f(x): x | f(x); f(.)",
+            "recursive def f in resume_expr can run away",
+        ),
+        (
+            "def f: def g: f; g; f",
+            "recursive def f in resume_expr can run away",
+        ),
+        (
+            "def f: 1; def g: def h: g; h; g",
+            "recursive def g in resume_expr can run away",
+        ),
+        ("repeat(.)", "repeat in resume_expr can run away"),
+        (
+            "[limit(3; repeat(1))]",
+            "repeat in resume_expr can run away",
+        ),
+        ("while(. < 10; . + 1)", "while in resume_expr can run away"),
+        ("until(. > 10; . + 1)", "until in resume_expr can run away"),
+        ("recurse(.[])", "recurse(f) in resume_expr can run away"),
+        (
+            "recurse(.[]; . != null)",
+            "recurse(f; cond) in resume_expr can run away",
+        ),
+        (
+            "range(.)",
+            "range with a non-literal bound in resume_expr can run away",
+        ),
+        (
+            "range(0; $parked | length)",
+            "range with a non-literal bound in resume_expr can run away",
+        ),
+        (
+            "range(infinite)",
+            "range with a non-literal bound in resume_expr can run away",
+        ),
+        (
+            "range(0; 10; .)",
+            "range with a non-literal step in resume_expr can run away",
+        ),
+        (
+            "range(100001)",
+            "range over more than 100000 values in resume_expr can run away",
+        ),
+        (
+            "range(1e6)",
+            "range over more than 100000 values in resume_expr can run away",
+        ),
+        (
+            "range(-200000; 0)",
+            "range over more than 100000 values in resume_expr can run away",
+        ),
+        (
+            "range(0; 10; 0)",
+            "range over more than 100000 values in resume_expr can run away",
+        ),
+        (
+            "range(0; 1; 0.000001)",
+            "range over more than 100000 values in resume_expr can run away",
+        ),
+        (
+            "limit(.n; .[])",
+            "limit with a non-literal count in resume_expr can run away",
+        ),
+        // Impure builtins.
+        (
+            "env",
+            "function env is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "env.HOME",
+            "function env is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "now",
+            "function now is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "input",
+            "function input is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "[inputs]",
+            "function inputs is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "debug",
+            "function debug is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "debug(1)",
+            "function debug is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "stderr",
+            "function stderr is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "halt",
+            "function halt is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "halt_error",
+            "function halt_error is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "halt_error(1)",
+            "function halt_error is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "input_filename",
+            "function input_filename is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "get_search_list",
+            "function get_search_list is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "localtime",
+            "function localtime is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "$ENV.HOME",
+            "$ENV is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            "$__loc__",
+            "$__loc__ is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            r#"import "a" as a; ."#,
+            "import is not available to door expressions (used in resume_expr)",
+        ),
+        (
+            r#"include "a"; ."#,
+            "include is not available to door expressions (used in resume_expr)",
+        ),
+        // Names that resolve to nothing.
+        ("$x", "undeclared variable $x in resume_expr"),
+        (". as $x | $y", "undeclared variable $y in resume_expr"),
+        ("def f($a): $a; $a", "undeclared variable $a in resume_expr"),
+        (
+            "reduce .[] as $x (0; .) | $x",
+            "undeclared variable $x in resume_expr",
+        ),
+        ("foo", "undefined function foo/0 in resume_expr"),
+        ("map(.; .)", "undefined function map/2 in resume_expr"),
+        ("@csv", "undefined function @csv/0 in resume_expr"),
+        ("m::f", "undefined function m::f/0 in resume_expr"),
+        ("def f(g): g; g", "undefined function g/0 in resume_expr"),
+        (
+            "reduce .[] as $x (0; 1; 2)",
+            "undefined function reduce/3 in resume_expr",
+        ),
+        ("break $out", "undefined label $out in resume_expr"),
+        (
+            "door_expression",
+            "undefined function door_expression/0 in resume_expr",
+        ),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(errors(source), [expected], "{source}");
+    }
+}
+
+#[test]
+fn parse_errors_carry_jaq_message_and_location() {
+    let cases = [
+        (
+            "",
+            "cannot parse resume_expr: expected term, found end of input",
+        ),
+        (
+            "1 +",
+            "cannot parse resume_expr: expected term, found end of input",
+        ),
+        (
+            "1 2",
+            "cannot parse resume_expr: expected nothing, found `2` at 1:3",
+        ),
+        ("1 +\n )", "cannot parse resume_expr: expected token at 2:2"),
+        (
+            r#""abc"#,
+            "cannot parse resume_expr: expected closing quote at 1:5",
+        ),
+        (
+            "[1, 2",
+            "cannot parse resume_expr: expected closing bracket at 1:6",
+        ),
+        (
+            "if . then 1",
+            "cannot parse resume_expr: expected else or end, found end of input",
+        ),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(errors(source), [expected], "{source:?}");
+    }
+}
+
+#[test]
+fn harmless_programs_are_accepted() {
+    let sources = [
+        // The refused words as strings, keys and fields.
+        r#""while""#,
+        r#""repeat(.) and range(.)""#,
+        ".while",
+        ".repeat?",
+        r#"."until""#,
+        "{while: 1, until: 2, repeat: 3, recurse: 4, range: 5, limit: 6, env: 7, now: 8}",
+        r#"{"input": 1} | .input"#,
+        r#""\(.while)""#,
+        ". as {while: $w} | $w",
+        // User definitions shadowing builtins.
+        "def range: 1; range",
+        "def range(n): n; range(.)",
+        "def repeat(f): f; repeat(1)",
+        "def recurse(f): f; recurse(.)",
+        "def while(c; u): u; while(true; 1)",
+        "def limit(n; f): f; limit(.; 1)",
+        "def env: {}; env",
+        "def now: $now; now",
+        // Non-recursive definitions, arguments, siblings.
+        "def f: 1; def g: f + 1; g",
+        "def f(g): g; f(.)",
+        "def f($x): $x + 1; f(2)",
+        "def f(x): def g: x; g; f(1)",
+        "def f: def f: 1; f; f",
+        // Finite generators and bounded loops.
+        "recurse",
+        "[..]",
+        "[paths]",
+        "walk(.)",
+        "range(5)",
+        "range(1; 5)",
+        "range(0; 100000)",
+        "range(10; 0; -1)",
+        "range(-3)",
+        "range(0; 1; 0.5)",
+        "limit(3; .[])",
+        "first(.[])",
+        "nth(1; .[])",
+        "combinations(2)",
+        "[.[] | select(. > 1)]",
+        "reduce .[] as $x (0; . + $x)",
+        "foreach .[] as $x (0; . + $x; [$x, .])",
+        "label $out | 1, break $out",
+        ". as [$a, {b: $c}] | $a, $c",
+        ". as {$a, (\"b\"): $b} | $a + $b",
+        // A sample of the library.
+        r#"@base64 "x\(.)""#,
+        "@json",
+        "$parked | length",
+        "getpath([\"a\"])",
+        "to_entries | from_entries",
+        "with_entries(.)",
+        r#"test("a")"#,
+        r#"[splits("a")]"#,
+        r#"gsub("a"; "b")"#,
+        "ascii_downcase",
+        "todate",
+        "gmtime | mktime",
+        r#"strftime("%Y")"#,
+        "flatten",
+        "unique",
+        "group_by(.a)",
+        "min_by(.a)",
+        "add",
+        "any, all",
+        "tojson | fromjson",
+        "indices(1)",
+        "inside([1])",
+        r#"ltrimstr("a")"#,
+        r#"join(",")"#,
+        "isempty(.[])",
+        r#"error("x")"#,
+    ];
+    for source in sources {
+        compile(source);
+    }
+}
+
+#[test]
+fn every_problem_is_reported_together() {
+    let found = errors("$a + $b | repeat(.)");
+    assert_eq!(
+        found,
+        [
+            "undeclared variable $a in resume_expr",
+            "undeclared variable $b in resume_expr",
+            "repeat in resume_expr can run away",
+        ]
+    );
+    let joined = Program::compile(EXPR, "$a + $b | repeat(.)").map(drop);
+    assert_eq!(joined.map_err(|e| e.to_string()), Err(found.join("; ")));
+    // The same mistake twice is one problem; different kinds in one program all show.
+    assert_eq!(
+        errors("$a + $a, env, def f: f; f, range(.), foo(1)"),
+        [
+            "undeclared variable $a in resume_expr",
+            "function env is not available to door expressions (used in resume_expr)",
+            "recursive def f in resume_expr can run away",
+            "range with a non-literal bound in resume_expr can run away",
+            "undefined function foo/1 in resume_expr",
+        ]
+    );
+    // Module directives are reported along with the problems after them.
+    assert_eq!(
+        errors(r#"import "a" as a; include "b"; $x"#),
+        [
+            "import is not available to door expressions (used in resume_expr)",
+            "include is not available to door expressions (used in resume_expr)",
+            "undeclared variable $x in resume_expr",
+        ]
+    );
+}
+
+#[test]
+fn long_sources_are_refused() {
+    let source = format!("1{}", " + 1".repeat(super::MAX_SOURCE_BYTES / 4));
+    let found = Program::compile(EXPR, &source).map(drop);
+    assert!(matches!(
+        found.map_err(|e| e.0),
+        Err(errors) if matches!(errors[..], [CompileError::TooLong { .. }])
+    ));
+}
+
+#[test]
+fn deep_nesting_within_the_limit_neither_crashes_compile_nor_run() {
+    // Each shape repeated as often as a source within the limit allows: parsing, checking,
+    // compiling and running all recurse on the nesting, on threads with large stacks.
+    let shapes = [
+        ("[", "1", "]"),
+        ("{a: ", "1", "}"),
+        ("(", "1", ")"),
+        ("\"\\(", "1", ")\""),
+        ("if . then ", "1", " end"),
+        ("try ", "1", ""),
+        ("-", "1", ""),
+        ("1 + ", "1", ""),
+        ("1 | ", "1", ""),
+        (". as $x | ", "$x", ""),
+        ("def f: ", "1", "; f"),
+        ("reduce . as $x (", "0; 1", ")"),
+        (".[", "0", "]"),
+    ];
+    for (open, middle, close) in shapes {
+        let n = (super::MAX_SOURCE_BYTES - middle.len()) / (open.len() + close.len());
+        let source = format!("{}{middle}{}", open.repeat(n), close.repeat(n));
+        assert!(source.len() <= super::MAX_SOURCE_BYTES);
+        // Refusals and runtime errors are fine; a crash is not.
+        if let Ok(program) = Program::compile(EXPR, &source) {
+            let _ = program.run(&Input::default(), &door_vars(), &roomy());
+        }
+    }
+    let depth = super::MAX_SOURCE_BYTES / 2 - 1;
+    let source = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+    assert_eq!(
+        run(&source, Value::Null),
+        Err(EvalError::TooDeep {
+            max: Outputs::MAX_DEPTH
+        })
+    );
+    let terms = super::MAX_SOURCE_BYTES / 4 - 1;
+    let source = format!("0{}", " + 1".repeat(terms));
+    assert_eq!(one(&source, Value::Null), json!(terms));
+}
+
+#[test]
+fn deep_values_are_built_on_large_stacks() {
+    // Overflows the 2 MiB stack of an async runtime's worker thread (aborting the process) if
+    // evaluated there.
+    assert_eq!(
+        one("reduce range(100000) as $i (0; [.]) | length", Value::Null),
+        json!(1)
+    );
+    let limit = Outputs::MAX_DEPTH;
+    let at_limit = format!("reduce range({limit}) as $i (0; [.]) | [.] | .[0]");
+    assert!(run(&at_limit, Value::Null).is_ok());
+    let too_deep = format!("reduce range({}) as $i (0; [.])", limit + 1);
+    assert_eq!(
+        run(&too_deep, Value::Null),
+        Err(EvalError::TooDeep { max: limit })
+    );
+}
+
+#[test]
+fn wrong_number_of_variables_is_an_error() {
+    let program = compile("$parked");
+    let outputs = program.run(&Input::default(), &door_vars()[..3], &roomy());
+    assert_eq!(
+        outputs,
+        Err(EvalError::WrongVariables {
+            expected: 4,
+            given: 3
+        })
+    );
+}
+
+#[test]
+fn programs_and_inputs_are_shareable() {
+    fn shareable<T: Send + Sync + Clone + 'static>() {}
+    shareable::<Program>();
+    shareable::<Input>();
+
+    // One converted `$parked` serves many evaluations, from several threads.
+    let program = compile("$parked[0].id");
+    let vars = door_vars();
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..10 {
+                    let outputs = program.run(&Input::default(), &vars, &roomy());
+                    assert_eq!(outputs.map(|o| o.first), Ok(Some(json!("i-42"))));
+                }
+            });
+        }
+    });
+}
+
+/// The heavy program the deadline tests use: accepted at save time, runs for minutes.
+const HEAVY: &str = "[range(100000) as $a | range(100000)] | length";
+
+fn deadline_limits() -> Limits {
+    Limits {
+        deadline: Duration::from_millis(50),
+        ..Limits::default()
+    }
+}
+
+fn assert_prompt_deadline(result: Result<Outputs, EvalError>, started: Instant, what: &str) {
+    let elapsed = started.elapsed();
+    assert_eq!(
+        result,
+        Err(EvalError::Deadline { elapsed_ms: 50 }),
+        "{what}"
+    );
+    assert!(
+        elapsed >= Duration::from_millis(50),
+        "{what} gave up early: {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(2),
+        "{what} gave up late: {elapsed:?}"
+    );
+}
+
+#[test]
+fn a_heavy_program_passes_its_deadline_promptly() {
+    let started = Instant::now();
+    let result = run_with(HEAVY, Value::Null, &deadline_limits());
+    assert_prompt_deadline(result, started, HEAVY);
+
+    // And a normal program still returns its value within the same deadline.
+    let outputs = run_with("{payload: .msg}", json!({"msg": "hi"}), &deadline_limits());
+    assert_eq!(outputs.map(|o| o.first), Ok(Some(json!({"payload": "hi"}))));
+}
+
+/// Programs accepted at save time that would run for minutes, each looping in its own way.
+const RUNAWAYS: &[&str] = &[
+    HEAVY,
+    "try ([range(100000) as $a | range(100000)] | length) catch \"caught\"",
+    "[range(100000) as $a | (range(100000) | tostring)?] | length",
+    "[label $out | range(100000) as $a | range(100000)] | length",
+    "reduce (range(100000) as $a | range(100000)) as $x (0; . + 1)",
+    "[foreach (range(100000) as $a | range(100000)) as $x (0; . + 1)] | length",
+    "[range(100000) as $a | first(range(100000) | select(. < 0))] | length",
+    "def f: [range(100000) as $a | range(100000)]; [f, f] | length",
+    "[limit(100000; combinations(100000))] | length",
+    "[range(100000) as $a | [range(100000)] | map(. + 1)] | length",
+    "[range(100000) as $a | [range(100000)] | to_entries] | length",
+    "[range(100000) | [range(100000)] | path(.[])] | length",
+    "[range(100000) | [range(100000)] | (.[] |= . + 1)] | length",
+    "[range(100000) | [range(100000)] | sort_by(-.)] | length",
+    "[range(100000) | \"\\(range(100000))\"] | length",
+    // Doubling a shared value: cheap to build, astronomically large as JSON.
+    "reduce range(100) as $i ([0]; [., .])",
+];
+
+#[test]
+fn the_program_stops_itself_at_its_deadline() {
+    // Evaluated on the test's thread, without the pool: only the ticks can stop them, and
+    // `try`, `?`, `label` must not swallow the stop.
+    for source in RUNAWAYS {
+        let program = compile(source);
+        let started = Instant::now();
+        let result = program.run_here(&Input::default(), &door_vars(), &deadline_limits());
+        assert_prompt_deadline(result, started, source);
+    }
+}
+
+#[test]
+fn an_abandoned_evaluation_frees_its_worker_soon() {
+    // One worker, never replaced: the next evaluation can only start once the abandoned one
+    // has stopped itself, on the caller's cancellation.
+    let pool = Pool::new(1, 0);
+    for source in RUNAWAYS {
+        let program = compile(source);
+        let started = Instant::now();
+        let result = program.run_in(&pool, &Input::default(), &door_vars(), &deadline_limits());
+        assert_prompt_deadline(result, started, source);
+
+        let quick = compile("$parked[0].id");
+        let started = Instant::now();
+        let outputs = quick.run_in(&pool, &Input::default(), &door_vars(), &roomy());
+        assert_eq!(
+            outputs.map(|o| o.first),
+            Ok(Some(json!("i-42"))),
+            "after {source}"
+        );
+        let waited = started.elapsed();
+        assert!(
+            waited < Duration::from_secs(1),
+            "{source} held its worker for {waited:?}"
+        );
+    }
+    assert_eq!(pool.live(), 1);
+}
+
+#[test]
+fn a_program_stuck_in_one_native_step_does_not_hold_the_caller() {
+    // One `contains` over two long arrays: quadratic work inside a single native call, which
+    // no tick can interrupt. The caller is released at the deadline all the same.
+    let stuck = "[range(40000)] | contains([range(40000)])";
+    let started = Instant::now();
+    assert_prompt_deadline(
+        run_with(stuck, Value::Null, &deadline_limits()),
+        started,
+        stuck,
+    );
+
+    // The stuck worker was replaced: evaluations go on at once.
+    for _ in 0..4 {
+        let started = Instant::now();
+        let outputs = run_with("[$parked[].id]", Value::Null, &deadline_limits());
+        assert_eq!(outputs.map(|o| o.first), Ok(Some(json!(["i-42"]))));
+        assert!(started.elapsed() < Duration::from_millis(50));
+    }
+}
