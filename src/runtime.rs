@@ -183,6 +183,16 @@ impl Builder {
         self.edit(move |s| s.passivate_after = d)
     }
 
+    /// How long one door expression may evaluate (default 100 ms).
+    pub fn jq_deadline(self, d: Duration) -> Self {
+        self.edit(move |s| s.jq_deadline = d)
+    }
+
+    /// The largest door input document, in bytes of JSON (default 1 MiB).
+    pub fn max_input_bytes(self, n: usize) -> Self {
+        self.edit(move |s| s.max_input_bytes = n)
+    }
+
     /// The one clock (default: the system clock).
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
