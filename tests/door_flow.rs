@@ -87,3 +87,120 @@ async fn a_schedule_leaves_a_waiting_outcome_that_a_route_takes() {
             .any(|e| matches!(e, Event::WaitingOutcomeTaken { .. }))
     );
 }
+
+/// A hook's condition must hold for the fire to visit, and must be one boolean; its
+/// subject can come from the fire's input.
+#[tokio::test]
+async fn hook_condition_and_subject_expr() {
+    let (rt, _clock) = common::runtime().await;
+    rt.save_door(
+        DoorSpec::hook("on-msg", "msg", "unused", "echo")
+            .condition(r#".kind == "note""#)
+            .subject_expr(r#""thread-" + .thread"#)
+            .start_expr("{text: .text}"),
+    )
+    .unwrap();
+    let skipped = rt
+        .fire("msg", json!({"kind": "other", "thread": "1", "text": "x"}))
+        .await;
+    assert_eq!(skipped.len(), 1);
+    assert!(skipped[0].visit.is_none());
+    let fired = rt
+        .fire("msg", json!({"kind": "note", "thread": "7", "text": "hi"}))
+        .await;
+    assert_eq!(fired[0].subject.as_deref(), Some("thread-7"));
+    assert!(fired[0].visit.as_ref().unwrap().is_ok());
+    // Another topic fires nothing.
+    assert!(rt.fire("nothing-here", json!({})).await.is_empty());
+
+    rt.save_door(DoorSpec::hook("bad", "msg2", "s", "echo").condition("1"))
+        .unwrap();
+    let bad = rt.fire("msg2", json!({})).await;
+    let e = bad[0].visit.clone().unwrap().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "visit of door bad refused: condition emitted 1: condition must yield one boolean"
+    );
+}
+
+/// A hook has no receiver: a take from it would lose the result, so it is refused; a
+/// resume from it leaves the outcome waiting.
+#[tokio::test]
+async fn a_hook_cannot_take() {
+    let (rt, _clock) = common::runtime().await;
+    rt.run(parkway::Start::new("s", "asker")).await.unwrap();
+    rt.resume_detached("s", "i-1", json!("x")).await.unwrap();
+    rt.settle().await;
+    rt.save_door(DoorSpec::hook("h", "t", "s", "echo").resume_expr(r#""i-1""#))
+        .unwrap();
+    let e = rt.fire("t", json!({})).await[0]
+        .visit
+        .clone()
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("resume_expr: door h has no receiver to take interaction i-1"),
+        "{e}"
+    );
+    assert_eq!(rt.list("s").await.unwrap()[0].status, Status::Finished);
+}
+
+/// A resolution naming an entry that the same visit's cancel tears down is refused
+/// before anything is applied.
+#[tokio::test]
+async fn a_resume_inside_a_cancelled_chain_is_refused() {
+    let (rt, _clock) = common::runtime().await;
+    rt.register("main", &[], |ctx, _, _| async move {
+        let child = ctx.call("asker", json!({})).await?;
+        if child.status == RunStatus::Parked {
+            ctx.ask(parkway::Ask::caller("up").expiry_at("10m")).await?;
+        }
+        Ok(json!(null))
+    });
+    rt.run(parkway::Start::new("s", "main")).await.unwrap();
+    // i-1 is the child's ask, i-2 main's: cancelling i-1 tears main down too.
+    rt.save_door(
+        DoorSpec::route("r", "echo")
+            .cancel_expr(r#""i-1""#)
+            .resume_expr(r#"{id: "i-2", payload: 1}"#),
+    )
+    .unwrap();
+    let e = rt.visit("r", "s", json!({})).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("resume_expr: interaction i-2 would be torn down by the cancel of i-1"),
+        "{e}"
+    );
+    assert_eq!(rt.list("s").await.unwrap().len(), 2);
+}
+
+/// A door saved again replaces the old one at once; a removed schedule fires no more.
+#[tokio::test]
+async fn doors_are_replaced_and_removed_at_run_time() {
+    let (rt, clock) = common::runtime().await;
+    let mut events = rt.events();
+    rt.save_door(DoorSpec::schedule("tick", "1m", "s", "echo"))
+        .unwrap();
+    clock.advance(Duration::from_secs(60));
+    rt.settle().await;
+    // Replaced with a 10m interval: the 1m timer of the old save does nothing.
+    rt.save_door(DoorSpec::schedule("tick", "10m", "s", "echo"))
+        .unwrap();
+    clock.advance(Duration::from_secs(60));
+    rt.settle().await;
+    let started = |events: &mut tokio::sync::broadcast::Receiver<Event>| {
+        common::drain(events)
+            .iter()
+            .filter(|e| matches!(e, Event::RunStarted { .. }))
+            .count()
+    };
+    assert_eq!(started(&mut events), 1);
+    clock.advance(Duration::from_secs(9 * 60));
+    rt.settle().await;
+    assert_eq!(started(&mut events), 1);
+    assert!(rt.remove_door("tick"));
+    clock.advance(Duration::from_secs(3600));
+    rt.settle().await;
+    assert_eq!(started(&mut events), 0);
+}
