@@ -1,0 +1,67 @@
+//! Door benchmarks: the cost of a visit against the size of `$parked`, for an expression
+//! that does not scan the set and one that does. `$parked` is kept converted by the
+//! subject, so the non-scanning visit should cost the same at every size.
+#![allow(missing_docs)] // criterion_main! generates an undocumented `main`
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use parkway::{Ask, DoorSpec, Ids, ManualClock, Runtime, Start};
+use serde_json::{Value, json};
+
+fn runtime(tokio: &tokio::runtime::Runtime, parked: usize) -> Runtime {
+    tokio.block_on(async {
+        let rt = Runtime::builder()
+            .without_env()
+            .clock(ManualClock::default())
+            .ids(Ids::sequential())
+            .max_concurrent_caller(usize::MAX)
+            .build()
+            .await
+            .expect("runtime builds");
+        rt.register("asker", &[], |ctx, _, _| async move {
+            Ok(ctx.ask(Ask::caller("proceed?").expiry_at("10m")).await?)
+        });
+        for _ in 0..parked {
+            rt.run(Start::new("s", "asker")).await.expect("parks");
+        }
+        rt.save_door(
+            DoorSpec::route("flat", "asker")
+                .resume_expr(r#"if .pick then {id: .pick, payload: 1} else null end"#)
+                .start_expr("null"),
+        )
+        .expect("saves");
+        rt.save_door(
+            DoorSpec::route("scan", "asker")
+                .resume_expr(
+                    r#"[$parked[] | select(.status == "finished") | .id]
+                       | if length == 0 then null else . end"#,
+                )
+                .start_expr("null"),
+        )
+        .expect("saves");
+        rt
+    })
+}
+
+fn visit_by_parked_size(c: &mut Criterion) {
+    let tokio = tokio::runtime::Runtime::new().expect("tokio");
+    let mut group = c.benchmark_group("door/visit");
+    group.throughput(Throughput::Elements(1));
+    for size in [1usize, 10, 100, 1000] {
+        let rt = runtime(&tokio, size);
+        let input = json!({"pick": Value::Null});
+        for door in ["flat", "scan"] {
+            group.bench_with_input(
+                BenchmarkId::new(format!("parked/{door}"), size),
+                &size,
+                |b, _| {
+                    b.to_async(&tokio)
+                        .iter(|| async { rt.visit(door, "s", input.clone()).await.expect("visits") })
+                },
+            );
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, visit_by_parked_size);
+criterion_main!(benches);
