@@ -54,8 +54,9 @@ fn visit_by_parked_size(c: &mut Criterion) {
                 BenchmarkId::new(format!("parked/{door}"), size),
                 &size,
                 |b, _| {
-                    b.to_async(&tokio)
-                        .iter(|| async { rt.visit(door, "s", input.clone()).await.expect("visits") })
+                    b.to_async(&tokio).iter(|| async {
+                        rt.visit(door, "s", input.clone()).await.expect("visits")
+                    })
                 },
             );
         }

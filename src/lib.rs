@@ -54,6 +54,7 @@ mod shared;
 mod subject;
 mod supervisor;
 mod target;
+mod tools;
 
 /// The README's example, compiled as a doctest so it cannot rot.
 #[doc = include_str!("../README.md")]
@@ -82,3 +83,4 @@ pub use runtime::{Builder, Runtime, Start, Stats};
 pub use settings::{
     MAX_CONCURRENT, MAX_CONCURRENT_CALLER, Settings, SettingsError, WAITING_RETENTION,
 };
+pub use tools::{GENERIC_TOOLS, generic_tool_descriptions};

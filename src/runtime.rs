@@ -228,6 +228,7 @@ impl Builder {
             self.ids.unwrap_or_default(),
             supervisor,
         ));
+        crate::tools::register(&shared.targets);
         let (rounds, requests) = mpsc::unbounded_channel();
         tokio::spawn(ticker::run(Arc::downgrade(&shared), kick, requests));
         Ok(Runtime {

@@ -47,6 +47,8 @@ struct Inner {
     subject: Arc<str>,
     /// Target names from this run up to the top of its chain.
     lineage: Arc<[String]>,
+    /// The calling run, for a child run.
+    parent: Option<Arc<str>>,
     /// Which activation of the run this is.
     epoch: u64,
     /// The replay cursor; a std mutex because it is never held across an await.
@@ -91,6 +93,7 @@ impl Ctx {
         identity: Arc<str>,
         subject: Arc<str>,
         lineage: Arc<[String]>,
+        parent: Option<Arc<str>>,
         epoch: u64,
         journal: Vec<JournalEntry>,
     ) -> Self {
@@ -102,6 +105,7 @@ impl Ctx {
                 identity,
                 subject,
                 lineage,
+                parent,
                 epoch,
                 replay: Mutex::new(Replay {
                     journal,
@@ -134,6 +138,11 @@ impl Ctx {
     /// The target names from this run up to the top of its chain.
     pub fn lineage(&self) -> &[String] {
         &self.inner.lineage
+    }
+
+    /// The calling run's id, for a child run.
+    pub(crate) fn parent(&self) -> Option<&Arc<str>> {
+        self.inner.parent.as_ref()
     }
 
     pub(crate) fn epoch(&self) -> u64 {

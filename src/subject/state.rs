@@ -70,6 +70,8 @@ struct Group {
 #[derive(Debug)]
 struct RunState {
     target: Arc<Target>,
+    /// The calling run, for a child run.
+    parent: Option<Arc<str>>,
     identity: Arc<str>,
     lineage: Arc<[String]>,
     kwargs: Value,
@@ -183,7 +185,7 @@ impl SubjectState {
         };
         let _ = shared.supervisor.cast(SupervisorMsg::Link {
             run: Arc::clone(&run),
-            parent: parent_run,
+            parent: parent_run.clone(),
         });
         self.publish(
             shared,
@@ -197,6 +199,7 @@ impl SubjectState {
             Arc::clone(&run),
             RunState {
                 target,
+                parent: parent_run,
                 identity,
                 lineage,
                 kwargs,
@@ -234,6 +237,7 @@ impl SubjectState {
             Arc::clone(&run.identity),
             Arc::clone(&self.name),
             Arc::clone(&run.lineage),
+            run.parent.clone(),
             run.epoch,
             run.journal.clone(),
         );
