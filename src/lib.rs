@@ -75,7 +75,7 @@ pub use error::{
 };
 pub use event::{Event, Resolution};
 pub use ids::Ids;
-pub use record::{Buffered, Resumed, RunRecord, RunStatus};
+pub use record::{Buffered, Resumed, RunRecord, RunStatus, Suspended};
 pub use run::Ctx;
 pub use run::ctx::{EXPIRY_MARKER_KEY, expiry_marker, is_expiry_marker};
 pub use run::journal::{Journal, JournalEntry};

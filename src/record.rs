@@ -62,9 +62,19 @@ pub struct RunRecord {
     /// The caller asks it has open, when parked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub asks: Option<Vec<Entry>>,
+    /// The suspension sentinel, when user asks are open: their interaction ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspension: Option<Suspended>,
     /// The interactions this run resolved on its way.
     #[serde(default)]
     pub resumed_interactions: Vec<String>,
+}
+
+/// The suspension sentinel of a run record: the open user asks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Suspended {
+    /// Their interaction ids.
+    pub interactions: Vec<String>,
 }
 
 /// What a resume hands back.

@@ -297,6 +297,53 @@ impl Runtime {
         self.shared().run_to_end(start.spec()).await
     }
 
+    /// The synchronous tool door: run a tool and return its record once its activation
+    /// ends — `succeeded`, `failed`, `parked` with the `asks` it raised to its caller, or
+    /// `suspended` with the sentinel when only user asks are open.
+    pub async fn run_tool(&self, start: Start) -> Result<RunRecord, StartError> {
+        self.run(start).await
+    }
+
+    /// The background tool door: start a tool and return its run id at once; its record
+    /// (the same record [`Runtime::run_tool`] returns) is read later with
+    /// [`Runtime::record`], and shows `running` until the activation ends.
+    pub async fn submit(&self, start: Start) -> Result<String, StartError> {
+        let shared = Arc::clone(self.shared());
+        let target = start.target.clone();
+        let (tx, rx) = oneshot::channel();
+        let id = shared.start(start.spec(), Some(tx)).await?.to_string();
+        shared.records.insert(
+            id.clone(),
+            RunRecord {
+                run_id: id.clone(),
+                target,
+                status: crate::RunStatus::Running,
+                started_at: shared.clock.now(),
+                finished_at: None,
+                result: None,
+                error: None,
+                asks: None,
+                suspension: None,
+                resumed_interactions: Vec::new(),
+            },
+        );
+        let key = id.clone();
+        // Counted in flight, so `settle` waits until the record is written.
+        shared.inflight.add();
+        tokio::spawn(async move {
+            if let Ok(record) = rx.await {
+                shared.records.insert(key, record);
+            }
+            shared.inflight.done();
+        });
+        Ok(id)
+    }
+
+    /// The record of a run started through [`Runtime::submit`].
+    pub fn record(&self, run_id: &str) -> Option<RunRecord> {
+        self.shared().records.get(run_id).map(|r| r.value().clone())
+    }
+
     /// Start a run with no receiver; returns its id at once.
     pub async fn spawn(&self, start: Start) -> Result<String, StartError> {
         self.shared()

@@ -114,6 +114,8 @@ pub(crate) struct Shared {
     pub(crate) targets: Targets,
     /// Saved doors.
     pub(crate) doors: crate::door::registry::Doors,
+    /// Records of runs started through the `submit` door, by run id.
+    pub(crate) records: dashmap::DashMap<String, RunRecord>,
     /// The subject registry.
     pub(crate) subjects: Subjects,
     /// The supervisor actor.
@@ -141,6 +143,7 @@ impl Shared {
             ids,
             targets: Targets::default(),
             doors: Default::default(),
+            records: Default::default(),
             subjects: Subjects::default(),
             supervisor,
             events: Events::new(65_536),

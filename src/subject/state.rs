@@ -23,7 +23,7 @@ use crate::entry::{Entry, Status, To};
 use crate::error::{AskError, IdProblem, RunError};
 use crate::event::{Event, Resolution};
 use crate::ids::Kind;
-use crate::record::{RunRecord, RunStatus};
+use crate::record::{RunRecord, RunStatus, Suspended};
 use crate::run::activation::{Activation, RunActor};
 use crate::run::ctx::{Ctx, EXPIRY_MARKER_KEY, expiry_marker};
 use crate::run::journal::JournalEntry;
@@ -311,12 +311,27 @@ impl SubjectState {
             let group = self.groups.get_mut(&gid)?;
             group.open = false;
             let pending = group.pending.take();
-            let asks: Vec<Entry> = group
+            let (asks, user): (Vec<Entry>, Vec<Entry>) = group
                 .members
                 .iter()
                 .filter_map(|id| self.entries.get(id).map(|p| p.entry.clone()))
-                .collect();
-            let record = self.record(&run_id, RunStatus::Parked, None, None, Some(asks));
+                .partition(|e| e.to != Some(To::User));
+            // Parked when the run asked its caller; suspended when only user asks are
+            // open, with the sentinel naming them.
+            let (status, asks) = if asks.is_empty() {
+                (RunStatus::Suspended, None)
+            } else {
+                (RunStatus::Parked, Some(asks))
+            };
+            run.status = status;
+            let record = self.record(&run_id, status, None, None, asks).map(|mut r| {
+                if !user.is_empty() {
+                    r.suspension = Some(Suspended {
+                        interactions: user.into_iter().map(|e| e.id).collect(),
+                    });
+                }
+                r
+            });
             if let (Some(receiver), Some(record)) = (receiver, record) {
                 let _ = receiver.send(record);
             }
@@ -444,6 +459,7 @@ impl SubjectState {
             result,
             error,
             asks,
+            suspension: None,
             resumed_interactions: run.resumed_interactions.clone(),
         })
     }
@@ -917,6 +933,7 @@ impl SubjectState {
                 result: None,
                 error: Some(error.clone()),
                 asks: None,
+                suspension: None,
                 resumed_interactions: run.resumed_interactions,
             };
             let receivers = run
