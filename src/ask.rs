@@ -94,6 +94,12 @@ pub struct Ask {
     pub(crate) expiry: Option<Expiry>,
     /// What the deadline does; defaults by addressee.
     pub(crate) on_expiry: Option<OnExpiry>,
+    /// The choices of a `select` user ask.
+    pub(crate) options: Option<Vec<String>>,
+    /// The JSON schema of a `form` user ask.
+    pub(crate) schema: Option<Value>,
+    /// How long a `sync` user ask blocks before it gives up.
+    pub(crate) timeout: Option<Duration>,
 }
 
 impl Ask {
@@ -121,7 +127,29 @@ impl Ask {
             payload: None,
             expiry: None,
             on_expiry: None,
+            options: None,
+            schema: None,
+            timeout: None,
         }
+    }
+
+    /// The choices of a `select` user ask.
+    pub fn options<S: Into<String>>(mut self, options: impl IntoIterator<Item = S>) -> Self {
+        self.options = Some(options.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The JSON schema a `form` user ask's answer must satisfy.
+    pub fn schema(mut self, schema: Value) -> Self {
+        self.schema = Some(schema);
+        self
+    }
+
+    /// How long a `sync` user ask blocks the activation before it gives up and returns
+    /// the expiry marker; it stands in for `expiry_at`.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
     }
 
     /// Set the mode; `sync` on a caller ask is refused when asked.
@@ -156,6 +184,39 @@ impl Ask {
         self
     }
 
+    /// What is wrong with a user ask's format and its companions.
+    fn user_problems(&self) -> Vec<AskProblem> {
+        let mut problems = Vec::new();
+        let format = self.answer_format.as_deref().unwrap_or("text");
+        match format {
+            "text" | "confirm" | "external" => {}
+            "select" => {
+                if self.options.as_ref().is_none_or(|o| o.is_empty()) {
+                    problems.push(AskProblem::SelectWithoutOptions);
+                }
+            }
+            "form" => match &self.schema {
+                None => problems.push(AskProblem::FormWithoutSchema),
+                Some(schema) => {
+                    if let Err(e) = jsonschema::validator_for(schema) {
+                        problems.push(AskProblem::BadSchema {
+                            reason: e.to_string(),
+                        });
+                    }
+                }
+            },
+            other => problems.push(AskProblem::UnknownFormat {
+                format: other.to_owned(),
+            }),
+        }
+        problems
+    }
+
+    /// The answer format a user ask is validated by (`text` when unset).
+    pub(crate) fn format(&self) -> &str {
+        self.answer_format.as_deref().unwrap_or("text")
+    }
+
     /// Check the ask against `now` and the question limit; every problem is reported.
     pub(crate) fn validate(
         &self,
@@ -181,7 +242,14 @@ impl Ask {
         if self.question.is_none() && self.payload.is_none() {
             problems.push(AskProblem::Empty);
         }
-        let deadline = match &self.expiry {
+        if self.to == To::User {
+            problems.extend(self.user_problems());
+        }
+        let expiry = match (&self.expiry, self.timeout) {
+            (None, Some(t)) if self.mode == Mode::Sync => Some(Expiry::In(t)),
+            (e, _) => e.clone(),
+        };
+        let deadline = match &expiry {
             None => {
                 problems.push(AskProblem::MissingExpiry);
                 None
@@ -289,6 +357,24 @@ pub enum AskProblem {
     BadExpiry {
         /// The text given.
         text: String,
+    },
+    /// A `select` user ask without options.
+    #[error("a select ask needs options")]
+    SelectWithoutOptions,
+    /// A `form` user ask without a schema.
+    #[error("a form ask needs a JSON schema")]
+    FormWithoutSchema,
+    /// A `form` user ask whose schema is not a valid JSON schema.
+    #[error("the form's schema is not a valid JSON schema: {reason}")]
+    BadSchema {
+        /// Why.
+        reason: String,
+    },
+    /// An answer format that is not one of the five.
+    #[error("answer_format {format:?} is not one of text, confirm, select, form, external")]
+    UnknownFormat {
+        /// The format given.
+        format: String,
     },
     /// A deadline that has already passed.
     #[error("expiry_at {at} is not in the future")]

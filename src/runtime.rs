@@ -452,6 +452,46 @@ impl Runtime {
         crate::door::registry::fire(self.shared(), topic, input).await
     }
 
+    /// One page of the interactions inbox: pending user asks, oldest first. Pages are
+    /// numbered from 1; `page_size` defaults to 50 and is capped at 200. Caller asks are
+    /// never listed.
+    pub fn inbox(
+        &self,
+        page: usize,
+        page_size: Option<usize>,
+    ) -> Result<crate::Page, crate::AnswerError> {
+        self.shared()
+            .inbox
+            .page(page, page_size.unwrap_or(crate::DEFAULT_PAGE_SIZE))
+    }
+
+    /// Follow the inbox live: an `add`, `answered` or `removed` frame for each change of a
+    /// user ask from now on. Caller asks never appear in a frame.
+    pub fn inbox_frames(&self) -> broadcast::Receiver<crate::Frame> {
+        self.shared().inbox.subscribe()
+    }
+
+    /// The human answer door: answer the user ask `interaction`. The answer is validated
+    /// by the ask's format (`text` a string, `confirm` a boolean, `select` one of the
+    /// options, `form` an object valid against its schema; `external` is refused here).
+    /// A caller ask, an answered ask and an unknown id all answer `unknown interaction`.
+    pub async fn answer(&self, interaction: &str, answer: Value) -> Result<(), crate::AnswerError> {
+        let unknown = || crate::AnswerError::Unknown {
+            id: interaction.to_owned(),
+        };
+        let item = self.shared().inbox.get(interaction).ok_or_else(unknown)?;
+        crate::inbox::validate(&item, &answer)?;
+        match self
+            .resume_detached(&item.subject, interaction, answer)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(ResumeError::Stopped) => Err(crate::AnswerError::Stopped),
+            // Answered or gone between the look-up and the resume: refused as unknown.
+            Err(_) => Err(unknown()),
+        }
+    }
+
     /// Subscribe to the platform events published from now on.
     pub fn events(&self) -> broadcast::Receiver<Event> {
         self.shared().events.subscribe()

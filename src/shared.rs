@@ -114,6 +114,8 @@ pub(crate) struct Shared {
     pub(crate) targets: Targets,
     /// Saved doors.
     pub(crate) doors: crate::door::registry::Doors,
+    /// The interactions inbox of user asks.
+    pub(crate) inbox: crate::inbox::Inbox,
     /// Records of runs started through the `submit` door, by run id.
     pub(crate) records: dashmap::DashMap<String, RunRecord>,
     /// The subject registry.
@@ -144,6 +146,7 @@ impl Shared {
             targets: Targets::default(),
             doors: Default::default(),
             records: Default::default(),
+            inbox: Default::default(),
             subjects: Subjects::default(),
             supervisor,
             events: Events::new(65_536),
@@ -220,6 +223,7 @@ impl Shared {
         epoch: u64,
         lineage: &Arc<[String]>,
         ask: Ask,
+        waiter: Option<oneshot::Sender<Value>>,
     ) -> Result<String, AskError> {
         let checked = ask
             .validate(self.clock.now(), self.settings.max_question_chars)
@@ -233,6 +237,7 @@ impl Shared {
             lineage: Arc::clone(lineage),
             ask,
             checked,
+            waiter,
             reply,
         };
         if self.subjects.send(self, subject, msg).await.is_err() {

@@ -88,6 +88,8 @@ pub(crate) enum SubjectMsg {
         ask: Ask,
         /// What validation settled.
         checked: Checked,
+        /// For a `sync` user ask: where the answer goes.
+        waiter: Option<oneshot::Sender<Value>>,
         /// The interaction id, or why not.
         reply: oneshot::Sender<Result<String, AskError>>,
     },

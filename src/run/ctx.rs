@@ -227,6 +227,8 @@ impl Ctx {
             Ok(Recorded::Fresh) => {}
         }
         let question = ask.question.clone();
+        let sync = ask.mode == crate::ask::Mode::Sync;
+        let (waiter, answered) = sync.then(tokio::sync::oneshot::channel).unzip();
         let interaction = self
             .inner
             .shared
@@ -236,8 +238,22 @@ impl Ctx {
                 self.inner.epoch,
                 &self.inner.lineage,
                 ask,
+                waiter,
             )
             .await?;
+        if let Some(answered) = answered {
+            // A sync user ask: block until answered, or until the timeout hands back the
+            // expiry marker. A dropped waiter means the run is being torn down.
+            let answer = answered.await.map_err(|_| AskError::Cancelled {
+                run: self.inner.run_id.to_string(),
+            })?;
+            self.append(JournalEntry::Ask {
+                interaction,
+                question,
+                answer: Some(answer.clone()),
+            });
+            return Ok(answer);
+        }
         self.append(JournalEntry::Ask {
             interaction: interaction.clone(),
             question,

@@ -114,11 +114,12 @@ async fn handle(
             lineage,
             ask,
             checked,
+            waiter,
             reply,
         } => {
             // A teardown removes a run before any later message of it is handled, so the
             // asking activation is alive to receive this reply.
-            let _ = reply.send(state.ask(shared, run, epoch, lineage, ask, checked));
+            let _ = reply.send(state.ask(shared, run, epoch, lineage, ask, checked, waiter));
         }
         SubjectMsg::Ended(ending) => {
             let run = state.ended(shared, *ending);

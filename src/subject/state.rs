@@ -50,6 +50,8 @@ pub(crate) struct Parked {
     answer: Option<Value>,
     /// A waiting outcome's result or error.
     outcome: Option<Result<Value, String>>,
+    /// A `sync` user ask: the blocked activation waiting for the answer.
+    waiter: Option<oneshot::Sender<Value>>,
 }
 
 /// A group of asks raised by one activation.
@@ -429,6 +431,7 @@ impl SubjectState {
                 timer: Some(key),
                 answer: None,
                 outcome: Some(outcome),
+                waiter: None,
             },
         );
         self.publish(
@@ -476,6 +479,7 @@ impl SubjectState {
         lineage: Arc<[String]>,
         ask: Ask,
         checked: Checked,
+        waiter: Option<oneshot::Sender<Value>>,
     ) -> Result<String, AskError> {
         let Some(run) = self
             .runs
@@ -487,7 +491,9 @@ impl SubjectState {
                 run: run_id.to_string(),
             });
         };
+        // A sync ask blocks its activation instead of parking it: it joins no group.
         let gid = match run.group.clone().filter(|g| self.groups.contains_key(g)) {
+            _ if waiter.is_some() => String::new(),
             Some(g) => g,
             None => {
                 let g = shared.id(Kind::Group);
@@ -512,6 +518,18 @@ impl SubjectState {
             interaction: Arc::from(id.as_str()),
             kind: TimerKind::Expiry,
         });
+        if ask.to == To::User {
+            shared.inbox.add(crate::inbox::InboxItem {
+                id: id.clone(),
+                subject: self.subject(),
+                question: ask.question.clone(),
+                answer_format: ask.format().to_owned(),
+                options: ask.options.clone(),
+                schema: ask.schema.clone(),
+                asked_by: lineage.to_vec(),
+                expiry_at: checked.deadline,
+            });
+        }
         let entry = Entry {
             id: id.clone(),
             status: Status::Asking,
@@ -519,7 +537,7 @@ impl SubjectState {
             asked_by: Some(lineage.to_vec()),
             question: ask.question,
             answer_format: ask.answer_format,
-            group_id: Some(gid.clone()),
+            group_id: (!gid.is_empty()).then(|| gid.clone()),
             payload: ask.payload,
         };
         self.parked = None;
@@ -532,6 +550,7 @@ impl SubjectState {
                 timer: Some(key),
                 answer: None,
                 outcome: None,
+                waiter,
             },
         );
         if let Some(group) = self.groups.get_mut(&gid) {
@@ -552,6 +571,10 @@ impl SubjectState {
     fn remove_entry(&mut self, shared: &Shared, id: &str) -> Option<Parked> {
         let parked = self.entries.shift_remove(id)?;
         self.parked = None;
+        if parked.entry.to == Some(To::User) {
+            // A no-op when the entry already left the inbox with its own reason.
+            shared.inbox.remove(id, false, "cancelled");
+        }
         if let Some(key) = parked.timer {
             let _ = shared.supervisor.cast(SupervisorMsg::Disarm { key });
         }
@@ -645,6 +668,25 @@ impl SubjectState {
         let Some(parked) = self.entries.get_mut(id) else {
             return (Ack::Buffered { remaining: 0 }, None);
         };
+        if parked.entry.to == Some(To::User) {
+            shared
+                .inbox
+                .remove(id, how == Resolution::Resumed, "expired");
+        }
+        if let Some(waiter) = parked.waiter.take() {
+            // A sync ask: hand the answer to the blocked activation; no group resumes.
+            self.remove_entry(shared, id);
+            let _ = waiter.send(answer);
+            self.publish(
+                shared,
+                Event::AskResolved {
+                    subject: self.subject(),
+                    interaction: id.to_owned(),
+                    how,
+                },
+            );
+            return (Ack::Started, None);
+        }
         parked.entry.status = Status::Running;
         parked.answer = Some(answer);
         self.parked = None;
@@ -879,6 +921,9 @@ impl SubjectState {
             .map(|(id, _)| id.clone())
             .collect();
         for id in owned {
+            if id == interaction && how == Resolution::Expired {
+                shared.inbox.remove(&id, false, "expired");
+            }
             if let Some(p) = self.remove_entry(shared, &id)
                 && p.entry.status == Status::Asking
             {

@@ -1,0 +1,263 @@
+//! The interactions inbox: the pending user asks, a live stream of their changes, and the
+//! human answer door.
+//!
+//! Only `to = user` asks ever enter the inbox. A caller ask is not a human question: it
+//! never appears in the list or in any frame of the stream, and the answer door answers
+//! `unknown interaction` for it exactly as for an id that does not exist.
+
+use std::sync::Mutex;
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use thiserror::Error;
+use tokio::sync::broadcast;
+
+/// The default page size of [`Runtime::inbox`](crate::Runtime::inbox).
+pub const DEFAULT_PAGE_SIZE: usize = 50;
+/// The largest page size; a larger request is capped to it.
+pub const MAX_PAGE_SIZE: usize = 200;
+
+/// One pending user ask, as a person's inbox shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboxItem {
+    /// The interaction id.
+    pub id: String,
+    /// The subject it parks on.
+    pub subject: String,
+    /// The question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// `text`, `confirm`, `select`, `form` or `external`.
+    pub answer_format: String,
+    /// The choices of a `select` ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<String>>,
+    /// The JSON schema of a `form` ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+    /// Target names from the asking run up to the top of its chain.
+    pub asked_by: Vec<String>,
+    /// When the ask lapses.
+    pub expiry_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// One change of the inbox, as a subscriber follows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "frame", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Frame {
+    /// A user ask was raised.
+    Add {
+        /// The item.
+        item: InboxItem,
+    },
+    /// A user ask was answered (through the answer door, or resumed by a run or door).
+    Answered {
+        /// The interaction.
+        id: String,
+    },
+    /// A user ask left the inbox unanswered: it expired, or its run was cancelled.
+    Removed {
+        /// The interaction.
+        id: String,
+        /// `expired` or `cancelled`.
+        reason: String,
+    },
+}
+
+/// One page of the inbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page {
+    /// The items of this page, oldest first.
+    pub items: Vec<InboxItem>,
+    /// This page's number, from 1.
+    pub page: usize,
+    /// The page size in force (capped at 200).
+    pub page_size: usize,
+    /// How many user asks are pending in all.
+    pub total: usize,
+    /// The next page's number, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_page: Option<usize>,
+}
+
+/// Why the answer door refused an answer; nothing changed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum AnswerError {
+    /// No pending user ask of that id (a caller ask answers exactly this too).
+    #[error("unknown interaction {id}")]
+    Unknown {
+        /// The id.
+        id: String,
+    },
+    /// An `external` ask is answered elsewhere.
+    #[error("interaction {id} is answered externally, not through the answer door")]
+    External {
+        /// The id.
+        id: String,
+    },
+    /// The answer does not fit the ask's format; every problem is listed.
+    #[error("answer to interaction {id} is invalid: {}", .problems.join("; "))]
+    Invalid {
+        /// The id.
+        id: String,
+        /// What is wrong, each naming the field at fault.
+        problems: Vec<String>,
+    },
+    /// Page numbers start at 1.
+    #[error("page numbers start at 1, not 0")]
+    BadPage,
+    /// The runtime is shutting down.
+    #[error("the runtime is stopped")]
+    Stopped,
+}
+
+/// The inbox's state: pending user asks in the order raised, and the frame stream.
+#[derive(Debug)]
+pub(crate) struct Inbox {
+    /// By interaction id, oldest first; a std mutex because every use is short.
+    items: Mutex<IndexMap<String, InboxItem>>,
+    /// The live stream.
+    frames: broadcast::Sender<Frame>,
+}
+
+impl Default for Inbox {
+    fn default() -> Self {
+        Self {
+            items: Mutex::new(IndexMap::new()),
+            frames: broadcast::Sender::new(65_536),
+        }
+    }
+}
+
+impl Inbox {
+    fn items(&self) -> std::sync::MutexGuard<'_, IndexMap<String, InboxItem>> {
+        self.items.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A user ask was raised.
+    pub(crate) fn add(&self, item: InboxItem) {
+        let mut items = self.items();
+        items.insert(item.id.clone(), item.clone());
+        // Sent under the lock, so frames are in the order the list changed.
+        let _ = self.frames.send(Frame::Add { item });
+    }
+
+    /// A user ask left the inbox; `answered` says whether it was answered.
+    pub(crate) fn remove(&self, id: &str, answered: bool, reason: &str) {
+        let mut items = self.items();
+        if items.shift_remove(id).is_some() {
+            let frame = if answered {
+                Frame::Answered { id: id.to_owned() }
+            } else {
+                Frame::Removed {
+                    id: id.to_owned(),
+                    reason: reason.to_owned(),
+                }
+            };
+            let _ = self.frames.send(frame);
+        }
+    }
+
+    /// The pending user ask `id`.
+    pub(crate) fn get(&self, id: &str) -> Option<InboxItem> {
+        self.items().get(id).cloned()
+    }
+
+    /// One page, numbered from 1.
+    pub(crate) fn page(&self, page: usize, page_size: usize) -> Result<Page, AnswerError> {
+        if page == 0 {
+            return Err(AnswerError::BadPage);
+        }
+        let page_size = page_size.clamp(1, MAX_PAGE_SIZE);
+        let items = self.items();
+        let total = items.len();
+        let start = (page - 1).saturating_mul(page_size);
+        let slice: Vec<InboxItem> = items
+            .values()
+            .skip(start)
+            .take(page_size)
+            .cloned()
+            .collect();
+        let next_page = (start.saturating_add(page_size) < total).then_some(page + 1);
+        Ok(Page {
+            items: slice,
+            page,
+            page_size,
+            total,
+            next_page,
+        })
+    }
+
+    /// A subscriber seeing every frame from now on.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Frame> {
+        self.frames.subscribe()
+    }
+}
+
+/// Check `answer` against the ask's format; every problem names the field at fault.
+pub(crate) fn validate(item: &InboxItem, answer: &Value) -> Result<(), AnswerError> {
+    let invalid = |problems: Vec<String>| AnswerError::Invalid {
+        id: item.id.clone(),
+        problems,
+    };
+    match item.answer_format.as_str() {
+        "external" => Err(AnswerError::External {
+            id: item.id.clone(),
+        }),
+        "text" if !answer.is_string() => Err(invalid(vec![format!(
+            "a text answer must be a string, not {}",
+            kind(answer)
+        )])),
+        "confirm" if !answer.is_boolean() => Err(invalid(vec![format!(
+            "a confirm answer must be true or false, not {}",
+            kind(answer)
+        )])),
+        "select" => {
+            let options = item.options.as_deref().unwrap_or_default();
+            match answer.as_str() {
+                Some(choice) if options.iter().any(|o| o == choice) => Ok(()),
+                Some(choice) => Err(invalid(vec![format!(
+                    "{choice:?} is not one of the options {}",
+                    options.join(", ")
+                )])),
+                None => Err(invalid(vec![format!(
+                    "a select answer must be one of the options as a string, not {}",
+                    kind(answer)
+                )])),
+            }
+        }
+        "form" => {
+            let schema = item.schema.clone().unwrap_or(Value::Bool(true));
+            let validator = jsonschema::validator_for(&schema)
+                .map_err(|e| invalid(vec![format!("the form's schema is invalid: {e}")]))?;
+            let problems: Vec<String> = validator
+                .iter_errors(answer)
+                .map(|e| {
+                    let at = e.instance_path().as_str();
+                    let at = if at.is_empty() { "/" } else { at };
+                    format!("at {at}: {e}")
+                })
+                .collect();
+            if problems.is_empty() {
+                Ok(())
+            } else {
+                Err(invalid(problems))
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,344 @@
+//! User asks and the inbox: both modes, answer validation by format, paging, the live
+//! stream, and caller asks hidden from every user-facing surface.
+
+mod common;
+
+use std::time::Duration;
+
+use parkway::{AnswerError, Ask, Frame, Mode, RunStatus, Start, is_expiry_marker};
+use serde_json::{Value, json};
+
+fn register_user(rt: &parkway::Runtime) {
+    rt.register("user_text", &[], |ctx, _, _| async move {
+        Ok(ctx.ask(Ask::user("your name?").expiry_at("1h")).await?)
+    });
+    rt.register("user_select", &[], |ctx, _, _| async move {
+        Ok(ctx
+            .ask(
+                Ask::user("colour?")
+                    .answer_format("select")
+                    .options(["red", "blue"])
+                    .expiry_at("1h"),
+            )
+            .await?)
+    });
+    rt.register("user_form", &[], |ctx, _, _| async move {
+        let schema = json!({
+            "type": "object",
+            "properties": {"age": {"type": "integer", "minimum": 0}},
+            "required": ["age"]
+        });
+        Ok(ctx
+            .ask(
+                Ask::user("about you")
+                    .answer_format("form")
+                    .schema(schema)
+                    .expiry_at("1h"),
+            )
+            .await?)
+    });
+    rt.register("user_sync", &[], |ctx, _, _| async move {
+        let answer = ctx
+            .ask(
+                Ask::user("ok?")
+                    .answer_format("confirm")
+                    .mode(Mode::Sync)
+                    .timeout(Duration::from_secs(60)),
+            )
+            .await?;
+        Ok(json!({"answer": answer, "expired": is_expiry_marker(&answer)}))
+    });
+}
+
+/// An async user ask parks; the answer door resumes the run, whose terminal then waits
+/// on the subject (the answer door has no receiver).
+#[tokio::test]
+async fn an_async_user_ask_is_answered_through_the_door() {
+    let (rt, _clock) = common::runtime().await;
+    register_user(&rt);
+    let record = rt.run(Start::new("s", "user_text")).await.unwrap();
+    assert_eq!(record.status, RunStatus::Suspended);
+    let page = rt.inbox(1, None).unwrap();
+    assert_eq!(page.total, 1);
+    assert_eq!(page.items[0].question.as_deref(), Some("your name?"));
+    rt.answer(&page.items[0].id, json!("Ada")).await.unwrap();
+    rt.settle().await;
+    assert_eq!(rt.inbox(1, None).unwrap().total, 0);
+    assert_eq!(rt.take("s", &page.items[0].id).await.unwrap(), json!("Ada"));
+    // A second answer is refused.
+    let again = rt
+        .answer(&page.items[0].id, json!("Bob"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        again,
+        AnswerError::Unknown {
+            id: page.items[0].id.clone()
+        }
+    );
+}
+
+/// A sync user ask blocks the activation until answered, and returns the answer inline.
+#[tokio::test]
+async fn a_sync_user_ask_blocks_until_answered() {
+    let (rt, _clock) = common::runtime().await;
+    register_user(&rt);
+    let rt2 = rt.clone();
+    let run = tokio::spawn(async move { rt2.run(Start::new("s", "user_sync")).await });
+    let id = loop {
+        if let Some(item) = rt.inbox(1, None).unwrap().items.first() {
+            break item.id.clone();
+        }
+        tokio::task::yield_now().await;
+    };
+    assert!(!run.is_finished());
+    rt.answer(&id, json!(true)).await.unwrap();
+    let record = run.await.unwrap().unwrap();
+    assert_eq!(record.status, RunStatus::Succeeded);
+    assert_eq!(
+        record.result,
+        Some(json!({"answer": true, "expired": false}))
+    );
+}
+
+/// A sync user ask that times out returns the expiry marker to the blocked activation.
+#[tokio::test]
+async fn a_sync_user_ask_times_out_with_the_marker() {
+    let (rt, clock) = common::runtime().await;
+    register_user(&rt);
+    let rt2 = rt.clone();
+    let run = tokio::spawn(async move { rt2.run(Start::new("s", "user_sync")).await });
+    while rt.inbox(1, None).unwrap().total == 0 {
+        tokio::task::yield_now().await;
+    }
+    clock.advance(Duration::from_secs(60));
+    let record = run.await.unwrap().unwrap();
+    assert_eq!(record.result.unwrap()["expired"], true);
+}
+
+/// An async user ask that lapses resumes its run with the marker (the user-ask default).
+#[tokio::test]
+async fn an_async_user_ask_resumes_on_expiry() {
+    let (rt, clock) = common::runtime().await;
+    register_user(&rt);
+    rt.run(Start::new("s", "user_text")).await.unwrap();
+    clock.advance(Duration::from_secs(3600));
+    rt.settle().await;
+    let entries = rt.list("s").await.unwrap();
+    assert_eq!(entries.len(), 1);
+    let result = rt.take("s", &entries[0].id).await.unwrap();
+    assert!(is_expiry_marker(&result), "{result}");
+}
+
+/// The answer door validates by format, naming the field at fault; nothing changes.
+#[tokio::test]
+async fn answers_are_validated_by_format() {
+    let (rt, _clock) = common::runtime().await;
+    register_user(&rt);
+    for target in ["user_text", "user_select", "user_form"] {
+        rt.run(Start::new("s", target)).await.unwrap();
+    }
+    let page = rt.inbox(1, None).unwrap();
+    let (text, select, form) = (&page.items[0].id, &page.items[1].id, &page.items[2].id);
+    let cases: Vec<(&String, Value, &str)> = vec![
+        (
+            text,
+            json!(5),
+            "a text answer must be a string, not a number",
+        ),
+        (
+            select,
+            json!("green"),
+            "\"green\" is not one of the options red, blue",
+        ),
+        (
+            select,
+            json!(1),
+            "a select answer must be one of the options",
+        ),
+        (form, json!({"age": -1}), "at /age:"),
+        (form, json!({}), "at /:"),
+        (form, json!("x"), "at /:"),
+    ];
+    for (id, answer, fragment) in cases {
+        let e = rt.answer(id, answer.clone()).await.unwrap_err();
+        assert!(e.to_string().contains(fragment), "{answer}: {e}");
+    }
+    assert_eq!(rt.inbox(1, None).unwrap().total, 3);
+    rt.answer(select, json!("blue")).await.unwrap();
+    rt.answer(form, json!({"age": 36})).await.unwrap();
+    assert_eq!(rt.inbox(1, None).unwrap().total, 1);
+}
+
+/// A select without options, a form without a schema, and an unknown format are
+/// refused when asked.
+#[tokio::test]
+async fn malformed_user_asks_are_refused() {
+    let (rt, _clock) = common::runtime().await;
+    for (name, ask, message) in [
+        (
+            "sel",
+            Ask::user("q").answer_format("select").expiry_at("1h"),
+            "a select ask needs options",
+        ),
+        (
+            "frm",
+            Ask::user("q").answer_format("form").expiry_at("1h"),
+            "a form ask needs a JSON schema",
+        ),
+        (
+            "odd",
+            Ask::user("q").answer_format("telepathy").expiry_at("1h"),
+            "answer_format \"telepathy\" is not one of",
+        ),
+    ] {
+        rt.register(name, &[], move |ctx, _, _| {
+            let ask = ask.clone();
+            async move { Ok(ctx.ask(ask).await?) }
+        });
+        let record = rt.run(Start::new("s", name)).await.unwrap();
+        assert!(
+            record.error.as_deref().unwrap_or("").contains(message),
+            "{record:?}"
+        );
+    }
+    assert_eq!(rt.inbox(1, None).unwrap().total, 0);
+    assert_eq!(rt.stats().await.user_open, 0);
+}
+
+/// An `external` ask is refused at the answer door.
+#[tokio::test]
+async fn external_asks_are_refused_at_the_door() {
+    let (rt, _clock) = common::runtime().await;
+    rt.register("ext", &[], |ctx, _, _| async move {
+        Ok(ctx
+            .ask(Ask::user("sign").answer_format("external").expiry_at("1h"))
+            .await?)
+    });
+    rt.run(Start::new("s", "ext")).await.unwrap();
+    let id = rt.inbox(1, None).unwrap().items[0].id.clone();
+    let e = rt.answer(&id, json!("signed")).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("interaction {id} is answered externally, not through the answer door")
+    );
+}
+
+/// Pages: default size 50, capped at 200, with total and next page.
+#[tokio::test]
+async fn the_inbox_pages() {
+    let (rt, _clock) = common::runtime().await;
+    register_user(&rt);
+    for _ in 0..230 {
+        rt.run(Start::new("s", "user_text")).await.unwrap();
+    }
+    let first = rt.inbox(1, None).unwrap();
+    assert_eq!(
+        (
+            first.items.len(),
+            first.page_size,
+            first.total,
+            first.next_page
+        ),
+        (50, 50, 230, Some(2))
+    );
+    let big = rt.inbox(1, Some(1000)).unwrap();
+    assert_eq!(
+        (big.items.len(), big.page_size, big.next_page),
+        (200, 200, Some(2))
+    );
+    let last = rt.inbox(2, Some(200)).unwrap();
+    assert_eq!((last.items.len(), last.next_page), (30, None));
+    assert_eq!(rt.inbox(0, None).unwrap_err(), AnswerError::BadPage);
+}
+
+/// Hidden from the inbox: caller asks never appear in the list, in any frame of the
+/// stream (raised, answered, expired or cancelled), and the answer door answers for them
+/// exactly as for an unknown id.
+#[tokio::test]
+async fn caller_asks_are_hidden_from_every_user_surface() {
+    let (rt, clock) = common::runtime().await;
+    register_user(&rt);
+    let mut frames = rt.inbox_frames();
+    // Caller asks: one answered, one expired, one cancelled.
+    for _ in 0..3 {
+        rt.run(Start::new("s", "asker")).await.unwrap();
+    }
+    // User asks: one answered, one expired (1h), one cancelled.
+    for _ in 0..3 {
+        rt.run(Start::new("u", "user_text")).await.unwrap();
+    }
+    let caller = common::ids(&rt.list("s").await.unwrap());
+    let user = common::ids(&rt.list("u").await.unwrap());
+    assert_eq!(rt.inbox(1, None).unwrap().total, 3);
+    for id in &caller {
+        assert_eq!(
+            rt.answer(id, json!("x")).await.unwrap_err(),
+            rt.answer("i-999", json!("x"))
+                .await
+                .unwrap_err()
+                .clone_with_id(id)
+        );
+    }
+    rt.resume("s", &caller[0], json!("yes")).await.unwrap();
+    rt.cancel("s", &[&caller[2]]).await.unwrap();
+    rt.answer(&user[0], json!("Ada")).await.unwrap();
+    rt.cancel("u", &[&user[2]]).await.unwrap();
+    clock.advance(Duration::from_secs(3600));
+    rt.settle().await;
+    let mut seen = Vec::new();
+    while let Ok(frame) = frames.try_recv() {
+        seen.push(serde_json::to_value(&frame).unwrap());
+    }
+    let frame_ids: Vec<String> = seen
+        .iter()
+        .map(|f| {
+            f["id"]
+                .as_str()
+                .or(f["item"]["id"].as_str())
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert!(caller.iter().all(|c| !frame_ids.contains(c)), "{seen:?}");
+    let kinds: Vec<(String, String)> = seen
+        .iter()
+        .map(|f| {
+            (
+                f["frame"].as_str().unwrap().to_owned(),
+                f["reason"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    let k = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+    assert_eq!(
+        kinds,
+        [
+            k("add", ""),
+            k("add", ""),
+            k("add", ""),
+            k("answered", ""),
+            k("removed", "cancelled"),
+            k("removed", "expired")
+        ]
+    );
+    assert!(matches!(&seen_frame(&seen[0]), Frame::Add { .. }));
+}
+
+fn seen_frame(v: &Value) -> Frame {
+    serde_json::from_value(v.clone()).unwrap()
+}
+
+trait WithId {
+    fn clone_with_id(&self, id: &str) -> AnswerError;
+}
+
+impl WithId for AnswerError {
+    /// The same refusal, for another id: the door answers alike for both.
+    fn clone_with_id(&self, id: &str) -> AnswerError {
+        match self {
+            AnswerError::Unknown { .. } => AnswerError::Unknown { id: id.to_owned() },
+            other => other.clone(),
+        }
+    }
+}
