@@ -20,6 +20,7 @@ fn runtime(rt: &tokio::runtime::Runtime) -> Runtime {
             let answer = ctx.ask(Ask::caller("proceed?").expiry_at("10m")).await?;
             Ok(answer)
         });
+        runtime.register("noop", &[], |_, _, _| async move { Ok(Value::Null) });
         runtime.register("link", &[], |ctx, kwargs, _| async move {
             let depth = kwargs["depth"].as_u64().unwrap_or(0);
             let record = if depth == 0 {
@@ -41,6 +42,11 @@ fn round_trip(c: &mut Criterion) {
     let rt = runtime(&tokio);
     let mut group = c.benchmark_group("core");
     group.throughput(Throughput::Elements(1));
+    // The baseline: a run that returns at once, start to outcome.
+    group.bench_function("start_outcome", |b| {
+        b.to_async(&tokio)
+            .iter(|| async { rt.run(Start::new("s", "noop")).await.expect("runs") })
+    });
     group.bench_function("park_resume_outcome", |b| {
         b.to_async(&tokio).iter(|| async {
             let parked = rt.run(Start::new("s", "asker")).await.expect("starts");

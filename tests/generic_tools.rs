@@ -38,6 +38,30 @@ async fn an_agent_resolves_a_caller_ask_by_hand() {
     assert!(rt.list("s").await.unwrap().is_empty());
 }
 
+/// The same agent through the background submit door: the record read by id carries the
+/// tool's result and what the agent resolved.
+#[tokio::test]
+async fn the_same_through_submit() {
+    let (rt, _clock) = common::runtime().await;
+    rt.register("agent", &[], |ctx, _, _| async move {
+        let tool = ctx.call("asker", json!({})).await?;
+        let id = tool.asks.unwrap_or_default()[0].id.clone();
+        let resumed = ctx
+            .call(
+                "resume_parked",
+                json!({"interaction_id": id, "payload": "go"}),
+            )
+            .await?;
+        Ok(resumed.result.unwrap_or_default())
+    });
+    let run = rt.submit(Start::new("s", "agent")).await.unwrap();
+    rt.settle().await;
+    let record = rt.record(&run).unwrap();
+    assert_eq!(record.status, RunStatus::Succeeded);
+    assert_eq!(record.result.unwrap()["result"], json!({"answer": "go"}));
+    assert_eq!(record.resumed_interactions, ["i-1"]);
+}
+
 /// `resume_parked` without payload takes a waiting outcome; a failed one raises.
 #[tokio::test]
 async fn resume_parked_without_payload_takes() {
