@@ -77,6 +77,7 @@ pub use error::{
 pub use event::{Event, Resolution};
 pub use ids::Ids;
 pub use inbox::{AnswerError, DEFAULT_PAGE_SIZE, Frame, InboxItem, MAX_PAGE_SIZE, Page};
+pub use jq::{CompileError, CompileErrors, EvalError};
 pub use record::{Buffered, Resumed, RunRecord, RunStatus, Suspended};
 pub use run::Ctx;
 pub use run::ctx::{EXPIRY_MARKER_KEY, expiry_marker, is_expiry_marker};

@@ -322,6 +322,7 @@ fn journal_entries_round_trip_as_plain_data() {
             group_id: Some("g-1".into()),
             payload: Some(json!({"diff": "+1 -1"})),
         }]),
+        suspension: None,
         resumed_interactions: vec![],
     };
     let finished = RunRecord {
@@ -333,6 +334,7 @@ fn journal_entries_round_trip_as_plain_data() {
         result: Some(json!({"ok": true})),
         error: None,
         asks: None,
+        suspension: None,
         resumed_interactions: vec!["i-7".into()],
     };
     let cases: Vec<(JournalEntry, &str)> = vec![
@@ -443,6 +445,7 @@ fn null_values_survive_the_journal_round_trip() {
             result: Some(Value::Null),
             error: None,
             asks: None,
+            suspension: None,
             resumed_interactions: vec![],
         },
     };

@@ -43,6 +43,7 @@ pub enum ItemOutcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 #[non_exhaustive]
+#[allow(clippy::large_enum_variant)] // one per visit; boxing would only add a hop
 pub enum VisitOutcome {
     /// Neither a resolution nor a start.
     Nothing,

@@ -26,12 +26,6 @@ impl Input {
     }
 }
 
-impl From<&Value> for Input {
-    fn from(value: &Value) -> Self {
-        Input::from_json(value)
-    }
-}
-
 fn convert(value: &Value) -> Val {
     match value {
         Value::Null => Val::Null,

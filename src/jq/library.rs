@@ -3,13 +3,16 @@
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
-use jaq_core::Lut;
+use jaq_core::box_iter::box_once;
 use jaq_core::data::{DataT, HasLut};
 use jaq_core::load::parse::Def;
-use jaq_core::native::Fun;
-use jaq_json::Val;
+use jaq_core::native::{Fun, bome, v};
+use jaq_core::{Exn, Lut, Native};
+use jaq_json::{Num, Val};
+use jaq_std::ValT as _;
 
 use super::deadline::{self, Deadline};
+use super::rewrite;
 
 /// Builtin functions that door expressions may not call, whatever their arity.
 ///
@@ -83,7 +86,7 @@ impl Library {
             .chain(jaq_std::defs())
             .chain(jaq_json::defs())
             .filter(|def| !UNAVAILABLE_FUNCTIONS.contains(&def.name))
-            .map(deadline::instrument_def)
+            .map(rewrite::instrument_def)
             .collect();
         let natives = natives()
             .into_iter()
@@ -92,7 +95,7 @@ impl Library {
             .iter()
             .map(|def| (def.name, def.args.len()))
             .chain(natives)
-            .filter(|(name, _)| *name != deadline::TICK)
+            .filter(|(name, _)| ![deadline::TICK, rewrite::MULTIPLY].contains(name))
             .collect();
         Library { defs, names }
     }
@@ -114,10 +117,117 @@ impl Library {
 /// Built anew for every compilation because jaq takes them by value and they are not `Clone`;
 /// they are only function pointers, so this is cheap.
 pub(super) fn natives() -> Vec<Fun<Door>> {
-    jaq_core::funs()
+    // jaq resolves a call to the first native with its name and arity: `fromjson` here
+    // shadows jaq-json's.
+    [fromjson(), multiply(), deadline::tick()]
+        .into_iter()
+        .chain(jaq_core::funs())
         .chain(jaq_std::funs())
         .chain(jaq_json::funs())
         .filter(|(name, _, _)| !UNAVAILABLE_FUNCTIONS.contains(name))
-        .chain([deadline::tick()])
         .collect()
+}
+
+/// The longest string that `s * n` may build, in bytes.
+///
+/// jaq allocates the result at once, and a failed allocation aborts the process.
+pub(super) const MAX_REPEAT_BYTES: usize = 16 << 20;
+
+/// Multiplication (`l * r`, which the rewrite turns into a call of this), refusing to repeat
+/// a string into more than [`MAX_REPEAT_BYTES`].
+fn multiply() -> Fun<Door> {
+    let native = Native::<Door>::new(|mut cv| {
+        let factor = cv.0.pop_var();
+        let value = cv.0.pop_var();
+        if let Some((len, times)) = repetition(&value, &factor)
+            && len.saturating_mul(times) > MAX_REPEAT_BYTES
+        {
+            let message = format!(
+                "cannot repeat a string of {len} bytes {times} times: \
+                 the result would exceed {MAX_REPEAT_BYTES} bytes"
+            );
+            return box_once(Err(Exn::from(jaq_core::Error::str(message))));
+        }
+        bome(value * factor)
+    });
+    (rewrite::MULTIPLY, v(2), native)
+}
+
+/// The string length and count if `l * r` repeats a string (in either order), as jaq does
+/// for a positive integer count.
+fn repetition(l: &Val, r: &Val) -> Option<(usize, usize)> {
+    let (string, count) = match (l, r) {
+        (Val::TStr(s) | Val::BStr(s), Val::Num(n)) | (Val::Num(n), Val::TStr(s) | Val::BStr(s)) => {
+            (s, n)
+        }
+        _ => return None,
+    };
+    let times = match count {
+        Num::Int(i) => usize::try_from(*i).ok()?,
+        // jaq saturates big integers to the largest machine integer.
+        Num::BigInt(i) => usize::try_from(&**i).unwrap_or(usize::MAX),
+        Num::Float(_) | Num::Dec(_) => return None,
+    };
+    Some((string.len(), times))
+}
+
+/// The deepest nesting `fromjson` parses.
+///
+/// jaq-json's parser recurses once per level without a limit, so a string of a million `[`
+/// (one multiplication away in jq) overflows any stack and aborts the process. The limit
+/// is jq's own.
+pub(super) const MAX_PARSE_DEPTH: usize = 10_000;
+
+/// `fromjson` as jaq-json has it, refusing documents nested deeper than [`MAX_PARSE_DEPTH`].
+fn fromjson() -> Fun<Door> {
+    let native = Native::<Door>::new(|cv| {
+        let fail = |message: &dyn std::fmt::Display| {
+            // Quote the start of the text only: it may be megabytes long.
+            let mut quoted: String = cv.1.to_string().chars().take(40).collect();
+            quoted.push_str("...");
+            let message = format!("cannot parse {quoted} as JSON: {message}");
+            Exn::from(jaq_core::Error::str(message))
+        };
+        let Some(text) = cv.1.as_utf8_bytes() else {
+            return box_once(Err(Exn::from(jaq_core::Error::typ(cv.1.clone(), "string"))));
+        };
+        if nesting(text) > MAX_PARSE_DEPTH {
+            let message = format!("nested deeper than {MAX_PARSE_DEPTH} levels");
+            return box_once(Err(fail(&message)));
+        }
+        // Parsed eagerly: the values would otherwise borrow from the input string.
+        let values: Vec<_> = jaq_json::read::parse_many(text)
+            .map(|value| value.map_err(|e| fail(&e)))
+            .collect();
+        Box::new(values.into_iter())
+    });
+    ("fromjson", Box::new([]), native)
+}
+
+/// An upper bound of how deep arrays and objects nest in a JSON text: brackets outside
+/// strings, comments counted too.
+fn nesting(text: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &byte in text {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match byte {
+                b'"' => in_string = true,
+                b'[' | b'{' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    deepest
 }

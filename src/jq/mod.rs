@@ -6,25 +6,34 @@
 //! * the save-time checks ([`check`]): syntax, declared variables, defined functions, the
 //!   impure builtins, and the constructs that can loop without bound, all reported together;
 //! * the jq library expressions are compiled against ([`library`]): jaq's core, standard and
-//!   JSON libraries, less `env`, `now`, `input`, `debug`, `halt` and the like;
+//!   JSON libraries, less `env`, `now`, `input`, `debug`, `halt` and the like, with
+//!   `fromjson` limited in depth and string repetition (`s * n`) in size, where jaq would
+//!   otherwise abort the process;
 //! * evaluation: [`Input`] converts a value to jaq's representation once, [`Program::run`]
 //!   yields the first output and whether there is a second, and converts back to JSON;
-//! * the deadline guard, in two layers. Every evaluation runs on a small pool of dedicated
-//!   threads ([`pool`]) and the caller waits no longer than the deadline, whatever the
-//!   evaluation does; a worker left running an abandoned evaluation is replaced at once. And
-//!   the compiled program checks the deadline itself at every pipe, fold step and recursive
-//!   call ([`deadline`]), so that an abandoned evaluation almost always stops within
-//!   microseconds instead of holding its thread.
+//! * the deadline guard, in two layers:
+//!   - every evaluation runs on a small pool of dedicated threads ([`pool`]), and the caller
+//!     waits no longer than the deadline, whatever the evaluation does; a worker left running
+//!     an abandoned evaluation is replaced at once, so other evaluations are not stalled;
+//!   - the program itself checks the deadline (and the caller's cancellation) wherever jaq
+//!     repeats a sub-term ([`rewrite`], [`deadline`]), so that an abandoned evaluation stops
+//!     soon after its deadline instead of holding its thread.
 //!
-//! Why both: jaq-core 3 has no fuel or interrupt hook, but the program can be instrumented with
-//! a native filter that raises an uncatchable exception (the one `halt` uses) once the deadline
-//! has passed. That is cheap and stops everything the interpreter loops over. It cannot stop a
-//! single long native step (`contains` on two long arrays, comparing or printing a huge or
-//! exponentially shared value), and jaq recurses deeply enough on nested values to overflow the
-//! stack of an async runtime's worker thread, which aborts the process. Dedicated threads with
-//! large stacks close both gaps, at the cost of a thread hand-off per evaluation (a few
-//! microseconds); an evaluation stuck in a native step keeps its CPU until it ends, and at most
-//! [`pool::MAX_STUCK`] such workers are replaced at a time.
+//! Why both: jaq-core 3 has no fuel or interrupt hook, but it takes the program as a syntax
+//! tree, and a native filter inserted into the tree can raise an exception nothing catches
+//! (the one `halt` uses). That costs next to nothing (a few percent on the seed examples) and
+//! stops everything the interpreter loops over. It cannot stop a single long native step
+//! (`contains` on two long arrays, sorting, comparing or printing a huge or exponentially
+//! shared value), and jaq recurses deeply enough on nested values to overflow the 2 MiB stack
+//! of an async runtime's worker (`reduce range(100000) as $i (0; [.]) | length` does), which
+//! aborts the process. Threads of our own, with large stacks, close both gaps, for a hand-off
+//! of a few microseconds per evaluation.
+//!
+//! What remains: an evaluation stuck in a native step keeps its CPU and memory until it ends
+//! by itself (at most [`pool::MAX_STUCK`] such workers are replaced at a time; past that,
+//! evaluations queue and meet their deadlines); and values nested deeper than the workers'
+//! stacks hold (about a quarter of a million levels for the deepest-recursing builtins, more
+//! than a program builds within the default deadline) still overflow them.
 //!
 //! It deliberately does not:
 //!
@@ -42,15 +51,15 @@ mod limits;
 mod outputs;
 mod pool;
 mod program;
+mod rewrite;
 
 pub use error::{CompileError, CompileErrors, EvalError};
 pub(crate) use input::Input;
 pub(crate) use limits::Limits;
+#[cfg(test)]
 pub(crate) use outputs::Outputs;
-pub(crate) use program::{DOOR_VARS, MAX_SOURCE_BYTES, Program};
+
+pub(crate) use program::Program;
 
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-pub(crate) mod scratch;

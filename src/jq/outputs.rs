@@ -25,16 +25,6 @@ impl Outputs {
     /// can be stored as JSON and read back. It also bounds the recursion needed to convert
     /// (and later drop) the output on the caller's thread.
     pub(crate) const MAX_DEPTH: usize = 127;
-
-    /// The single output, if there was exactly one.
-    pub(crate) fn single(&self) -> Option<&Value> {
-        if self.more { None } else { self.first.as_ref() }
-    }
-
-    /// Whether there was no output at all.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
 }
 
 /// Why an output could not be converted.

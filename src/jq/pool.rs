@@ -18,9 +18,11 @@
 //!   only the pages used are committed.
 //!
 //! The price is a hand-off per evaluation. To keep it small, a worker that has just finished
-//! a job watches the queue for a short while before it sleeps, and a caller watches for its
-//! result for a short while before it sleeps: back-to-back evaluations then pass through
-//! without waking anyone. Threads cannot be interrupted, so an abandoned evaluation stuck in a
+//! a job watches the queue for a short while before it sleeps, and a caller whose job such a
+//! watching worker took watches for its result for a short while before it sleeps:
+//! back-to-back evaluations then pass through without waking anyone. A caller that had to
+//! wake a worker sleeps at once instead, as the scheduler tends to run the woken worker on
+//! the caller's core. Threads cannot be interrupted, so an abandoned evaluation stuck in a
 //! native step keeps its CPU (and memory) until it ends by itself.
 
 use std::collections::VecDeque;
@@ -32,7 +34,7 @@ use std::time::{Duration, Instant};
 
 /// Stack size of a worker (and of a compilation thread): enough for the deepest values an
 /// evaluation can build before its deadline, and for the deepest program a source within
-/// [`MAX_SOURCE_BYTES`](super::MAX_SOURCE_BYTES) can spell.
+/// [`MAX_SOURCE_BYTES`](super::program::MAX_SOURCE_BYTES) can spell.
 pub(super) const STACK_BYTES: usize = 256 << 20;
 
 /// The most abandoned evaluations that may each hold a replaced worker at one time.
@@ -172,7 +174,7 @@ impl Pool {
 
         let task_slot = Arc::clone(&slot);
         let task: Task = Box::new(move || task_slot.work(job));
-        {
+        let picked_up = {
             let mut queue = lock(&self.shared.queue);
             queue.tasks.push_back(task);
             self.shared.pending.fetch_add(1, Ordering::Release);
@@ -180,16 +182,23 @@ impl Pool {
             // watching worker will take the task anyway. A watcher about to sleep looks at
             // the queue under this lock first, so no task is left behind.
             let watching = self.shared.watching.load(Ordering::Acquire);
-            if queue.sleepers > 0 && queue.tasks.len() > watching {
+            let picked_up = queue.tasks.len() <= watching;
+            if !picked_up && queue.sleepers > 0 {
                 self.shared.queued.notify_one();
             }
-        }
+            picked_up
+        };
 
-        // Watch for a quick result before going to sleep.
-        let watch_until = Instant::now() + CALLER_SPIN;
-        let watch_until = watch_until.min(deadline);
-        while !slot.finished.load(Ordering::Acquire) && Instant::now() < watch_until {
-            std::hint::spin_loop();
+        // If a watching worker took the job, it runs on another core: watch for a quick
+        // result before going to sleep. If one had to be woken, the scheduler tends to run it
+        // on this core, so watching would only delay it: sleep at once.
+        if picked_up {
+            let watch_until = Instant::now()
+                .checked_add(CALLER_SPIN)
+                .map_or(deadline, |until| until.min(deadline));
+            while !slot.finished.load(Ordering::Acquire) && Instant::now() < watch_until {
+                std::hint::spin_loop();
+            }
         }
 
         let mut state = lock(&slot.state);
@@ -308,7 +317,8 @@ fn spawn_worker(shared: &Arc<Shared>) -> std::io::Result<()> {
 
 fn serve(shared: &Shared) {
     loop {
-        let watch_until = Instant::now() + WORKER_SPIN;
+        let now = Instant::now();
+        let watch_until = now.checked_add(WORKER_SPIN).unwrap_or(now);
         shared.watching.fetch_add(1, Ordering::AcqRel);
         while shared.pending.load(Ordering::Acquire) == 0 && Instant::now() < watch_until {
             std::hint::spin_loop();

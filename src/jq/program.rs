@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use jaq_core::load::parse::Def;
@@ -11,21 +12,22 @@ use jaq_core::{Compiler, Ctx, Filter, Vars};
 use jaq_json::Val;
 
 use super::check::Check;
-use super::deadline::{self, Deadline, HALT_CODE};
+use super::deadline::{Deadline, HALT_CODE};
 use super::error::{CompileError, CompileErrors, EvalError};
 use super::input::Input;
 use super::library::{self, Door, Env, Library};
 use super::limits::Limits;
 use super::outputs::{self, Outputs, Unconvertible};
 use super::pool::{self, Failure, Pool};
+use super::rewrite;
 
 /// The variables of a door's expressions, in the order their values are passed to
 /// [`Program::run`].
-pub(crate) const DOOR_VARS: &[&str] = &["parked", "subject", "door", "now"];
+pub(super) const DOOR_VARS: &[&str] = &["parked", "subject", "door", "now"];
 
 /// The longest source a door expression may have. Parsing and compiling recurse on nesting,
 /// so this also bounds the stack they need.
-pub(crate) const MAX_SOURCE_BYTES: usize = 8 << 10;
+pub(super) const MAX_SOURCE_BYTES: usize = 8 << 10;
 
 /// The name under which the expression is handed to jaq: the last definition of the prelude.
 /// A door expression cannot call it: the checks resolve names without it.
@@ -70,18 +72,19 @@ impl Program {
                 max,
             }]));
         }
-        // Parsing and compiling recurse on the program's nesting; a thread with a large stack
-        // keeps a deeply nested source from overflowing the caller's.
-        let compile = || compile(name, source, vars);
+        // Parsing, checking and compiling recurse on the program's nesting; a thread with a
+        // large stack keeps a deeply nested source from overflowing the caller's.
+        let job = || compile(name, source, vars);
         let result = thread::scope(|scope| {
-            let spawned = std::thread::Builder::new()
+            let spawned = thread::Builder::new()
                 .name("door-expr-compile".to_owned())
                 .stack_size(pool::STACK_BYTES)
-                .spawn_scoped(scope, compile);
+                .spawn_scoped(scope, job);
             match spawned {
+                // A panic in jaq's parser or compiler becomes an error.
                 Ok(handle) => handle.join().ok(),
-                // No thread to be had: compile here, the limit on the source still applies.
-                Err(_) => Some(compile()),
+                // No thread to be had: compile here; the limit on the source still applies.
+                Err(_) => Some(job()),
             }
         });
         let compiled = result.unwrap_or_else(|| {
@@ -145,7 +148,7 @@ impl Program {
         }
     }
 
-    /// Evaluate on the calling thread, without the pool: for measuring the guard's cost.
+    /// Evaluate on the calling thread, without the pool: for testing the ticks on their own.
     #[cfg(test)]
     pub(crate) fn run_here(
         &self,
@@ -183,8 +186,6 @@ impl fmt::Debug for Program {
     }
 }
 
-use std::thread;
-
 fn compile(name: &str, source: &str, vars: &[&str]) -> Result<Compiled, Vec<CompileError>> {
     let library = Library::get();
     let globals: Vec<String> = vars.iter().map(|v| format!("${v}")).collect();
@@ -197,7 +198,7 @@ fn compile(name: &str, source: &str, vars: &[&str]) -> Result<Compiled, Vec<Comp
         }]
     };
     let mut prelude = library.defs();
-    prelude.push(deadline::instrument_def(Def {
+    prelude.push(rewrite::instrument_def(Def {
         name: ENTRY,
         args: Vec::new(),
         body: term,
@@ -211,7 +212,7 @@ fn compile(name: &str, source: &str, vars: &[&str]) -> Result<Compiled, Vec<Comp
                 path: (),
             },
         )
-        .map_err(|errors| internal(format!("{} loader errors", errors.len())))?;
+        .map_err(|errors| internal(format!("jaq could not load it ({} errors)", errors.len())))?;
     let filter = Compiler::default()
         .with_funs(library::natives())
         .with_global_vars(globals.iter().map(String::as_str))
@@ -265,8 +266,6 @@ impl Compiled {
                 .map_err(|e| exception(e, limit))
                 .map(|()| true)?,
         };
-        // The iterator may hold on to the deadline's data; let it go before converting.
-        drop(outputs);
         let first = outputs::to_json(&first, &deadline).map_err(|e| match e {
             Unconvertible::TooDeep => EvalError::TooDeep {
                 max: Outputs::MAX_DEPTH,

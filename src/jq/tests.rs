@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::pool::Pool;
+use super::program::MAX_SOURCE_BYTES;
 use super::{CompileError, CompileErrors, EvalError, Input, Limits, Outputs, Program};
 
 const EXPR: &str = "resume_expr";
@@ -128,7 +129,6 @@ fn output_counts_are_reported() {
         more: false,
     };
     assert_eq!(run("empty", Value::Null), Ok(none.clone()));
-    assert!(none.is_empty() && none.single().is_none());
 
     let two = run("1, 2", Value::Null);
     assert_eq!(
@@ -138,7 +138,6 @@ fn output_counts_are_reported() {
             more: true
         })
     );
-    assert_eq!(two.ok().and_then(|o| o.single().cloned()), None);
 
     // Stops after the second output: an endless tail is never reached.
     let many = run(
@@ -171,6 +170,40 @@ fn runtime_errors_are_reported() {
     assert!(matches!(run(".a", json!(1)), Err(EvalError::Runtime(_))));
     // A caught error is no error.
     assert_eq!(one(r#"try error("x") catch ."#, Value::Null), json!("x"));
+}
+
+#[test]
+fn multiplication_keeps_its_meaning_but_not_its_dangers() {
+    let cases = [
+        (r#""ab" * 3"#, json!("ababab")),
+        (r#"3 * "ab""#, json!("ababab")),
+        (r#""ab" * 0"#, Value::Null),
+        ("2 * 3", json!(6)),
+        ("[1.5 * 2, 2 * 0.25]", json!([3.0, 0.5])),
+        ("{a: {b: 1}} * {a: {c: 2}}", json!({"a": {"b": 1, "c": 2}})),
+        ("[(1, 2) * (10, 20)]", json!([10, 20, 20, 40])),
+        ("{a: 3} | .a *= 2", json!({"a": 6})),
+        ("[1, 2] | .[] *= 2", json!([2, 4])),
+        ("[{a: 2} | .a *= (2, 3)]", json!([{"a": 4}, {"a": 6}])),
+        ("{a: 2} | .a *= .a", json!({"a": 4})),
+        (r#"" " * 16777216 | length"#, json!(16_777_216)),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(one(source, Value::Null), expected, "{source}");
+    }
+    // jaq would allocate the result at once, and a failed allocation aborts the process.
+    for source in [
+        r#""x" * 100000000000"#,
+        r#"100000000000 * "x""#,
+        r#""x" * 100000000000000000000000"#,
+        r#"("x" * 1000000) * 1000000"#,
+        r#"{a: "x"} | .a *= 100000000000"#,
+    ] {
+        assert!(
+            matches!(run(source, Value::Null), Err(EvalError::Runtime(m)) if m.starts_with("cannot repeat")),
+            "{source}"
+        );
+    }
 }
 
 #[test]
@@ -519,7 +552,7 @@ fn every_problem_is_reported_together() {
 
 #[test]
 fn long_sources_are_refused() {
-    let source = format!("1{}", " + 1".repeat(super::MAX_SOURCE_BYTES / 4));
+    let source = format!("1{}", " + 1".repeat(MAX_SOURCE_BYTES / 4));
     let found = Program::compile(EXPR, &source).map(drop);
     assert!(matches!(
         found.map_err(|e| e.0),
@@ -547,15 +580,15 @@ fn deep_nesting_within_the_limit_neither_crashes_compile_nor_run() {
         (".[", "0", "]"),
     ];
     for (open, middle, close) in shapes {
-        let n = (super::MAX_SOURCE_BYTES - middle.len()) / (open.len() + close.len());
+        let n = (MAX_SOURCE_BYTES - middle.len()) / (open.len() + close.len());
         let source = format!("{}{middle}{}", open.repeat(n), close.repeat(n));
-        assert!(source.len() <= super::MAX_SOURCE_BYTES);
+        assert!(source.len() <= MAX_SOURCE_BYTES);
         // Refusals and runtime errors are fine; a crash is not.
         if let Ok(program) = Program::compile(EXPR, &source) {
             let _ = program.run(&Input::default(), &door_vars(), &roomy());
         }
     }
-    let depth = super::MAX_SOURCE_BYTES / 2 - 1;
+    let depth = MAX_SOURCE_BYTES / 2 - 1;
     let source = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
     assert_eq!(
         run(&source, Value::Null),
@@ -563,7 +596,7 @@ fn deep_nesting_within_the_limit_neither_crashes_compile_nor_run() {
             max: Outputs::MAX_DEPTH
         })
     );
-    let terms = super::MAX_SOURCE_BYTES / 4 - 1;
+    let terms = MAX_SOURCE_BYTES / 4 - 1;
     let source = format!("0{}", " + 1".repeat(terms));
     assert_eq!(one(&source, Value::Null), json!(terms));
 }
@@ -572,10 +605,29 @@ fn deep_nesting_within_the_limit_neither_crashes_compile_nor_run() {
 fn deep_values_are_built_on_large_stacks() {
     // Overflows the 2 MiB stack of an async runtime's worker thread (aborting the process) if
     // evaluated there.
-    assert_eq!(
-        one("reduce range(100000) as $i (0; [.]) | length", Value::Null),
-        json!(1)
-    );
+    let deep = [
+        ("reduce range(100000) as $i (0; [.]) | length", json!(1)),
+        (
+            "reduce range(20000) as $i (0; [.]) | tojson | length",
+            json!(40001),
+        ),
+        (
+            "reduce range(20000) as $i (0; {a: .}) | walk(.) | . == .",
+            json!(true),
+        ),
+        (
+            r#"("[" * 10000) + ("]" * 10000) | fromjson | flatten"#,
+            json!([]),
+        ),
+        // jaq's own parser would recurse a million levels deep on this.
+        (
+            r#"("[" * 1000000) + ("]" * 1000000) | try fromjson catch .[-44:]"#,
+            json!("... as JSON: nested deeper than 10000 levels"),
+        ),
+    ];
+    for (source, expected) in deep {
+        assert_eq!(one(source, Value::Null), expected, "{source}");
+    }
     let limit = Outputs::MAX_DEPTH;
     let at_limit = format!("reduce range({limit}) as $i (0; [.]) | [.] | .[0]");
     assert!(run(&at_limit, Value::Null).is_ok());
@@ -669,14 +721,23 @@ const RUNAWAYS: &[&str] = &[
     "[range(100000) as $a | first(range(100000) | select(. < 0))] | length",
     "def f: [range(100000) as $a | range(100000)]; [f, f] | length",
     "[limit(100000; combinations(100000))] | length",
-    "[range(100000) as $a | [range(100000)] | map(. + 1)] | length",
-    "[range(100000) as $a | [range(100000)] | to_entries] | length",
-    "[range(100000) | [range(100000)] | path(.[])] | length",
-    "[range(100000) | [range(100000)] | (.[] |= . + 1)] | length",
-    "[range(100000) | [range(100000)] | sort_by(-.)] | length",
+    "[range(100000) as $a | [range(1000)] | map(. + 1)] | length",
+    "[range(100000) as $a | [range(1000)] | to_entries] | length",
+    "[range(100000) | [range(1000)] | path(.[])] | length",
+    "[range(100000) | [range(1000)] | (.[] |= . + 1)] | length",
+    "[range(100000) | [range(1000)] | sort_by(-.)] | length",
     "[range(100000) | \"\\(range(100000))\"] | length",
     // Doubling a shared value: cheap to build, astronomically large as JSON.
     "reduce range(100) as $i ([0]; [., .])",
+    // Exponentially many outputs without a single pipe.
+    "[(0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1) + (0,1)] | length",
+    "[{a: (0,1), b: (0,1), c: (0,1), d: (0,1), e: (0,1), f: (0,1), g: (0,1), h: (0,1), i: (0,1), j: (0,1), k: (0,1), l: (0,1), m: (0,1), n: (0,1), o: (0,1), p: (0,1), q: (0,1), r: (0,1), s: (0,1), t: (0,1), u: (0,1), v: (0,1), w: (0,1), x: (0,1), y: (0,1), z: (0,1), A: (0,1), B: (0,1), C: (0,1), D: (0,1), E: (0,1), F: (0,1), G: (0,1), H: (0,1), I: (0,1), J: (0,1), K: (0,1), L: (0,1), M: (0,1), N: (0,1)}] | length",
+    "[\"\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\\(0,1)\"] | length",
+    "[null | .[0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0][0,0]] | length",
+    "[(true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true) and (true, true)] | length",
+    "def f($a; $b; $c; $d; $e; $f; $g; $h; $i; $j; $k; $l; $m; $n; $o; $p; $q; $r; $s; $t; $u; $v; $w; $x; $y; $z; $A; $B; $C; $D; $E; $F; $G; $H; $I; $J; $K; $L; $M; $N): 0; [f(0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1; 0,1)] | length",
+    "def f(g): [g, g, g]; f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(f(0)))))))))))))))))))))))))))))) | length",
+    "[range(100000)] | sort_by([range(1000)] | length) | length",
 ];
 
 #[test]
