@@ -64,5 +64,40 @@ fn visit_by_parked_size(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, visit_by_parked_size);
+/// The marginal cost of one more door expression (evaluated on the guarded pool) against
+/// a visit with a single expression.
+fn visit_by_expression_count(c: &mut Criterion) {
+    let tokio = tokio::runtime::Runtime::new().expect("tokio");
+    let rt = runtime(&tokio, 1);
+    let doors = [
+        ("1", DoorSpec::route("e1", "asker").start_expr("null")),
+        (
+            "2",
+            DoorSpec::route("e2", "asker")
+                .resume_expr("null")
+                .start_expr("null"),
+        ),
+        (
+            "4",
+            DoorSpec::route("e4", "asker")
+                .cancel_expr("null")
+                .resume_expr("null")
+                .start_expr("null")
+                .extras_expr("null"),
+        ),
+    ];
+    let mut group = c.benchmark_group("door/visit/expressions");
+    group.throughput(Throughput::Elements(1));
+    for (n, spec) in doors {
+        let name = spec.name.clone();
+        rt.save_door(spec).expect("saves");
+        group.bench_function(n, |b| {
+            b.to_async(&tokio)
+                .iter(|| async { rt.visit(&name, "s", json!({})).await.expect("visits") })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, visit_by_parked_size, visit_by_expression_count);
 criterion_main!(benches);
