@@ -161,6 +161,18 @@ impl SubjectState {
         self.name.to_string()
     }
 
+    /// Publish that the ask `id` was resolved, and how.
+    fn resolved(&self, shared: &Shared, id: &str, how: Resolution) {
+        self.publish(
+            shared,
+            Event::AskResolved {
+                subject: self.subject(),
+                interaction: id.to_owned(),
+                how,
+            },
+        );
+    }
+
     // ----- starting and activations ---------------------------------------------------
 
     /// Start a run of `target`.
@@ -632,6 +644,22 @@ impl SubjectState {
         }
     }
 
+    /// Check that `id` names a waiting outcome.
+    pub(crate) fn check_waiting(&self, id: &str) -> Result<(), IdProblem> {
+        match self.entries.get(id) {
+            None => Err(IdProblem::Unknown {
+                id: id.to_owned(),
+                subject: self.subject(),
+            }),
+            Some(p) if p.outcome.is_none() => Err(IdProblem::WrongStatus {
+                id: id.to_owned(),
+                wanted: "a waiting outcome (finished or failed)".into(),
+                status: p.entry.status,
+            }),
+            Some(_) => Ok(()),
+        }
+    }
+
     /// Resume the ask `id` with `payload`. Returns a run to activate, if the group is
     /// complete and its activation has ended.
     pub(crate) fn resume(
@@ -677,14 +705,7 @@ impl SubjectState {
             // A sync ask: hand the answer to the blocked activation; no group resumes.
             self.remove_entry(shared, id);
             let _ = waiter.send(answer);
-            self.publish(
-                shared,
-                Event::AskResolved {
-                    subject: self.subject(),
-                    interaction: id.to_owned(),
-                    how,
-                },
-            );
+            self.resolved(shared, id, how);
             return (Ack::Started, None);
         }
         parked.entry.status = Status::Running;
@@ -695,14 +716,7 @@ impl SubjectState {
         }
         let run_id = Arc::clone(&parked.run);
         let gid = parked.entry.group_id.clone().unwrap_or_default();
-        self.publish(
-            shared,
-            Event::AskResolved {
-                subject: self.subject(),
-                interaction: id.to_owned(),
-                how,
-            },
-        );
+        self.resolved(shared, id, how);
         let Some(group) = self.groups.get_mut(&gid) else {
             return (Ack::Buffered { remaining: 0 }, None);
         };
@@ -780,22 +794,7 @@ impl SubjectState {
         id: &str,
         taker: Option<Arc<str>>,
     ) -> Result<Result<Value, String>, IdProblem> {
-        match self.entries.get(id) {
-            None => {
-                return Err(IdProblem::Unknown {
-                    id: id.to_owned(),
-                    subject: self.subject(),
-                });
-            }
-            Some(p) if p.outcome.is_none() => {
-                return Err(IdProblem::WrongStatus {
-                    id: id.to_owned(),
-                    wanted: "a waiting outcome (finished or failed)".into(),
-                    status: p.entry.status,
-                });
-            }
-            Some(_) => {}
-        }
+        self.check_waiting(id)?;
         let parked = self.remove_entry(shared, id);
         if let Some(r) = taker.and_then(|r| self.runs.get_mut(&r)) {
             r.resumed_interactions.push(id.to_owned());

@@ -12,7 +12,6 @@ use tokio::sync::oneshot;
 use super::SubjectState;
 use crate::door::plan::{Item, Plan, VisitProblem};
 use crate::door::saved::Saved;
-use crate::entry::Status;
 use crate::error::IdProblem;
 use crate::jq::{Input, Limits};
 use crate::record::RunRecord;
@@ -222,24 +221,6 @@ impl SubjectState {
             }
         }
         problems
-    }
-
-    /// Check that `id` names a waiting outcome.
-    fn check_waiting(&self, id: &str) -> Result<(), IdProblem> {
-        match self.entries.get(id) {
-            None => Err(IdProblem::Unknown {
-                id: id.to_owned(),
-                subject: self.subject(),
-            }),
-            Some(p) if !matches!(p.entry.status, Status::Finished | Status::Failed) => {
-                Err(IdProblem::WrongStatus {
-                    id: id.to_owned(),
-                    wanted: "a waiting outcome (finished or failed)".into(),
-                    status: p.entry.status,
-                })
-            }
-            Some(_) => Ok(()),
-        }
     }
 
     /// Apply a checked plan.
