@@ -183,7 +183,7 @@ impl Builder {
         self.edit(move |s| s.passivate_after = d)
     }
 
-    /// How long one door expression may evaluate (default 100 ms).
+    /// How long a visit's door expressions may evaluate together (default 100 ms).
     pub fn jq_deadline(self, d: Duration) -> Self {
         self.edit(move |s| s.jq_deadline = d)
     }

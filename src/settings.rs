@@ -32,8 +32,8 @@ pub struct Settings {
     pub passivate_after: Duration,
     /// Longest accepted `question`, in characters. Default 8192.
     pub max_question_chars: usize,
-    /// How long one door expression may evaluate before the visit fails and the door is
-    /// marked broken. Default 100 ms.
+    /// How long a visit's door expressions may evaluate (together) before the visit fails
+    /// and the door is marked broken. Default 100 ms.
     pub jq_deadline: Duration,
     /// The largest door input document, in bytes of JSON. Default 1 MiB.
     pub max_input_bytes: usize,

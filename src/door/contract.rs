@@ -64,9 +64,24 @@ impl Contract {
     ) -> Evaluated {
         let mut problems = Vec::new();
         let mut deadline_hit = false;
-        let mut run = |name: &str, program: &Option<Program>| -> Option<Value> {
-            let program = program.as_ref()?;
-            match program.run(input, vars, limits) {
+        let named = [
+            ("cancel_expr", &self.cancel),
+            ("resume_expr", &self.resume),
+            ("start_expr", &self.start),
+            ("extras_expr", &self.extras),
+        ];
+        let present: Vec<&Program> = named.iter().filter_map(|(_, p)| p.as_ref()).collect();
+        // One hand-off to the evaluation pool for the whole contract.
+        let mut results = Program::run_batch(&present, input, vars, limits).into_iter();
+        let mut outputs: [Option<Value>; 4] = Default::default();
+        for (slot, (name, program)) in outputs.iter_mut().zip(named) {
+            if program.is_none() {
+                continue;
+            }
+            let Some(result) = results.next() else {
+                break;
+            };
+            *slot = match result {
                 Ok(out) if out.more => {
                     problems.push(VisitProblem::Many {
                         expr: name.to_owned(),
@@ -84,11 +99,14 @@ impl Contract {
                     }
                 },
                 Err(EvalError::Deadline { .. }) => {
+                    // The batch shares one deadline: blame only the first to pass it.
+                    if !deadline_hit {
+                        problems.push(VisitProblem::Deadline {
+                            expr: name.to_owned(),
+                            ms: u64::try_from(limits.deadline.as_millis()).unwrap_or(u64::MAX),
+                        });
+                    }
                     deadline_hit = true;
-                    problems.push(VisitProblem::Deadline {
-                        expr: name.to_owned(),
-                        ms: u64::try_from(limits.deadline.as_millis()).unwrap_or(u64::MAX),
-                    });
                     None
                 }
                 Err(e) => {
@@ -98,12 +116,9 @@ impl Contract {
                     });
                     None
                 }
-            }
-        };
-        let cancel = run("cancel_expr", &self.cancel);
-        let resume = run("resume_expr", &self.resume);
-        let start = run("start_expr", &self.start);
-        let extras = run("extras_expr", &self.extras);
+            };
+        }
+        let [cancel, resume, start, extras] = outputs;
 
         let mut plan = Plan::default();
         let mut shape = |r: Result<(), VisitProblem>| {

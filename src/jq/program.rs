@@ -148,6 +148,59 @@ impl Program {
         }
     }
 
+    /// Evaluate several programs over the same `input` and `vars` in one hand-off to the
+    /// pool: a door visit's expressions cost one thread hand-off, not one each.
+    ///
+    /// The batch shares one deadline, `limits.deadline` from the call: a visit's whole
+    /// evaluation is bounded by it. Each program's result is reported at its place; when
+    /// the pool gives up on the batch as a whole, every program is reported as past the
+    /// deadline.
+    pub(crate) fn run_batch(
+        programs: &[&Program],
+        input: &Input,
+        vars: &[Input],
+        limits: &Limits,
+    ) -> Vec<Result<Outputs, EvalError>> {
+        if let Some(p) = programs.iter().find(|p| p.compiled.vars != vars.len()) {
+            let e = EvalError::WrongVariables {
+                expected: p.compiled.vars,
+                given: vars.len(),
+            };
+            return programs.iter().map(|_| Err(e.clone())).collect();
+        }
+        let limit = limits.deadline;
+        let now = Instant::now();
+        let deadline = deadline_after(now, limit);
+        // The pool waits a little past the deadline, so that the program's own ticks
+        // report which expression ran out; the pool's cut-off is the backstop.
+        let cut_off = deadline_after(deadline, limit / 4);
+        let compiled: Vec<Arc<Compiled>> =
+            programs.iter().map(|p| Arc::clone(&p.compiled)).collect();
+        let input = input.val().clone();
+        let vars: Vec<Val> = vars.iter().map(|v| v.val().clone()).collect();
+        let count = compiled.len();
+        let job = move |cancelled: &AtomicBool| {
+            compiled
+                .iter()
+                .map(|c| {
+                    c.evaluate(
+                        input.clone(),
+                        vars.clone(),
+                        Deadline::new(deadline, cancelled),
+                        limit,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        match Pool::global().run(cut_off, job) {
+            Ok(results) => results,
+            Err(Failure::Deadline) => (0..count).map(|_| Err(passed(limit))).collect(),
+            Err(Failure::Panicked(message)) => (0..count)
+                .map(|_| Err(EvalError::Internal(message.clone())))
+                .collect(),
+        }
+    }
+
     /// Evaluate on the calling thread, without the pool: for testing the ticks on their own.
     #[cfg(test)]
     pub(crate) fn run_here(
