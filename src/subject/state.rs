@@ -299,7 +299,7 @@ impl SubjectState {
             return None;
         }
         run.live = false;
-        self.live -= 1;
+        self.live = self.live.saturating_sub(1);
         shared.inflight.done();
         let _ = shared.supervisor.cast(SupervisorMsg::Activation {
             run: Arc::clone(&run_id),
@@ -957,7 +957,7 @@ impl SubjectState {
                 continue;
             };
             if run.live {
-                self.live -= 1;
+                self.live = self.live.saturating_sub(1);
                 shared.inflight.done();
             }
             self.publish(
