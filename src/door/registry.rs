@@ -160,9 +160,7 @@ pub(crate) async fn visit(
         return Err(refused(shared, subject, VisitError::Broken { door: name }));
     }
     let max = shared.settings.max_input_bytes;
-    let bytes = serde_json::to_vec(&input)
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX);
+    let bytes = json_len(&input);
     if bytes > max {
         return Err(refused(
             shared,
@@ -240,6 +238,26 @@ pub(crate) async fn visit(
         cancelled: applied.cancelled,
         outcome,
     })
+}
+
+/// The length of `value` as compact JSON, counted without building the text: the cap is
+/// checked on every visit.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 fn refused(shared: &Shared, subject: &str, error: VisitError) -> VisitError {
