@@ -13,6 +13,8 @@
 //! - `jq`: door expressions, compiled and evaluated with jaq under a deadline.
 //! - [`Entry`], [`RunRecord`], [`Event`]: the data the runtime hands out.
 //! - [`Clock`], [`Ids`], [`Settings`]: the seams time, identifiers and tunables come in by.
+//! - [`sim`]: scenario files and seeded random workloads on virtual time, checked
+//!   against a reference model.
 //!
 //! # A first run
 //!
@@ -52,6 +54,7 @@ mod run;
 mod runtime;
 mod settings;
 mod shared;
+pub mod sim;
 mod subject;
 mod supervisor;
 mod target;

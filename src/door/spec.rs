@@ -45,7 +45,7 @@ pub enum Kind {
 /// # let _ = door;
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "Raw")]
 pub struct Spec {
     /// The door's name, matching `^[a-z0-9][a-z0-9_-]*$`.
     pub name: String,
@@ -169,6 +169,137 @@ impl Spec {
     }
 }
 
+/// A door as written in JSON: every field flat, unknown keys refused. (serde's
+/// `deny_unknown_fields` does not combine with the flattened [`Kind`], so the kind's
+/// fields are read here and checked against the kind.)
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    name: String,
+    kind: String,
+    target: String,
+    #[serde(default = "empty_object")]
+    kwargs: Value,
+    cancel_expr: Option<String>,
+    resume_expr: Option<String>,
+    start_expr: Option<String>,
+    extras_expr: Option<String>,
+    topic: Option<String>,
+    condition: Option<String>,
+    subject: Option<String>,
+    subject_expr: Option<String>,
+    interval: Option<String>,
+}
+
+impl TryFrom<Raw> for Spec {
+    type Error = String;
+
+    fn try_from(raw: Raw) -> Result<Self, String> {
+        let misplaced = |fields: &[(&str, bool)], kind: &str| -> Result<(), String> {
+            let wrong: Vec<&str> = fields
+                .iter()
+                .filter(|(_, set)| *set)
+                .map(|(n, _)| *n)
+                .collect();
+            if wrong.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("a {kind} door takes no {}", wrong.join(", ")))
+            }
+        };
+        let kind = match raw.kind.as_str() {
+            "route" => {
+                misplaced(
+                    &[
+                        ("topic", raw.topic.is_some()),
+                        ("condition", raw.condition.is_some()),
+                        ("subject", raw.subject.is_some()),
+                        ("subject_expr", raw.subject_expr.is_some()),
+                        ("interval", raw.interval.is_some()),
+                    ],
+                    "route",
+                )?;
+                Kind::Route
+            }
+            "hook" => {
+                misplaced(&[("interval", raw.interval.is_some())], "hook")?;
+                Kind::Hook {
+                    topic: raw.topic.ok_or("a hook door needs a topic")?,
+                    condition: raw.condition,
+                    subject: raw.subject,
+                    subject_expr: raw.subject_expr,
+                }
+            }
+            "schedule" => {
+                misplaced(
+                    &[
+                        ("topic", raw.topic.is_some()),
+                        ("condition", raw.condition.is_some()),
+                        ("subject_expr", raw.subject_expr.is_some()),
+                    ],
+                    "schedule",
+                )?;
+                Kind::Schedule {
+                    interval: raw.interval.ok_or("a schedule door needs an interval")?,
+                    subject: raw.subject.ok_or("a schedule door needs a subject")?,
+                }
+            }
+            other => {
+                return Err(format!(
+                    "unknown door kind {other:?}; expected route, hook or schedule"
+                ));
+            }
+        };
+        Ok(Spec {
+            name: raw.name,
+            kind,
+            target: raw.target,
+            kwargs: raw.kwargs,
+            cancel_expr: raw.cancel_expr,
+            resume_expr: raw.resume_expr,
+            start_expr: raw.start_expr,
+            extras_expr: raw.extras_expr,
+        })
+    }
+}
+
 fn empty_object() -> Value {
     Value::Object(Map::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_door_reads_back_from_its_json() {
+        let hook = Spec::hook("h", "deploys", "s", "t")
+            .condition(".ok")
+            .resume_expr("null");
+        let text = serde_json::to_value(&hook).unwrap();
+        assert_eq!(serde_json::from_value::<Spec>(text).unwrap(), hook);
+        let schedule = Spec::schedule("tick", "5m", "s", "t");
+        let text = serde_json::to_value(&schedule).unwrap();
+        assert_eq!(serde_json::from_value::<Spec>(text).unwrap(), schedule);
+    }
+
+    #[test]
+    fn unknown_and_misplaced_keys_are_refused() {
+        let typo = json!({"name": "d", "kind": "route", "target": "t", "resume_exp": "null"});
+        let err = serde_json::from_value::<Spec>(typo)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `resume_exp`"), "{err}");
+        let misplaced = json!({"name": "d", "kind": "route", "target": "t", "topic": "x"});
+        let err = serde_json::from_value::<Spec>(misplaced)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a route door takes no topic"), "{err}");
+        let kind = json!({"name": "d", "kind": "cron", "target": "t"});
+        let err = serde_json::from_value::<Spec>(kind)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown door kind \"cron\""), "{err}");
+    }
 }

@@ -1,0 +1,46 @@
+//! Simulation: scenario files and seeded random workloads, run on virtual time.
+//!
+//! A [`Scenario`] is a JSON file holding settings, scripted targets, doors and a
+//! timeline of steps, each with an optional expectation; [`run`] plays it on a runtime
+//! with a [`ManualClock`](crate::ManualClock) and sequential ids and returns a
+//! [`Transcript`], the same bytes on every run. [`random`] generates a seeded workload
+//! and checks the runtime against a small sequential reference model after every step.
+//! The file format is documented in `docs/simulation.md`.
+//!
+//! Values in scripted targets and timeline steps are *templates*: a string `$name.path`
+//! is replaced by an earlier binding (`kwargs`, `extras`, `run`, or a step's `as`), and
+//! `${name.path}` inside a longer string by its text.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use parkway::sim::{Scenario, run};
+//! let scenario = Scenario::from_json(r#"{
+//!   "name": "one park",
+//!   "targets": {"deploy": {"steps": [
+//!     {"ask": {"question": "proceed?", "expiry_at": "10m"}, "as": "go"},
+//!     {"return": {"go": "$go"}}
+//!   ]}},
+//!   "timeline": [
+//!     {"run": "deploy", "subject": "t", "as": "first", "expect": {"status": "parked"}},
+//!     {"resume": "$first.asks.0.id", "subject": "t", "payload": "yes",
+//!      "expect": {"result": {"go": "yes"}}}
+//!   ]
+//! }"#).unwrap();
+//! let transcript = run(&scenario).await.unwrap();
+//! assert!(transcript.passed(), "{}", transcript.text());
+//! # }
+//! ```
+
+mod expect;
+mod failure;
+mod runner;
+mod scenario;
+mod script;
+mod template;
+mod transcript;
+
+pub use runner::run;
+pub use scenario::{
+    Action, AskSpec, ExpectError, Op, Scenario, ScenarioError, Script, SimSettings, StartSpec, Step,
+};
+pub use transcript::{Check, Failure, Line, Transcript};

@@ -1,0 +1,277 @@
+//! The interpreter of scripted targets: each [`Script`] becomes a registered target.
+//!
+//! An activation runs the script from the top with `kwargs`, `extras` and `run` bound
+//! (`run` is `{"id", "subject", "target"}`); a resume replays it, so each answered ask
+//! returns its recorded answer and each journaled `step` its recorded value. A fresh
+//! execution of a `step` leaves a note in the transcript, which is how a scenario shows
+//! that a replay does not repeat side effects.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use super::scenario::{AskSpec, Op, Script};
+use super::template::{Bindings, resolve};
+use crate::ask::{Ask, Mode, OnExpiry};
+use crate::error::{RunError, TakeError};
+use crate::run::Ctx;
+use crate::runtime::Runtime;
+
+/// Lines the scripted targets leave for the transcript, in the order they happen.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Notes(Arc<Mutex<Vec<String>>>);
+
+impl Notes {
+    /// Add a line.
+    pub(crate) fn push(&self, line: String) {
+        if let Ok(mut lines) = self.0.lock() {
+            lines.push(line);
+        }
+    }
+
+    /// Every line since the last call.
+    pub(crate) fn drain(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default()
+    }
+}
+
+/// Register `script` as the target `name`.
+pub(crate) fn register(rt: &Runtime, name: &str, script: &Script, notes: &Notes) {
+    let extras: Vec<&str> = script.extras.iter().map(String::as_str).collect();
+    let steps = Arc::new(script.steps.clone());
+    let notes = notes.clone();
+    rt.register(name, &extras, move |ctx, kwargs, extras| {
+        let steps = Arc::clone(&steps);
+        let notes = notes.clone();
+        async move {
+            let mut bindings = Bindings::new();
+            bindings.insert(
+                "run".to_owned(),
+                json!({"id": ctx.run_id(), "subject": ctx.subject(), "target": ctx.target()}),
+            );
+            bindings.insert("kwargs".to_owned(), kwargs);
+            bindings.insert("extras".to_owned(), extras);
+            match block(&ctx, &steps, &mut bindings, &notes).await? {
+                Flow::Return(value) => Ok(value),
+                Flow::Next => Ok(Value::Null),
+            }
+        }
+    });
+}
+
+/// Whether a block returned.
+enum Flow {
+    Next,
+    Return(Value),
+}
+
+type BlockFuture<'a> = Pin<Box<dyn Future<Output = Result<Flow, RunError>> + Send + 'a>>;
+
+fn block<'a>(
+    ctx: &'a Ctx,
+    steps: &'a [Op],
+    bindings: &'a mut Bindings,
+    notes: &'a Notes,
+) -> BlockFuture<'a> {
+    Box::pin(async move {
+        for op in steps {
+            if let Flow::Return(value) = one(ctx, op, bindings, notes).await? {
+                return Ok(Flow::Return(value));
+            }
+        }
+        Ok(Flow::Next)
+    })
+}
+
+fn set(bindings: &mut Bindings, bind: &Option<String>, value: Value) {
+    if let Some(name) = bind {
+        bindings.insert(name.clone(), value);
+    }
+}
+
+fn fill(value: &Value, bindings: &Bindings) -> Result<Value, RunError> {
+    resolve(value, bindings).map_err(RunError::Failed)
+}
+
+fn error_value(message: impl std::fmt::Display) -> Value {
+    json!({ "error": message.to_string() })
+}
+
+async fn one(ctx: &Ctx, op: &Op, bindings: &mut Bindings, notes: &Notes) -> Result<Flow, RunError> {
+    match op {
+        Op::Ask { asks, all, bind } => {
+            let mut results = Vec::with_capacity(asks.len());
+            for spec in asks {
+                let ask = build_ask(spec, bindings)?;
+                results.push(ctx.ask(ask).await);
+            }
+            // Every ask is raised before any outcome is propagated, so they form a group.
+            let mut answers = Vec::with_capacity(results.len());
+            for result in results {
+                answers.push(result?);
+            }
+            let value = if *all {
+                Value::Array(answers)
+            } else {
+                answers.pop().unwrap_or(Value::Null)
+            };
+            set(bindings, bind, value);
+        }
+        Op::Call {
+            target,
+            kwargs,
+            bind,
+        } => {
+            let kwargs = fill(kwargs, bindings)?;
+            let record = ctx.call(target, kwargs).await?;
+            set(bindings, bind, serde_json::to_value(record)?);
+        }
+        Op::Step { name, value, bind } => {
+            let value = fill(value, bindings)?;
+            let line = format!("run {} ran step {name:?}", ctx.run_id());
+            let value: Value = ctx
+                .step(name, || async move {
+                    notes.push(line);
+                    Ok::<_, String>(value)
+                })
+                .await?;
+            set(bindings, bind, value);
+        }
+        Op::Return(value) => return Ok(Flow::Return(fill(value, bindings)?)),
+        Op::Fail(message) => {
+            let message = match fill(message, bindings)? {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            return Err(RunError::Failed(message));
+        }
+        Op::ListParked { bind } => {
+            let entries = ctx.list_parked().await?;
+            set(bindings, bind, serde_json::to_value(entries)?);
+        }
+        Op::ResumeParked { id, payload, bind } => {
+            let id = id_text(&fill(id, bindings)?)?;
+            let value = match payload {
+                Some(payload) => {
+                    let payload = fill(payload, bindings)?;
+                    match ctx.resume_parked(&id, payload).await? {
+                        Ok(resumed) => serde_json::to_value(resumed)?,
+                        Err(e) => error_value(e),
+                    }
+                }
+                None => match ctx.take_parked(&id).await? {
+                    Ok(result) => result,
+                    // Taking a failed outcome raises: the taker fails as the run did.
+                    Err(TakeError::Failed { error, .. }) => return Err(RunError::Failed(error)),
+                    Err(e) => error_value(e),
+                },
+            };
+            set(bindings, bind, value);
+        }
+        Op::CancelParked { ids, bind } => {
+            let ids = match fill(ids, bindings)? {
+                Value::Array(items) => items.iter().map(id_text).collect::<Result<Vec<_>, _>>()?,
+                one => vec![id_text(&one)?],
+            };
+            let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let value = match ctx.cancel_parked(&refs).await? {
+                Ok(()) => Value::Null,
+                Err(e) => error_value(e),
+            };
+            set(bindings, bind, value);
+        }
+        Op::If {
+            value,
+            equals,
+            then,
+            otherwise,
+        } => {
+            let value = fill(value, bindings)?;
+            let holds = match equals {
+                Some(expected) => value == fill(expected, bindings)?,
+                None => !matches!(value, Value::Null | Value::Bool(false)),
+            };
+            let branch = if holds { then } else { otherwise };
+            return block(ctx, branch, bindings, notes).await;
+        }
+    }
+    Ok(Flow::Next)
+}
+
+fn id_text(value: &Value) -> Result<String, RunError> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        other => Err(RunError::Failed(format!(
+            "an interaction id must be a string, not {other}"
+        ))),
+    }
+}
+
+fn build_ask(spec: &AskSpec, bindings: &Bindings) -> Result<Ask, RunError> {
+    let question = match &spec.question {
+        None => None,
+        Some(q) => match fill(q, bindings)? {
+            Value::String(s) => Some(s),
+            Value::Null => None,
+            other => Some(other.to_string()),
+        },
+    };
+    let payload = match &spec.payload {
+        None => None,
+        Some(p) => Some(fill(p, bindings)?),
+    };
+    let mut ask = match (spec.to.as_str(), question) {
+        ("caller", Some(q)) => Ask::caller(q),
+        ("caller", None) => Ask::caller_payload(payload.clone().unwrap_or(Value::Null)),
+        ("user", q) => Ask::user(q.unwrap_or_default()),
+        (other, _) => {
+            return Err(RunError::Failed(format!(
+                "ask to {other:?}: expected caller or user"
+            )));
+        }
+    };
+    if let Some(payload) = payload {
+        ask = ask.payload(payload);
+    }
+    if let Some(format) = &spec.answer_format {
+        ask = ask.answer_format(format.clone());
+    }
+    match spec.mode.as_deref() {
+        None | Some("async") => {}
+        Some("sync") => ask = ask.mode(Mode::Sync),
+        Some(other) => {
+            return Err(RunError::Failed(format!(
+                "ask mode {other:?}: expected async or sync"
+            )));
+        }
+    }
+    if let Some(expiry) = &spec.expiry_at {
+        ask = ask.expiry_at(expiry.clone());
+    }
+    match spec.on_expiry.as_deref() {
+        None => {}
+        Some("kill") => ask = ask.on_expiry(OnExpiry::Kill),
+        Some("resume") => ask = ask.on_expiry(OnExpiry::Resume),
+        Some(other) => {
+            return Err(RunError::Failed(format!(
+                "on_expiry {other:?}: expected kill or resume"
+            )));
+        }
+    }
+    if let Some(options) = &spec.options {
+        ask = ask.options(options.clone());
+    }
+    if let Some(schema) = &spec.schema {
+        ask = ask.schema(schema.clone());
+    }
+    if let Some(timeout) = &spec.timeout {
+        let d = super::scenario::duration(timeout).map_err(RunError::Failed)?;
+        ask = ask.timeout(d);
+    }
+    Ok(ask)
+}
