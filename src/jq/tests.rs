@@ -763,18 +763,14 @@ fn an_abandoned_evaluation_frees_its_worker_soon() {
         let result = program.run_in(&pool, &Input::default(), &door_vars(), &deadline_limits());
         assert_prompt_deadline(result, started, source);
 
+        // With the only worker still held, this would pass its own (roomy) deadline and
+        // fail; it succeeds only because the abandoned evaluation stopped itself.
         let quick = compile("$parked[0].id");
-        let started = Instant::now();
         let outputs = quick.run_in(&pool, &Input::default(), &door_vars(), &roomy());
         assert_eq!(
             outputs.map(|o| o.first),
             Ok(Some(json!("i-42"))),
             "after {source}"
-        );
-        let waited = started.elapsed();
-        assert!(
-            waited < Duration::from_secs(1),
-            "{source} held its worker for {waited:?}"
         );
     }
     assert_eq!(pool.live(), 1);
