@@ -100,6 +100,39 @@ impl Inflight {
     pub(crate) fn is_quiet(&self) -> bool {
         self.count.load(Ordering::Acquire) == 0
     }
+
+    /// Count one unit in flight until the returned guard is dropped or handed on with
+    /// [`Pending::handed_on`]. A sender whose future is dropped half-way (a run actor
+    /// killed by a teardown while it waits on a passivating subject, a caller's
+    /// timeout) gives its unit back instead of leaving `settle` waiting forever.
+    pub(crate) fn pending(&self) -> Pending<'_> {
+        self.add();
+        Pending {
+            inflight: Some(self),
+        }
+    }
+}
+
+/// One unit in flight, given back on drop unless handed on to whoever completes it.
+#[must_use]
+pub(crate) struct Pending<'a> {
+    /// `None` once handed on.
+    inflight: Option<&'a Inflight>,
+}
+
+impl Pending<'_> {
+    /// The unit now belongs to the message that carries it; its handler calls `done`.
+    pub(crate) fn handed_on(mut self) {
+        self.inflight = None;
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some(inflight) = self.inflight.take() {
+            inflight.done();
+        }
+    }
 }
 
 /// The shared core of a runtime.

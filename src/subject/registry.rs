@@ -63,7 +63,9 @@ impl Subjects {
         subject: &Arc<str>,
         mut msg: SubjectMsg,
     ) -> Result<(), Stopped> {
-        shared.inflight.add();
+        // Handed on with the message once it is in a mailbox; given back if this future
+        // is dropped first or the message cannot be delivered.
+        let pending = shared.inflight.pending();
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
@@ -84,16 +86,16 @@ impl Subjects {
             };
             match step {
                 Step::Cast(actor) => match actor.cast(msg) {
-                    Ok(()) => return Ok(()),
+                    Ok(()) => {
+                        pending.handed_on();
+                        return Ok(());
+                    }
                     // Refused after the drain marker: the slot turns Busy, then Passive.
                     Err(MessagingErr::SendErr(back)) => {
                         self.redelivered.fetch_add(1, Ordering::Relaxed);
                         msg = back;
                     }
-                    Err(_) => {
-                        shared.inflight.done();
-                        return Err(Stopped);
-                    }
+                    Err(_) => return Err(Stopped),
                 },
                 Step::Wait => changed.await,
                 Step::Spawn(state) => {
@@ -104,7 +106,6 @@ impl Subjects {
                         Err(_) => {
                             self.slots.remove(subject);
                             self.changed.notify_waiters();
-                            shared.inflight.done();
                             return Err(Stopped);
                         }
                     }
