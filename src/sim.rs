@@ -33,12 +33,16 @@
 
 mod expect;
 mod failure;
+mod model;
+mod random;
 mod runner;
 mod scenario;
 mod script;
 mod template;
 mod transcript;
 
+pub use model::{ModelFault, Tally};
+pub use random::{RandomConfig, RandomReport, random};
 pub use runner::run;
 pub use scenario::{
     Action, AskSpec, ExpectError, Op, Scenario, ScenarioError, Script, SimSettings, StartSpec, Step,

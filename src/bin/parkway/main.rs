@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod sim;
+
 /// A runtime in which runs park on a subject to ask their caller.
 #[derive(Debug, Parser)]
 #[command(name = "parkway", version, about)]
@@ -17,16 +19,13 @@ struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print the version.
-    Version,
+    /// Run scenario files, or a seeded random workload, on virtual time.
+    Sim(sim::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Version => {
-            println!("parkway {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
+        Command::Sim(args) => sim::main(args),
     }
 }

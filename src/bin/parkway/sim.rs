@@ -1,0 +1,154 @@
+//! `parkway sim`: run scenario files, or seeded random workloads, on virtual time.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use parkway::sim::{self, Scenario};
+
+/// Arguments of `parkway sim`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Scenario files to run, in order.
+    #[arg(required_unless_present = "random", conflicts_with = "random")]
+    files: Vec<PathBuf>,
+    /// Print the transcript as JSON lines instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Run a generated workload checked against the reference model instead of files.
+    #[arg(long)]
+    random: bool,
+    /// The first seed of the random workload.
+    #[arg(long, default_value_t = 1, requires = "random")]
+    seed: u64,
+    /// How many consecutive seeds to run, from `--seed`.
+    #[arg(long, default_value_t = 1, requires = "random")]
+    seeds: u64,
+    /// Operations per seed.
+    #[arg(long, default_value_t = 200, requires = "random")]
+    ops: usize,
+    /// Subjects the workload spreads over.
+    #[arg(long, default_value_t = 4, requires = "random")]
+    subjects: usize,
+    /// Print every operation of the random workload, not only the summary.
+    #[arg(long, requires = "random")]
+    trace: bool,
+    /// Break the reference model on purpose (`uncounted-waiting`, `late-expiry`), to
+    /// see the checks catch it.
+    #[arg(long, requires = "random")]
+    model_fault: Option<sim::ModelFault>,
+}
+
+pub(crate) fn main(args: Args) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("parkway sim: could not start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.random {
+        return runtime.block_on(random(&args));
+    }
+    runtime.block_on(files(&args))
+}
+
+async fn files(args: &Args) -> ExitCode {
+    let mut failures = Vec::new();
+    for path in &args.files {
+        let shown = path.display();
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) => {
+                failures.push(format!("{shown}: cannot read: {e}"));
+                continue;
+            }
+        };
+        let scenario = match Scenario::from_json(&text) {
+            Ok(s) => s,
+            Err(e) => {
+                for problem in e.problems {
+                    failures.push(format!("{shown}: {problem}"));
+                }
+                continue;
+            }
+        };
+        match sim::run(&scenario).await {
+            Ok(transcript) => {
+                if args.json {
+                    print!("{}", transcript.json_lines());
+                } else {
+                    print!("{}", transcript.text());
+                }
+                failures.extend(
+                    transcript
+                        .failures()
+                        .into_iter()
+                        .map(|f| format!("{shown}: {f}")),
+                );
+            }
+            Err(e) => failures.push(format!("{shown}: the runtime did not start: {e}")),
+        }
+    }
+    report(&failures)
+}
+
+fn report(failures: &[String]) -> ExitCode {
+    if failures.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    for f in failures {
+        eprintln!("FAILED {f}");
+    }
+    ExitCode::FAILURE
+}
+
+async fn random(args: &Args) -> ExitCode {
+    let mut failures = Vec::new();
+    for seed in args.seed..args.seed.saturating_add(args.seeds) {
+        let mut config = sim::RandomConfig::new(seed, args.ops, args.subjects);
+        config.fault = args.model_fault;
+        let report = match sim::random(&config).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("parkway sim: the runtime did not start: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if args.trace {
+            for line in &report.trace {
+                println!("{line}");
+            }
+        }
+        if args.json {
+            let t = &report.tally;
+            let line = serde_json::json!({
+                "seed": report.seed,
+                "ops": report.ops_run,
+                "ok": report.failure.is_none(),
+                "failure": report.failure,
+                "asks": t.asks,
+                "resumed": t.resumed,
+                "cancelled": t.cancelled,
+                "expired": t.expired,
+                "open": report.open,
+                "stored": t.stored,
+                "taken": t.taken,
+                "dropped": t.dropped,
+                "waiting": report.waiting,
+                "cap_refused": t.cap_refused,
+                "visits_refused": t.visits_refused,
+                "passivations": t.passivations,
+            });
+            println!("{line}");
+        } else {
+            println!("{}", report.summary());
+        }
+        if let Some(f) = report.failure {
+            failures.push(f);
+        }
+    }
+    report(&failures)
+}
