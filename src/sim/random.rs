@@ -616,7 +616,7 @@ impl Sim {
                 }
                 // Two asks of one group answered in one action: the first buffers, the
                 // last resumes; the model does not predict the pair's statuses.
-                if kinds.len() > 1 && kinds.iter().any(|k| *k == ItemKind::Buffered) {
+                if kinds.len() > 1 && kinds.contains(&ItemKind::Buffered) {
                     return Expect::Any;
                 }
                 Expect::Resolved(kinds)
@@ -925,6 +925,7 @@ impl Sim {
 }
 
 /// What an operation returned.
+#[allow(clippy::large_enum_variant)] // one per step, never stored
 enum Got {
     Visit(Result<Visit, VisitError>),
     Unit(Result<(), String>),

@@ -637,16 +637,22 @@ fn op(v: Value, path: &str, p: &mut Problems) -> Option<Op> {
     let op = match key.as_str() {
         "ask" => {
             only(&map, &[], path, p);
+            let ask = parse::<AskSpec>(body, &here, p)?;
+            check_ask(&ask, &here, p);
             Op::Ask {
-                asks: vec![parse::<AskSpec>(body, &here, p)?],
+                asks: vec![ask],
                 all: false,
                 bind,
             }
         }
         "ask_all" => {
             only(&map, &[], path, p);
+            let asks = parse::<Vec<AskSpec>>(body, &here, p)?;
+            for (i, ask) in asks.iter().enumerate() {
+                check_ask(ask, &format!("{here}[{i}]"), p);
+            }
             Op::Ask {
-                asks: parse::<Vec<AskSpec>>(body, &here, p)?,
+                asks,
                 all: true,
                 bind,
             }
@@ -749,6 +755,32 @@ fn op(v: Value, path: &str, p: &mut Problems) -> Option<Op> {
         _ => return None,
     };
     Some(op)
+}
+
+/// The words an ask's fields may take; what the runtime itself checks (a sync caller
+/// ask, a payload on a user ask) is left to it, so a scenario can show the refusal.
+fn check_ask(ask: &AskSpec, path: &str, p: &mut Problems) {
+    let mut one_of = |key: &str, value: Option<&str>, allowed: &[&str]| {
+        if let Some(v) = value
+            && !allowed.contains(&v)
+        {
+            p.push(
+                &format!("{path}.{key}"),
+                format!("{v:?}: expected one of {}", allowed.join(", ")),
+            );
+        }
+    };
+    one_of("to", Some(ask.to.as_str()), &["caller", "user"]);
+    one_of("mode", ask.mode.as_deref(), &["async", "sync"]);
+    one_of("on_expiry", ask.on_expiry.as_deref(), &["kill", "resume"]);
+    if let Some(t) = &ask.timeout
+        && let Err(e) = duration(t)
+    {
+        p.push(&format!("{path}.timeout"), e);
+    }
+    if ask.to == "user" && ask.question.is_none() {
+        p.push(path, "a user ask needs a \"question\"");
+    }
 }
 
 fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
