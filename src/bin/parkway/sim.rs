@@ -17,18 +17,18 @@ pub(crate) struct Args {
     /// Run a generated workload checked against the reference model instead of files.
     #[arg(long)]
     random: bool,
-    /// The first seed of the random workload.
-    #[arg(long, default_value_t = 1, requires = "random")]
-    seed: u64,
-    /// How many consecutive seeds to run, from `--seed`.
-    #[arg(long, default_value_t = 1, requires = "random")]
-    seeds: u64,
-    /// Operations per seed.
-    #[arg(long, default_value_t = 200, requires = "random")]
-    ops: usize,
-    /// Subjects the workload spreads over.
-    #[arg(long, default_value_t = 4, requires = "random")]
-    subjects: usize,
+    /// The first seed of the random workload (default 1).
+    #[arg(long, requires = "random")]
+    seed: Option<u64>,
+    /// How many consecutive seeds to run, from `--seed` (default 1).
+    #[arg(long, requires = "random")]
+    seeds: Option<u64>,
+    /// Operations per seed (default 200).
+    #[arg(long, requires = "random")]
+    ops: Option<usize>,
+    /// Subjects the workload spreads over (default 4).
+    #[arg(long, requires = "random")]
+    subjects: Option<usize>,
     /// Print every operation of the random workload, not only the summary.
     #[arg(long, requires = "random")]
     trace: bool,
@@ -50,7 +50,20 @@ pub(crate) fn main(args: Args) -> ExitCode {
         }
     };
     if args.random {
-        return runtime.block_on(random(&args));
+        return random(&args);
+    }
+    let random_only = args.seed.is_some()
+        || args.seeds.is_some()
+        || args.ops.is_some()
+        || args.subjects.is_some()
+        || args.trace
+        || args.model_fault.is_some();
+    if random_only {
+        eprintln!(
+            "parkway sim: --seed, --seeds, --ops, --subjects, --trace and --model-fault \
+             need --random"
+        );
+        return ExitCode::from(2);
     }
     runtime.block_on(files(&args))
 }
@@ -105,12 +118,31 @@ fn report(failures: &[String]) -> ExitCode {
     ExitCode::FAILURE
 }
 
-async fn random(args: &Args) -> ExitCode {
+/// Each seed runs on an async runtime of its own, dropped after it: a dropped `Runtime`
+/// handle leaves its actors and ticker running, and a batch of seeds would otherwise
+/// keep every one of them alive until the process ends.
+fn random(args: &Args) -> ExitCode {
     let mut failures = Vec::new();
-    for seed in args.seed..args.seed.saturating_add(args.seeds) {
-        let mut config = sim::RandomConfig::new(seed, args.ops, args.subjects);
+    let first = args.seed.unwrap_or(1);
+    let (ops, subjects) = (args.ops.unwrap_or(200), args.subjects.unwrap_or(4));
+    if subjects == 0 {
+        eprintln!("parkway sim: --subjects must be at least 1");
+        return ExitCode::FAILURE;
+    }
+    for seed in first..first.saturating_add(args.seeds.unwrap_or(1)) {
+        let mut config = sim::RandomConfig::new(seed, ops, subjects);
         config.fault = args.model_fault;
-        let report = match sim::random(&config).await {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("parkway sim: could not start the async runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let report = match runtime.block_on(sim::random(&config)) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("parkway sim: the runtime did not start: {e}");
