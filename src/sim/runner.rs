@@ -152,7 +152,11 @@ impl Harness {
                 Err(_) => break,
             }
         }
-        let check = check(step, &outcome);
+        // Expectations are templates too, so they can name ids bound earlier.
+        let check = match step.expect.as_ref().map(|e| self.fill(e)).transpose() {
+            Ok(expect) => check(step, expect.as_ref(), &outcome),
+            Err(f) => Some(Check::Failed(format!("the expectation: {}", f.message))),
+        };
         if let Some(name) = &step.bind {
             let value = match &outcome {
                 Ok(v) => v.clone(),
@@ -396,7 +400,7 @@ fn describe(action: &Action) -> String {
 }
 
 /// The verdict on a step's expectation.
-fn check(step: &Step, outcome: &Outcome) -> Option<Check> {
+fn check(step: &Step, expect: Option<&Value>, outcome: &Outcome) -> Option<Check> {
     if let Some(want) = &step.expect_error {
         return Some(match outcome {
             Ok(v) => Check::Failed(format!(
@@ -425,7 +429,7 @@ fn check(step: &Step, outcome: &Outcome) -> Option<Check> {
             }
         });
     }
-    let want = step.expect.as_ref()?;
+    let want = expect?;
     Some(match outcome {
         Err(f) => Check::Failed(format!(
             "expected {want}, but the step failed: {}: {}",
