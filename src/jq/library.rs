@@ -195,10 +195,17 @@ fn fromjson() -> Fun<Door> {
             let message = format!("nested deeper than {MAX_PARSE_DEPTH} levels");
             return box_once(Err(fail(&message)));
         }
-        // Parsed eagerly: the values would otherwise borrow from the input string.
-        let values: Vec<_> = jaq_json::read::parse_many(text)
-            .map(|value| value.map_err(|e| fail(&e)))
-            .collect();
+        // Parsed eagerly: the values would otherwise borrow from the input string. The
+        // parser does not move past a token it cannot read, so it would repeat its error
+        // forever: the first error ends the sequence.
+        let mut values = Vec::new();
+        for value in jaq_json::read::parse_many(text) {
+            let failed = value.is_err();
+            values.push(value.map_err(|e| fail(&e)));
+            if failed {
+                break;
+            }
+        }
         Box::new(values.into_iter())
     });
     ("fromjson", Box::new([]), native)

@@ -173,6 +173,29 @@ fn runtime_errors_are_reported() {
 }
 
 #[test]
+fn text_that_is_not_json_fails_to_parse_once() {
+    // jaq's parser repeats its error forever on text it cannot read; the first error ends
+    // the sequence, so these finish (and with the deadline off, would otherwise hang).
+    let cases = [
+        r#""twelve" | tonumber"#,
+        r#""twelve" | fromjson"#,
+        r#""1 x" | [fromjson]"#,
+    ];
+    for source in cases {
+        let result = run(source, Value::Null);
+        assert!(
+            matches!(&result, Err(EvalError::Runtime(m)) if m.contains("as JSON")),
+            "{source}: {result:?}"
+        );
+    }
+    assert_eq!(
+        one(r#"[try ("1 2 x" | fromjson) catch "bad"]"#, Value::Null),
+        json!([1, 2, "bad"])
+    );
+    assert_eq!(one(r#""12" | tonumber"#, Value::Null), json!(12));
+}
+
+#[test]
 fn multiplication_keeps_its_meaning_but_not_its_dangers() {
     let cases = [
         (r#""ab" * 3"#, json!("ababab")),
