@@ -334,6 +334,45 @@ async fn the_canceller_survives_a_cancel_of_its_own_child_chain() {
     assert_ne!(cancelled[0], record.run_id);
 }
 
+/// A run that cancels a park not raised below it is no exception: `outer` calls `asker`
+/// (which parks), then `killer`, which cancels that park. The chain reaches `outer`, and
+/// `killer`, a descendant of `outer`, goes down with it.
+#[tokio::test]
+async fn a_canceller_beside_the_park_is_torn_down_with_the_chain() {
+    let (rt, _clock) = common::runtime().await;
+    rt.register("outer", &[], |ctx, _, _| async move {
+        let child = ctx.call("asker", json!({})).await?;
+        let id = child.asks.unwrap_or_default()[0].id.clone();
+        ctx.call("killer", json!({ "id": id })).await?;
+        Ok(json!("outer carried on"))
+    });
+    rt.register("killer", &[], |ctx, kwargs, _| async move {
+        let id = kwargs["id"].as_str().unwrap_or_default().to_owned();
+        ctx.cancel_parked(&[&id])
+            .await?
+            .map_err(|e| e.to_string())?;
+        ctx.ask(Ask::caller("orphan?").expiry_at("10m")).await?;
+        Ok(json!("killer carried on"))
+    });
+    let mut events = rt.events();
+    let record = rt.run(Start::new("s", "outer")).await.unwrap();
+    assert_eq!(record.status, RunStatus::Cancelled, "{record:?}");
+    rt.settle().await;
+    let mut cancelled: Vec<String> = common::drain(&mut events)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::RunCancelled { run, .. } => Some(run),
+            _ => None,
+        })
+        .collect();
+    cancelled.sort();
+    cancelled.dedup();
+    assert_eq!(cancelled.len(), 3, "{cancelled:?}");
+    let stats = rt.stats().await;
+    assert_eq!((stats.runs, stats.caller_open), (0, 0));
+    assert!(rt.list("s").await.unwrap().is_empty());
+}
+
 /// A cancelled waiting outcome is simply removed, with an event.
 #[tokio::test]
 async fn cancelling_a_waiting_outcome_removes_it() {

@@ -74,11 +74,17 @@ impl Tree {
     /// The runs a cancel of a park raised by `run` tears down: `run` and every run above
     /// it up to the top of its chain, stopping below `canceller` when the walk meets it,
     /// plus every descendant of those. Oldest ancestor last.
+    ///
+    /// The canceller is spared only when the park was raised below it. A canceller that
+    /// the upward walk does not meet, but that descends from a run it passes, is torn down
+    /// with the rest.
     pub(crate) fn chain(&self, run: &str, canceller: Option<&str>) -> Vec<Arc<str>> {
         let mut upward = Vec::new();
+        let mut spared = None;
         let mut at = self.nodes.get_key_value(run).map(|(k, _)| Arc::clone(k));
         while let Some(id) = at {
             if canceller == Some(&*id) {
+                spared = Some(id);
                 break;
             }
             at = self.nodes.get(&id).and_then(|n| n.parent.clone());
@@ -90,7 +96,7 @@ impl Tree {
         while let Some(id) = stack.pop() {
             if let Some(node) = self.nodes.get(&id) {
                 for child in &node.children {
-                    if canceller != Some(&**child) && seen.insert(Arc::clone(child)) {
+                    if spared.as_ref() != Some(child) && seen.insert(Arc::clone(child)) {
                         order.push(Arc::clone(child));
                         stack.push(Arc::clone(child));
                     }
@@ -157,6 +163,17 @@ mod tests {
         assert_eq!(names(t.chain("c", Some("a"))), ["b", "c"]);
         // A canceller outside the chain does not stop it.
         assert_eq!(names(t.chain("c", Some("zz"))), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_canceller_that_is_not_above_the_park_is_torn_down_too() {
+        // a calls b (which parked), then k, which cancels b's park: k descends from a.
+        let t = tree(&[("a", None), ("b", Some("a")), ("k", Some("a"))]);
+        assert_eq!(names(t.chain("b", Some("k"))), ["a", "b", "k"]);
+        // Below the canceller, its own subtree other than the park's chain still goes
+        // only where the walk passes: a sibling of the canceller survives.
+        let t = tree(&[("a", None), ("k", Some("a")), ("b", Some("k")), ("s", Some("a"))]);
+        assert_eq!(names(t.chain("b", Some("k"))), ["b"]);
     }
 
     #[test]
