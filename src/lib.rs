@@ -54,6 +54,7 @@ mod run;
 mod runtime;
 mod settings;
 mod shared;
+pub mod load;
 pub mod sim;
 mod subject;
 mod supervisor;

@@ -108,6 +108,9 @@ pub struct Stats {
 /// One builder call's change to the settings, applied over the environment's.
 type SettingsEdit = Box<dyn FnOnce(&mut Settings) + Send>;
 
+/// How many events a subscriber may fall behind by default.
+const DEFAULT_EVENT_CAPACITY: usize = 65_536;
+
 /// Builds a [`Runtime`]: settings from the environment, then the builder's own.
 ///
 /// ```
@@ -131,6 +134,7 @@ pub struct Builder {
     edits: Vec<SettingsEdit>,
     clock: Arc<dyn Clock>,
     ids: Option<Ids>,
+    event_capacity: usize,
 }
 
 impl Default for Builder {
@@ -141,6 +145,7 @@ impl Default for Builder {
             edits: Vec::new(),
             clock: Arc::new(SystemClock),
             ids: None,
+            event_capacity: DEFAULT_EVENT_CAPACITY,
         }
     }
 }
@@ -205,6 +210,13 @@ impl Builder {
         self
     }
 
+    /// How many events a subscriber of [`Runtime::events`] may fall behind before it loses
+    /// the oldest (default 65536; at least 1).
+    pub fn event_capacity(mut self, n: usize) -> Self {
+        self.event_capacity = n.max(1);
+        self
+    }
+
     /// Start the supervisor and the ticker; must be called inside a Tokio runtime.
     pub async fn build(self) -> Result<Runtime, BuildError> {
         let mut settings = match (self.settings, self.env) {
@@ -227,6 +239,7 @@ impl Builder {
             self.clock,
             self.ids.unwrap_or_default(),
             supervisor,
+            self.event_capacity,
         ));
         crate::tools::register(&shared.targets);
         let (rounds, requests) = mpsc::unbounded_channel();
@@ -268,7 +281,7 @@ impl Runtime {
         Builder::default()
     }
 
-    fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.inner.shared
     }
 

@@ -171,6 +171,7 @@ impl Shared {
         clock: Arc<dyn Clock>,
         ids: Ids,
         supervisor: ActorRef<SupervisorMsg>,
+        event_capacity: usize,
     ) -> Self {
         Self {
             settings,
@@ -182,7 +183,7 @@ impl Shared {
             inbox: Default::default(),
             subjects: Subjects::default(),
             supervisor,
-            events: Events::new(65_536),
+            events: Events::new(event_capacity),
             caps: Caps::default(),
             timer_seq: AtomicU64::new(0),
             inflight: Inflight::default(),

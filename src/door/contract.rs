@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::plan::{self, Plan, VisitProblem};
 use super::spec::Spec;
-use crate::jq::{CompileError, EvalError, Input, Limits, Program};
+use crate::jq::{CompileError, EvalError, Input, Limits, Outputs, Program};
 
 /// The compiled door contract; an absent expression is `None`.
 #[derive(Debug, Clone, Default)]
@@ -62,6 +62,44 @@ impl Contract {
         limits: &Limits,
         default_kwargs: &Value,
     ) -> Evaluated {
+        // One hand-off to the evaluation pool for the whole contract.
+        let results = Program::run_batch(&self.present(), input, vars, limits);
+        self.read(results, limits, default_kwargs)
+    }
+
+    /// [`Contract::evaluate`] on the calling thread, without the evaluation pool: what the
+    /// expressions alone cost, for the load tool's bare baseline. The program's own
+    /// deadline checks still apply; the pool's stack and cut-off do not.
+    pub(crate) fn evaluate_inline(
+        &self,
+        input: &Input,
+        vars: &[Input],
+        limits: &Limits,
+        default_kwargs: &Value,
+    ) -> Evaluated {
+        let results = self
+            .present()
+            .iter()
+            .map(|p| p.run_inline(input, vars, limits))
+            .collect();
+        self.read(results, limits, default_kwargs)
+    }
+
+    /// The expressions present, in evaluation order.
+    fn present(&self) -> Vec<&Program> {
+        [&self.cancel, &self.resume, &self.start, &self.extras]
+            .into_iter()
+            .filter_map(Option::as_ref)
+            .collect()
+    }
+
+    /// Read a plan off `results`, one per expression present, in evaluation order.
+    fn read(
+        &self,
+        results: Vec<Result<Outputs, EvalError>>,
+        limits: &Limits,
+        default_kwargs: &Value,
+    ) -> Evaluated {
         let mut problems = Vec::new();
         let mut deadline_hit = false;
         let named = [
@@ -70,9 +108,7 @@ impl Contract {
             ("start_expr", &self.start),
             ("extras_expr", &self.extras),
         ];
-        let present: Vec<&Program> = named.iter().filter_map(|(_, p)| p.as_ref()).collect();
-        // One hand-off to the evaluation pool for the whole contract.
-        let mut results = Program::run_batch(&present, input, vars, limits).into_iter();
+        let mut results = results.into_iter();
         let mut outputs: [Option<Value>; 4] = Default::default();
         for (slot, (name, program)) in outputs.iter_mut().zip(named) {
             if program.is_none() {

@@ -56,7 +56,6 @@ mod rewrite;
 pub use error::{CompileError, CompileErrors, EvalError};
 pub(crate) use input::Input;
 pub(crate) use limits::Limits;
-#[cfg(test)]
 pub(crate) use outputs::Outputs;
 
 pub(crate) use program::Program;

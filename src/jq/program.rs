@@ -201,9 +201,10 @@ impl Program {
         }
     }
 
-    /// Evaluate on the calling thread, without the pool: for testing the ticks on their own.
-    #[cfg(test)]
-    pub(crate) fn run_here(
+    /// Evaluate on the calling thread, without the pool: what the evaluation alone costs
+    /// (the load tool's bare baseline), and the ticks tested on their own. Only the
+    /// program's own deadline checks bound it, and it runs on the caller's stack.
+    pub(crate) fn run_inline(
         &self,
         input: &Input,
         vars: &[Input],

@@ -770,7 +770,7 @@ fn the_program_stops_itself_at_its_deadline() {
     for source in RUNAWAYS {
         let program = compile(source);
         let started = Instant::now();
-        let result = program.run_here(&Input::default(), &door_vars(), &deadline_limits());
+        let result = program.run_inline(&Input::default(), &door_vars(), &deadline_limits());
         assert_prompt_deadline(result, started, source);
     }
 }

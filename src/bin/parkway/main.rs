@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod load;
 mod sim;
 
 /// A runtime in which runs park on a subject to ask their caller.
@@ -21,11 +22,15 @@ struct Cli {
 enum Command {
     /// Run scenario files, or a seeded random workload, on virtual time.
     Sim(sim::Args),
+    /// Drive concurrent door visits and report throughput, latency, memory, an account
+    /// of every ask and outcome, and the bare-evaluation baseline.
+    Load(load::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Sim(args) => sim::main(args),
+        Command::Load(args) => load::main(args),
     }
 }

@@ -1,0 +1,202 @@
+//! `parkway load`: concurrent door visits against a fresh runtime, with a progress bar,
+//! then throughput, latency percentiles, peak memory, the account, and the bare baseline.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use parkway::load::{self, LoadConfig, Mix, Phase, Progress, Stop};
+
+/// Arguments of `parkway load`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Subjects the visits spread over, uniformly.
+    #[arg(long, default_value_t = 10_000)]
+    subjects: usize,
+    /// Concurrent visitors.
+    #[arg(long, short = 'c', default_value_t = 64)]
+    concurrency: usize,
+    /// Stop after this many measured visits (the default, 200000, unless --duration).
+    #[arg(long, conflicts_with = "duration")]
+    visits: Option<u64>,
+    /// Stop after this long instead (a duration such as 10s).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// Offered visits per second; without it, visitors go as fast as they are answered.
+    #[arg(long)]
+    rate: Option<u64>,
+    /// Weights of start:resume:take:cancel visits.
+    #[arg(long, default_value = "4:3:1:1", value_parser = parse_mix)]
+    mix: Mix,
+    /// A start is refused (by the door's own start_expr) on a subject holding this many
+    /// entries.
+    #[arg(long, default_value_t = 10)]
+    max_entries: usize,
+    /// Long-lived asks started on every subject before the measured visits.
+    #[arg(long, default_value_t = 5)]
+    prefill: usize,
+    /// The expiry of asks meant to expire during the run.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    short_ttl: Duration,
+    /// Share of started asks that get the short expiry.
+    #[arg(long, default_value_t = 0.2)]
+    short_share: f64,
+    /// Share of the short-lived asks that resume on expiry instead of being killed.
+    #[arg(long, default_value_t = 0.5)]
+    resume_share: f64,
+    /// How long a waiting outcome is kept before it is dropped.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    retention: Duration,
+    /// How long an idle subject keeps its actor.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    passivate_after: Duration,
+    /// How long the bare baseline runs.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    bare_for: Duration,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Seed of the visitors' choices.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// `start:resume:take:cancel`, four whole numbers.
+fn parse_mix(text: &str) -> Result<Mix, String> {
+    let parts: Vec<&str> = text.split(':').collect();
+    let [start, resume, take, cancel] = parts[..] else {
+        return Err(format!(
+            "{text:?} is not four weights start:resume:take:cancel, such as 4:3:1:1"
+        ));
+    };
+    let weight = |name: &str, w: &str| {
+        w.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("the {name} weight {w:?} is not a whole number"))
+    };
+    Ok(Mix {
+        start: weight("start", start)?,
+        resume: weight("resume", resume)?,
+        take: weight("take", take)?,
+        cancel: weight("cancel", cancel)?,
+    })
+}
+
+impl Args {
+    fn config(&self) -> LoadConfig {
+        let defaults = LoadConfig::default();
+        LoadConfig {
+            subjects: self.subjects,
+            concurrency: self.concurrency,
+            stop: match (self.visits, self.duration) {
+                (_, Some(d)) => Stop::For(d),
+                (Some(n), None) => Stop::Count(n),
+                (None, None) => defaults.stop,
+            },
+            rate: self.rate,
+            mix: self.mix,
+            max_entries: self.max_entries,
+            prefill: self.prefill,
+            short_ttl: self.short_ttl,
+            short_share: self.short_share,
+            resume_share: self.resume_share,
+            retention: self.retention,
+            passivate_after: self.passivate_after,
+            seed: self.seed,
+            bare_for: self.bare_for,
+            workers: self.workers.unwrap_or(defaults.workers),
+        }
+    }
+}
+
+pub(crate) fn main(args: Args) -> ExitCode {
+    let config = args.config();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.workers.max(1))
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("parkway load: could not start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let progress = Progress::new();
+    let bar = (!args.quiet).then(|| bar(&config, &progress));
+    let result = runtime.block_on(load::run(&config, &progress));
+    if let Some((bar, stop, ticker)) = bar {
+        stop.store(true, Ordering::Relaxed);
+        let _ = ticker.join();
+        bar.finish_and_clear();
+    }
+    let report = match result {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("parkway load: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.json {
+        match serde_json::to_string(&report) {
+            Ok(line) => println!("{line}"),
+            Err(e) => {
+                eprintln!("parkway load: could not write the report: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        print!("{report}");
+    }
+    // Dropping the async runtime with thousands of actors takes a while and proves
+    // nothing: the report is out.
+    std::mem::forget(runtime);
+    if report.clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// A progress bar on stderr, updated from a thread of its own.
+fn bar(
+    config: &LoadConfig,
+    progress: &Arc<Progress>,
+) -> (ProgressBar, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let bar = match config.stop {
+        Stop::Count(n) => ProgressBar::new(n),
+        Stop::For(_) => ProgressBar::new_spinner(),
+    };
+    let style = ProgressStyle::with_template(
+        "{spinner} {msg:8} [{elapsed_precise}] {wide_bar} {pos}/{len} visits ({per_sec})",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    let (shown, watched) = (bar.clone(), Arc::clone(progress));
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = Arc::clone(&stop);
+    let ticker = std::thread::spawn(move || {
+        while !stopped.load(Ordering::Relaxed) {
+            let phase = watched.phase();
+            shown.set_message(match phase {
+                Phase::Setup => "setup",
+                Phase::Prefill => "prefill",
+                Phase::Visits => "visits",
+                Phase::Settle => "settle",
+                Phase::Bare => "bare",
+                _ => "done",
+            });
+            shown.set_position(watched.visits());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    (bar, stop, ticker)
+}

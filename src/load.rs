@@ -1,0 +1,108 @@
+//! A load test of concurrent door visits: the engine behind `parkway load`.
+//!
+//! [`run`] builds a runtime holding N subjects, drives C concurrent visitors through two
+//! route doors for a number of visits or for a duration, and reports throughput, latency
+//! percentiles and an account that proves nothing was lost. It then measures the *bare*
+//! baseline: the same compiled door expressions over the same inputs and `$parked`
+//! values, evaluated in a tight loop on as many threads as the runtime had, with no
+//! runtime around them. `overhead_ratio` is bare throughput over runtime throughput.
+//!
+//! # The workload
+//!
+//! Every run of the target `asker` asks its caller once and returns the answer. The door
+//! `work` has the contract `resume_expr` + `start_expr`; the visit input's `op` picks what
+//! it does, and the expressions pick the entry from `$parked`, so visitors never race
+//! each other for ids (the subject actor serialises them):
+//!
+//! - `start`: start an `asker` when the subject holds fewer than `max_entries` entries;
+//! - `resume`: resume the oldest `asking` entry (the visitor receives the result);
+//! - `take`: take the oldest `finished` or `failed` waiting outcome.
+//!
+//! The door `sweep` has only a `cancel_expr`: a `cancel` visit cancels the oldest `asking`
+//! entry. A share of the asks expire during the run, half of those with `on_expiry:
+//! resume`, whose outcomes wait on the subject for a `take` or for the retention horizon.
+//!
+//! Time is a [`ManualClock`](crate::ManualClock) that follows the wall clock while
+//! visitors run and stops when they do, so the closing account is read off a runtime in
+//! which nothing moves. After the visits the clock is moved past the passivation delay,
+//! so that idle subjects give up their actors before the count of live subjects is read.
+//!
+//! # The account
+//!
+//! The runtime's events and the visitors' own counts must balance:
+//!
+//! - asks raised = resumed + cancelled + expired + still open;
+//! - outcomes (runs that finished or failed) = delivered to a visitor + taken + dropped
+//!   + still waiting;
+//! - waiting outcomes stored = taken + dropped + still waiting;
+//! - every ask raised reached a visitor in its start record; the takes and cancels the
+//!   visitors saw are the ones the runtime reported; the runtime's own counters agree with
+//!   what is left on the subjects.
+//!
+//! `lost` is the sum of every imbalance, plus any events the account could not read
+//! (a lagging subscriber): it must be 0.
+
+mod account;
+mod bare;
+mod config;
+mod drive;
+mod report;
+mod rss;
+mod workload;
+
+pub use config::{LoadConfig, LoadError, Mix, Stop};
+pub use drive::{Phase, Progress};
+pub use report::{Account, Report};
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::ManualClock;
+
+/// Run the load described by `config`, reporting progress to `progress`.
+///
+/// Must be called inside a multi-threaded Tokio runtime; the bare baseline uses
+/// `config.workers` threads of its own.
+pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report, LoadError> {
+    config.check()?;
+    let clock = ManualClock::default();
+    let rt = workload::build(config, clock.clone()).await?;
+    let events = account::Observer::start(&rt);
+    let follow = drive::follow_wall_clock(clock.clone());
+
+    progress.set_phase(Phase::Prefill);
+    let prefilled = drive::prefill(&rt, config).await;
+    let rss_after_prefill = rss::current();
+
+    progress.set_phase(Phase::Visits);
+    let started = Instant::now();
+    let client = drive::visit(&rt, config, progress).await;
+    let seconds = started.elapsed().as_secs_f64();
+    follow.stop().await;
+
+    progress.set_phase(Phase::Settle);
+    rt.settle().await;
+    clock.advance(config.passivate_after + Duration::from_secs(1));
+    rt.settle().await;
+    let observed = events.finish().await;
+    let left = account::Left::read(&rt, config.subjects).await;
+    let stats = rt.stats().await;
+    let peak_rss = rss::peak();
+
+    progress.set_phase(Phase::Bare);
+    let bare = bare::measure(&rt, config, &left.parked);
+
+    progress.set_phase(Phase::Done);
+    let account = Account::balance(&client, &observed, &left, &stats, &prefilled.client);
+    Ok(Report::new(report::Parts {
+        config,
+        client,
+        seconds,
+        account,
+        prefilled,
+        stats,
+        peak_rss,
+        rss_after_prefill,
+        bare,
+    }))
+}

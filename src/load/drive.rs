@@ -1,0 +1,326 @@
+//! The visitors: the prefill, the measured visits with their latencies, and the clock
+//! that follows the wall clock while they run.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use tokio::task::JoinSet;
+
+use super::config::{LoadConfig, Stop};
+use super::workload::{self, Op, Visits};
+use crate::clock::Clock as _;
+use crate::{
+    ItemOutcome, ManualClock, Resumed, RunStatus, Runtime, Visit, VisitError, VisitOutcome,
+};
+
+/// What a load run is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Phase {
+    /// Building the runtime.
+    Setup,
+    /// Starting the prefill asks.
+    Prefill,
+    /// The measured visits.
+    Visits,
+    /// Waiting for the runtime to go quiet, then reading the account.
+    Settle,
+    /// The bare baseline.
+    Bare,
+    /// Finished.
+    Done,
+}
+
+/// How far a load run has got: read from another task or thread while it runs.
+#[derive(Debug, Default)]
+pub struct Progress {
+    visits: AtomicU64,
+    phase: AtomicU8,
+}
+
+impl Progress {
+    /// A fresh progress, in [`Phase::Setup`].
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    /// Measured visits completed so far.
+    pub fn visits(&self) -> u64 {
+        self.visits.load(Ordering::Relaxed)
+    }
+
+    /// The current phase.
+    pub fn phase(&self) -> Phase {
+        match self.phase.load(Ordering::Relaxed) {
+            0 => Phase::Setup,
+            1 => Phase::Prefill,
+            2 => Phase::Visits,
+            3 => Phase::Settle,
+            4 => Phase::Bare,
+            _ => Phase::Done,
+        }
+    }
+
+    pub(crate) fn set_phase(&self, phase: Phase) {
+        self.phase.store(phase as u8, Ordering::Relaxed);
+    }
+}
+
+/// What the visitors saw, added up.
+#[derive(Debug, Clone)]
+pub(crate) struct Client {
+    /// Latency of each measured visit, in microseconds.
+    pub(crate) latency: Histogram<u64>,
+    /// Measured visits by kind.
+    pub(crate) by_op: [u64; 4],
+    /// Visits that applied nothing (nothing to resume, take or cancel; a full subject).
+    pub(crate) idle: u64,
+    /// Runs started.
+    pub(crate) started: u64,
+    /// Asks the start records carried.
+    pub(crate) asks_seen: u64,
+    /// Terminal outcomes (succeeded or failed) handed to a resuming visitor.
+    pub(crate) delivered: u64,
+    /// Resumes whose outcome was anything else (buffered, parked again, cancelled).
+    pub(crate) delivered_other: u64,
+    /// Waiting outcomes taken.
+    pub(crate) taken: u64,
+    /// Interactions cancelled.
+    pub(crate) cancelled: u64,
+    /// Refused visits by kind of error, with the first message.
+    pub(crate) errors: BTreeMap<&'static str, (u64, String)>,
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        Self {
+            // 1 µs to 1 h, three significant figures: the bounds are valid.
+            latency: Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                .expect("1 µs to 1 h at three significant figures are valid bounds"),
+            by_op: [0; 4],
+            idle: 0,
+            started: 0,
+            asks_seen: 0,
+            delivered: 0,
+            delivered_other: 0,
+            taken: 0,
+            cancelled: 0,
+            errors: BTreeMap::new(),
+        }
+    }
+}
+
+impl Client {
+    /// Count one visit's result.
+    fn count(&mut self, result: Result<Visit, VisitError>) {
+        let visit = match result {
+            Ok(visit) => visit,
+            Err(e) => {
+                let kind = match &e {
+                    VisitError::UnknownDoor { .. } => "unknown_door",
+                    VisitError::Broken { .. } => "broken",
+                    VisitError::InputTooLarge { .. } => "input_too_large",
+                    VisitError::Refused { .. } => "refused",
+                    VisitError::Stopped => "stopped",
+                };
+                let slot = self.errors.entry(kind).or_insert_with(|| (0, e.to_string()));
+                slot.0 += 1;
+                return;
+            }
+        };
+        self.cancelled += visit.cancelled.len() as u64;
+        match visit.outcome {
+            VisitOutcome::Nothing if visit.cancelled.is_empty() => self.idle += 1,
+            VisitOutcome::Nothing => {}
+            VisitOutcome::Started { record, .. } => {
+                self.started += 1;
+                if let Some(record) = record {
+                    self.asks_seen += record.asks.map_or(0, |a| a.len() as u64);
+                }
+            }
+            VisitOutcome::Resolved { results } => {
+                for item in results {
+                    match item {
+                        ItemOutcome::Resumed {
+                            outcome: Some(Resumed::Outcome(record)),
+                            ..
+                        } if matches!(record.status, RunStatus::Succeeded | RunStatus::Failed) => {
+                            self.delivered += 1;
+                        }
+                        ItemOutcome::Resumed { .. } => self.delivered_other += 1,
+                        ItemOutcome::Taken { .. } | ItemOutcome::TakeFailed { .. } => {
+                            self.taken += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Add another visitor's counts.
+    fn add(&mut self, other: Client) {
+        // Both histograms have the same bounds, so adding cannot fail.
+        let _ = self.latency.add(&other.latency);
+        for (a, b) in self.by_op.iter_mut().zip(other.by_op) {
+            *a += b;
+        }
+        self.idle += other.idle;
+        self.started += other.started;
+        self.asks_seen += other.asks_seen;
+        self.delivered += other.delivered;
+        self.delivered_other += other.delivered_other;
+        self.taken += other.taken;
+        self.cancelled += other.cancelled;
+        for (kind, (n, message)) in other.errors {
+            self.errors.entry(kind).or_insert((0, message)).0 += n;
+        }
+    }
+
+    /// Measured visits.
+    pub(crate) fn visits(&self) -> u64 {
+        self.by_op.iter().sum()
+    }
+}
+
+/// The task that moves the clock with the wall clock, until stopped.
+pub(crate) struct Follow {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Follow {
+    /// Stop the clock where it is.
+    pub(crate) async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.task.await;
+    }
+}
+
+/// Move `clock` with the wall clock, a millisecond at a time, from now on.
+pub(crate) fn follow_wall_clock(clock: ManualClock) -> Follow {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let task = tokio::spawn(async move {
+        let origin = Instant::now();
+        let start = clock.now();
+        let mut tick = tokio::time::interval(Duration::from_millis(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        while !flag.load(Ordering::Relaxed) {
+            tick.tick().await;
+            let elapsed = chrono::Duration::from_std(origin.elapsed()).unwrap_or_default();
+            clock.set(start + elapsed);
+        }
+    });
+    Follow { stop, task }
+}
+
+/// What the prefill did.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Prefilled {
+    /// What its visits saw (not in the latency figures).
+    pub(crate) client: Client,
+}
+
+/// Start `config.prefill` long-lived asks on every subject, `config.concurrency` at a
+/// time.
+pub(crate) async fn prefill(rt: &Runtime, config: &LoadConfig) -> Prefilled {
+    let next = Arc::new(AtomicU64::new(0));
+    let total = (config.subjects * config.prefill) as u64;
+    let mut tasks = JoinSet::new();
+    for _ in 0..config.concurrency {
+        let (rt, next) = (rt.clone(), Arc::clone(&next));
+        let subjects = config.subjects as u64;
+        tasks.spawn(async move {
+            let mut client = Client::default();
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= total {
+                    break client;
+                }
+                let subject = workload::subject_name((n % subjects) as usize);
+                let result = rt.visit(workload::WORK, &subject, workload::long_start()).await;
+                client.count(result);
+            }
+        });
+    }
+    Prefilled {
+        client: gather(tasks).await,
+    }
+}
+
+/// Run the measured visits: `config.concurrency` visitors until `config.stop`.
+pub(crate) async fn visit(rt: &Runtime, config: &LoadConfig, progress: &Arc<Progress>) -> Client {
+    let names: Arc<Vec<String>> = Arc::new((0..config.subjects).map(workload::subject_name).collect());
+    let tickets = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut tasks = JoinSet::new();
+    for index in 0..config.concurrency {
+        let rt = rt.clone();
+        let names = Arc::clone(&names);
+        let tickets = Arc::clone(&tickets);
+        let progress = Arc::clone(progress);
+        let mut visits = Visits::new(config, index);
+        let (stop, rate) = (config.stop, config.rate);
+        tasks.spawn(async move {
+            let mut client = Client::default();
+            loop {
+                let ticket = tickets.fetch_add(1, Ordering::Relaxed);
+                if let Stop::Count(n) = stop
+                    && ticket >= n
+                {
+                    break;
+                }
+                // With a rate, each visit is due at its own instant and its latency
+                // counts from then.
+                let due = match rate {
+                    Some(rate) => {
+                        let at = start + Duration::from_secs_f64(ticket as f64 / rate as f64);
+                        if at > Instant::now() {
+                            tokio::time::sleep_until(at.into()).await;
+                        }
+                        at
+                    }
+                    None => Instant::now(),
+                };
+                if let Stop::For(d) = stop
+                    && due.duration_since(start) >= d
+                {
+                    break;
+                }
+                let (op, subject, input) = visits.next_visit();
+                let result = rt.visit(op.door(), &names[subject], input).await;
+                let micros = u64::try_from(due.elapsed().as_micros()).unwrap_or(u64::MAX);
+                client.latency.saturating_record(micros.max(1));
+                client.by_op[op.index()] += 1;
+                client.count(result);
+                progress.visits.fetch_add(1, Ordering::Relaxed);
+            }
+            client
+        });
+    }
+    gather(tasks).await
+}
+
+/// Every kind of visit with its count, in report order.
+pub(crate) fn by_op(client: &Client) -> BTreeMap<String, u64> {
+    Op::ALL
+        .iter()
+        .map(|op| (op.name().to_owned(), client.by_op[op.index()]))
+        .collect()
+}
+
+/// Add up what every visitor saw. A visitor that panicked is a bug: its panic goes on.
+async fn gather(mut tasks: JoinSet<Client>) -> Client {
+    let mut all = Client::default();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(client) => all.add(client),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => {}
+        }
+    }
+    all
+}

@@ -1,0 +1,344 @@
+//! The report of a load run: figures, the account, and the bare baseline.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use super::account::{Left, Observed};
+use super::bare::Bare;
+use super::config::LoadConfig;
+use super::drive::{self, Client, Prefilled};
+use crate::Stats;
+
+/// Whether nothing was lost: each line of the account, with both of its sides.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Account {
+    /// Asks raised (prefill included).
+    pub asks_raised: u64,
+    /// Resolved by a resume.
+    pub resumed: u64,
+    /// Resolved by a cancel.
+    pub cancelled: u64,
+    /// Resolved by their expiry.
+    pub expired: u64,
+    /// Still `asking` or `running` at the end.
+    pub open: u64,
+    /// Runs that finished or failed.
+    pub outcomes: u64,
+    /// Handed to a resuming visitor.
+    pub delivered: u64,
+    /// Taken from the subject.
+    pub taken: u64,
+    /// Dropped past the retention horizon.
+    pub dropped: u64,
+    /// Still waiting on a subject at the end.
+    pub waiting: u64,
+    /// Waiting outcomes stored.
+    pub stored: u64,
+    /// Events the account could not read.
+    pub events_lagged: u64,
+    /// Every line that did not balance, in words; empty when nothing was lost.
+    pub imbalances: Vec<String>,
+    /// The sum of every imbalance and every unread event: 0 when nothing was lost.
+    pub lost: u64,
+}
+
+impl Account {
+    /// Balance the visitors' counts against the runtime's events and what is left.
+    pub(crate) fn balance(
+        client: &Client,
+        observed: &Observed,
+        left: &Left,
+        stats: &Stats,
+        prefill: &Client,
+    ) -> Self {
+        let mut imbalances = Vec::new();
+        let mut lost = observed.lagged + left.unread;
+        let mut check = |what: &str, lhs: u64, rhs: u64| {
+            if lhs != rhs {
+                lost += lhs.abs_diff(rhs);
+                imbalances.push(format!("{what}: {lhs} != {rhs}"));
+            }
+        };
+        let o = observed;
+        let delivered = client.delivered + prefill.delivered;
+        let taken = client.taken + prefill.taken;
+        check(
+            "asks raised = resumed + cancelled + expired + open",
+            o.asks,
+            o.resumed + o.cancelled + o.expired + left.open,
+        );
+        check(
+            "outcomes = delivered + taken + dropped + waiting",
+            o.finished + o.failed,
+            delivered + taken + o.dropped + left.waiting,
+        );
+        check(
+            "stored = taken + dropped + waiting",
+            o.stored,
+            o.taken + o.dropped + left.waiting,
+        );
+        check(
+            "asks raised = asks in the visitors' start records",
+            o.asks,
+            client.asks_seen + prefill.asks_seen,
+        );
+        check("takes the visitors saw = takes reported", taken, o.taken);
+        check(
+            "cancels the visitors saw = cancels reported",
+            client.cancelled + prefill.cancelled,
+            o.cancelled,
+        );
+        check(
+            "the runtime's open count = open + waiting",
+            stats.caller_open as u64,
+            left.open + left.waiting,
+        );
+        check("runs not ended = open asks", stats.runs as u64, left.open);
+        check(
+            "resumes that handed back no final outcome",
+            client.delivered_other + prefill.delivered_other,
+            0,
+        );
+        if observed.lagged > 0 {
+            imbalances.push(format!("{} events were not read", observed.lagged));
+        }
+        if left.unread > 0 {
+            imbalances.push(format!("{} subjects could not be listed", left.unread));
+        }
+        Account {
+            asks_raised: o.asks,
+            resumed: o.resumed,
+            cancelled: o.cancelled,
+            expired: o.expired,
+            open: left.open,
+            outcomes: o.finished + o.failed,
+            delivered,
+            taken,
+            dropped: o.dropped,
+            waiting: left.waiting,
+            stored: o.stored,
+            events_lagged: o.lagged,
+            imbalances,
+            lost,
+        }
+    }
+}
+
+/// What a load run measured. Serialised, it is the `--json` output.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Subjects.
+    pub subjects: usize,
+    /// Concurrent visitors.
+    pub concurrency: usize,
+    /// Threads of the async runtime and of the bare baseline.
+    pub workers: usize,
+    /// Offered visits per second, if limited.
+    pub offered_rate: Option<u64>,
+    /// Measured visits.
+    pub visits: u64,
+    /// Their wall-clock time.
+    pub seconds: f64,
+    /// Visits per second.
+    pub visits_per_sec: f64,
+    /// Median latency, µs.
+    pub p50_us: u64,
+    /// 90th percentile, µs.
+    pub p90_us: u64,
+    /// 99th percentile, µs.
+    pub p99_us: u64,
+    /// 99.9th percentile, µs.
+    pub p999_us: u64,
+    /// Slowest visit, µs.
+    pub max_us: u64,
+    /// Mean latency, µs.
+    pub mean_us: f64,
+    /// Measured visits by kind.
+    pub by_op: BTreeMap<String, u64>,
+    /// Runs started by measured visits.
+    pub started: u64,
+    /// Measured visits that applied nothing (nothing fitting in `$parked`, or a full
+    /// subject).
+    pub idle: u64,
+    /// Refused visits by kind of error (prefill included), with the first message.
+    pub errors: BTreeMap<String, (u64, String)>,
+    /// Asks started before the measured visits.
+    pub prefilled_asks: u64,
+    /// Resident memory after the prefill, bytes.
+    pub rss_after_prefill_bytes: u64,
+    /// Peak resident memory before the bare baseline, bytes.
+    pub peak_rss_bytes: u64,
+    /// Subjects with an actor at the end, after the passivation delay.
+    pub live_subjects: usize,
+    /// Subjects kept as plain data at the end.
+    pub passive_subjects: usize,
+    /// Armed timers at the end.
+    pub timers: usize,
+    /// The account.
+    pub account: Account,
+    /// The sum of every imbalance in the account: must be 0.
+    pub lost: u64,
+    /// Bare-baseline visits per second.
+    pub bare_visits_per_sec: f64,
+    /// Bare visits whose plan had a problem.
+    pub bare_problems: u64,
+    /// `bare_visits_per_sec / visits_per_sec`; absent without measured visits.
+    pub overhead_ratio: Option<f64>,
+}
+
+/// What [`Report::new`] is made from.
+pub(crate) struct Parts<'a> {
+    pub(crate) config: &'a LoadConfig,
+    pub(crate) client: Client,
+    pub(crate) seconds: f64,
+    pub(crate) account: Account,
+    pub(crate) prefilled: Prefilled,
+    pub(crate) stats: Stats,
+    pub(crate) peak_rss: u64,
+    pub(crate) rss_after_prefill: u64,
+    pub(crate) bare: Bare,
+}
+
+impl Report {
+    pub(crate) fn new(parts: Parts<'_>) -> Self {
+        let Parts {
+            config,
+            client,
+            seconds,
+            account,
+            prefilled,
+            stats,
+            peak_rss,
+            rss_after_prefill,
+            bare,
+        } = parts;
+        let visits = client.visits();
+        let rate = if seconds > 0.0 {
+            visits as f64 / seconds
+        } else {
+            0.0
+        };
+        let h = &client.latency;
+        let at = |q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
+        let mut errors: BTreeMap<String, (u64, String)> = BTreeMap::new();
+        for (kind, (n, message)) in client.errors.iter().chain(&prefilled.client.errors) {
+            errors.entry((*kind).to_owned()).or_insert((0, message.clone())).0 += n;
+        }
+        Report {
+            subjects: config.subjects,
+            concurrency: config.concurrency,
+            workers: config.workers,
+            offered_rate: config.rate,
+            visits,
+            seconds,
+            visits_per_sec: rate,
+            p50_us: at(0.5),
+            p90_us: at(0.9),
+            p99_us: at(0.99),
+            p999_us: at(0.999),
+            max_us: if h.is_empty() { 0 } else { h.max() },
+            mean_us: if h.is_empty() { 0.0 } else { h.mean() },
+            by_op: drive::by_op(&client),
+            started: client.started,
+            idle: client.idle,
+            errors,
+            prefilled_asks: prefilled.client.asks_seen,
+            rss_after_prefill_bytes: rss_after_prefill,
+            peak_rss_bytes: peak_rss,
+            live_subjects: stats.live_subjects,
+            passive_subjects: stats.passive_subjects,
+            timers: stats.timers,
+            lost: account.lost,
+            account,
+            bare_visits_per_sec: bare.rate(),
+            bare_problems: bare.problems,
+            overhead_ratio: (rate > 0.0 && bare.visits > 0).then(|| bare.rate() / rate),
+        }
+    }
+
+    /// Whether the run proved nothing was lost and met no refusal.
+    pub fn clean(&self) -> bool {
+        self.lost == 0 && self.errors.is_empty() && self.bare_problems == 0
+    }
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = &self.account;
+        writeln!(
+            f,
+            "{} subjects, {} visitors, {} workers{}",
+            self.subjects,
+            self.concurrency,
+            self.workers,
+            self.offered_rate
+                .map(|r| format!(", {r} visits/s offered"))
+                .unwrap_or_default()
+        )?;
+        writeln!(
+            f,
+            "visits      {} in {:.2} s: {:.0} visits/s  ({})",
+            self.visits,
+            self.seconds,
+            self.visits_per_sec,
+            self.by_op
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+        writeln!(
+            f,
+            "            {} runs started, {} visits applied nothing",
+            self.started, self.idle
+        )?;
+        writeln!(
+            f,
+            "latency µs  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  (mean {:.1})",
+            self.p50_us, self.p90_us, self.p99_us, self.p999_us, self.max_us, self.mean_us
+        )?;
+        writeln!(
+            f,
+            "memory      peak RSS {:.1} MiB; {:.1} MiB after {} prefilled asks",
+            mib(self.peak_rss_bytes),
+            mib(self.rss_after_prefill_bytes),
+            self.prefilled_asks
+        )?;
+        writeln!(
+            f,
+            "subjects    {} with an actor, {} passive; {} timers armed",
+            self.live_subjects, self.passive_subjects, self.timers
+        )?;
+        writeln!(
+            f,
+            "asks        {} raised = {} resumed + {} cancelled + {} expired + {} open",
+            a.asks_raised, a.resumed, a.cancelled, a.expired, a.open
+        )?;
+        writeln!(
+            f,
+            "outcomes    {} = {} delivered + {} taken + {} dropped + {} waiting",
+            a.outcomes, a.delivered, a.taken, a.dropped, a.waiting
+        )?;
+        writeln!(f, "lost        {}", self.lost)?;
+        for line in &a.imbalances {
+            writeln!(f, "  imbalance: {line}")?;
+        }
+        for (kind, (n, message)) in &self.errors {
+            writeln!(f, "  refused {kind} x{n}: {message}")?;
+        }
+        match self.overhead_ratio {
+            Some(ratio) => writeln!(
+                f,
+                "bare        {:.0} visits/s: overhead ratio {ratio:.2}",
+                self.bare_visits_per_sec
+            ),
+            None => writeln!(f, "bare        {:.0} visits/s", self.bare_visits_per_sec),
+        }
+    }
+}
