@@ -85,7 +85,7 @@ pub(crate) async fn build(config: &LoadConfig, clock: ManualClock) -> Result<Run
         .max_concurrent(usize::MAX)
         .waiting_retention(config.retention)
         .passivate_after(config.passivate_after)
-        .event_capacity(1 << 20)
+        .event_capacity(1 << 16)
         .build()
         .await?;
     rt.register(TARGET, &[], |ctx, kwargs, _| async move {

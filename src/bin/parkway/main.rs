@@ -5,6 +5,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// The command line's allocator. Every activation spawns an actor, whose channels are
+/// allocated and freed in blocks that glibc's allocator handles poorly under load.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod load;
 mod sim;
 
