@@ -54,16 +54,16 @@ impl Contract {
 
     /// Evaluate every expression over `input` with the door variables `vars`, and read a
     /// plan off the outputs. `default_kwargs` is what a start runs on without a
-    /// `start_expr`.
-    pub(crate) fn evaluate(
+    /// `start_expr`. All the expressions go to the evaluation pool in one hand-off, and
+    /// the calling thread is free while they are evaluated.
+    pub(crate) async fn evaluate(
         &self,
         input: &Input,
         vars: &[Input],
         limits: &Limits,
         default_kwargs: &Value,
     ) -> Evaluated {
-        // One hand-off to the evaluation pool for the whole contract.
-        let results = Program::run_batch(&self.present(), input, vars, limits);
+        let results = Program::run_batch(&self.present(), input, vars, limits).await;
         self.read(results, limits, default_kwargs)
     }
 

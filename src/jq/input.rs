@@ -20,6 +20,11 @@ impl Input {
         Input(convert(value))
     }
 
+    /// An array of `items`, sharing them.
+    pub(crate) fn array<'a>(items: impl IntoIterator<Item = &'a Input>) -> Input {
+        Input(items.into_iter().map(|i| i.0.clone()).collect())
+    }
+
     /// The value itself, for the evaluator.
     pub(super) fn val(&self) -> &Val {
         &self.0

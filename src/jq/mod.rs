@@ -52,6 +52,7 @@ mod outputs;
 mod pool;
 mod program;
 mod rewrite;
+mod watchdog;
 
 pub use error::{CompileError, CompileErrors, EvalError};
 pub(crate) use input::Input;

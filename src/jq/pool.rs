@@ -58,13 +58,15 @@ pub(super) enum Failure {
 
 /// A set of worker threads running jobs with deadlines.
 pub(super) struct Pool {
-    shared: Arc<Shared>,
-    /// The most replaced workers that may still be finishing abandoned jobs.
-    max_stuck: usize,
+    pub(super) shared: Arc<Shared>,
+    /// The thread that gives up on awaited jobs at their deadlines, started on first use.
+    pub(super) watchdog: OnceLock<super::watchdog::Watchdog>,
 }
 
-struct Shared {
+pub(super) struct Shared {
     queue: Mutex<Queue>,
+    /// The most replaced workers that may still be finishing abandoned jobs.
+    max_stuck: usize,
     /// Signalled when a task is queued and a worker sleeps.
     queued: Condvar,
     /// Number of queued tasks, readable without the lock, for idle workers to watch.
@@ -84,11 +86,11 @@ struct Queue {
 }
 
 /// A queued job: runs it and says whether the worker must exit afterwards.
-type Task = Box<dyn FnOnce() -> Retire + Send>;
+pub(super) type Task = Box<dyn FnOnce() -> Retire + Send>;
 
 /// Whether a worker goes on serving after a task.
 #[derive(PartialEq, Eq)]
-enum Retire {
+pub(super) enum Retire {
     Stay,
     Leave,
 }
@@ -139,6 +141,7 @@ impl Pool {
                 sleepers: 0,
             }),
             queued: Condvar::new(),
+            max_stuck,
             pending: AtomicUsize::new(0),
             watching: AtomicUsize::new(0),
             live: AtomicUsize::new(0),
@@ -148,7 +151,10 @@ impl Pool {
             // A worker that cannot be started leaves a smaller pool; `run` copes with none.
             let _ = spawn_worker(&shared);
         }
-        Pool { shared, max_stuck }
+        Pool {
+            shared,
+            watchdog: OnceLock::new(),
+        }
     }
 
     /// Run `job` on a worker and wait for its result until `deadline`.
@@ -174,20 +180,7 @@ impl Pool {
 
         let task_slot = Arc::clone(&slot);
         let task: Task = Box::new(move || task_slot.work(job));
-        let picked_up = {
-            let mut queue = lock(&self.shared.queue);
-            queue.tasks.push_back(task);
-            self.shared.pending.fetch_add(1, Ordering::Release);
-            // Waking a worker costs a system call and a context switch; skip it when a
-            // watching worker will take the task anyway. A watcher about to sleep looks at
-            // the queue under this lock first, so no task is left behind.
-            let watching = self.shared.watching.load(Ordering::Acquire);
-            let picked_up = queue.tasks.len() <= watching;
-            if !picked_up && queue.sleepers > 0 {
-                self.shared.queued.notify_one();
-            }
-            picked_up
-        };
+        let picked_up = self.shared.push(task);
 
         // If a watching worker took the job, it runs on another core: watch for a quick
         // result before going to sleep. If one had to be woken, the scheduler tends to run it
@@ -229,21 +222,50 @@ impl Pool {
 
     /// Start a worker in place of a stuck one, unless too many are stuck already.
     fn replace_worker(&self) -> bool {
-        if self.shared.stuck.fetch_add(1, Ordering::AcqRel) >= self.max_stuck {
-            self.shared.stuck.fetch_sub(1, Ordering::AcqRel);
-            return false;
-        }
-        if spawn_worker(&self.shared).is_err() {
-            self.shared.stuck.fetch_sub(1, Ordering::AcqRel);
-            return false;
-        }
-        true
+        self.shared.replace_worker()
     }
 
     /// Workers alive, including replaced ones still finishing an abandoned job.
     #[cfg(test)]
     pub(super) fn live(&self) -> usize {
         self.shared.live.load(Ordering::Acquire)
+    }
+}
+
+impl Shared {
+    /// Start a worker in place of a stuck one, unless too many are stuck already.
+    pub(super) fn replace_worker(self: &Arc<Self>) -> bool {
+        if self.stuck.fetch_add(1, Ordering::AcqRel) >= self.max_stuck {
+            self.stuck.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        if spawn_worker(self).is_err() {
+            self.stuck.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
+    /// Whether no worker could ever be started.
+    pub(super) fn has_no_workers(&self) -> bool {
+        self.live.load(Ordering::Acquire) == 0
+    }
+
+    /// Queue `task`, waking a worker unless a watching one will take it; returns whether
+    /// a watching worker will.
+    pub(super) fn push(&self, task: Task) -> bool {
+        let mut queue = lock(&self.queue);
+        queue.tasks.push_back(task);
+        self.pending.fetch_add(1, Ordering::Release);
+        // Waking a worker costs a system call and a context switch; skip it when a
+        // watching worker will take the task anyway. A watcher about to sleep looks at
+        // the queue under this lock first, so no task is left behind.
+        let watching = self.watching.load(Ordering::Acquire);
+        let picked_up = queue.tasks.len() <= watching;
+        if !picked_up && queue.sleepers > 0 {
+            self.queued.notify_one();
+        }
+        picked_up
     }
 }
 
@@ -349,11 +371,11 @@ fn serve(shared: &Shared) {
 
 /// Lock, ignoring poisoning: jobs run outside every lock (and panics in them are caught), so
 /// no lock is ever held across a panic that could leave its data half-updated.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn panic_message(payload: Box<dyn std::any::Any + Send>) -> Failure {
+pub(super) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> Failure {
     let message = payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())

@@ -154,50 +154,23 @@ impl Program {
     /// The batch shares one deadline, `limits.deadline` from the call: a visit's whole
     /// evaluation is bounded by it. Each program's result is reported at its place; when
     /// the pool gives up on the batch as a whole, every program is reported as past the
-    /// deadline.
-    pub(crate) fn run_batch(
+    /// deadline. The calling thread is free while the pool evaluates (see the `watchdog`
+    /// module).
+    pub(crate) async fn run_batch(
         programs: &[&Program],
         input: &Input,
         vars: &[Input],
         limits: &Limits,
     ) -> Vec<Result<Outputs, EvalError>> {
-        if let Some(p) = programs.iter().find(|p| p.compiled.vars != vars.len()) {
-            let e = EvalError::WrongVariables {
-                expected: p.compiled.vars,
-                given: vars.len(),
-            };
-            return programs.iter().map(|_| Err(e.clone())).collect();
-        }
-        let limit = limits.deadline;
-        let now = Instant::now();
-        let deadline = deadline_after(now, limit);
-        // The pool waits a little past the deadline, so that the program's own ticks
-        // report which expression ran out; the pool's cut-off is the backstop.
-        let cut_off = deadline_after(deadline, limit / 4);
-        let compiled: Vec<Arc<Compiled>> =
-            programs.iter().map(|p| Arc::clone(&p.compiled)).collect();
-        let input = input.val().clone();
-        let vars: Vec<Val> = vars.iter().map(|v| v.val().clone()).collect();
-        let count = compiled.len();
-        let job = move |cancelled: &AtomicBool| {
-            compiled
-                .iter()
-                .map(|c| {
-                    c.evaluate(
-                        input.clone(),
-                        vars.clone(),
-                        Deadline::new(deadline, cancelled),
-                        limit,
-                    )
-                })
-                .collect::<Vec<_>>()
-        };
-        match Pool::global().run(cut_off, job) {
-            Ok(results) => results,
-            Err(Failure::Deadline) => (0..count).map(|_| Err(passed(limit))).collect(),
-            Err(Failure::Panicked(message)) => (0..count)
-                .map(|_| Err(EvalError::Internal(message.clone())))
-                .collect(),
+        match Batch::new(programs, input, vars, limits) {
+            Ok(batch) => {
+                let (cut_off, count, limit) = (batch.cut_off, batch.count, batch.limit);
+                let result = Pool::global()
+                    .run_async(cut_off, move |c| batch.evaluate(c))
+                    .await;
+                Batch::results(result, count, limit)
+            }
+            Err(results) => results,
         }
     }
 
@@ -365,4 +338,77 @@ fn deadline_after(now: Instant, after: Duration) -> Instant {
 fn passed(limit: Duration) -> EvalError {
     let elapsed_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
     EvalError::Deadline { elapsed_ms }
+}
+
+/// A batch of programs ready to hand to the pool.
+struct Batch {
+    compiled: Vec<Arc<Compiled>>,
+    input: Val,
+    vars: Vec<Val>,
+    deadline: Instant,
+    cut_off: Instant,
+    count: usize,
+    limit: Duration,
+}
+
+impl Batch {
+    /// The batch, or every program's result at once when the variables do not fit.
+    fn new(
+        programs: &[&Program],
+        input: &Input,
+        vars: &[Input],
+        limits: &Limits,
+    ) -> Result<Batch, Vec<Result<Outputs, EvalError>>> {
+        if let Some(p) = programs.iter().find(|p| p.compiled.vars != vars.len()) {
+            let e = EvalError::WrongVariables {
+                expected: p.compiled.vars,
+                given: vars.len(),
+            };
+            return Err(programs.iter().map(|_| Err(e.clone())).collect());
+        }
+        let limit = limits.deadline;
+        let deadline = deadline_after(Instant::now(), limit);
+        Ok(Batch {
+            compiled: programs.iter().map(|p| Arc::clone(&p.compiled)).collect(),
+            input: input.val().clone(),
+            vars: vars.iter().map(|v| v.val().clone()).collect(),
+            deadline,
+            // The pool waits a little past the deadline, so that the program's own ticks
+            // report which expression ran out; the pool's cut-off is the backstop.
+            cut_off: deadline_after(deadline, limit / 4),
+            count: programs.len(),
+            limit,
+        })
+    }
+
+    /// Evaluate every program, in order, on the pool's thread.
+    fn evaluate(self, cancelled: &AtomicBool) -> Vec<Result<Outputs, EvalError>> {
+        self.compiled
+            .iter()
+            .map(|c| {
+                c.evaluate(
+                    self.input.clone(),
+                    self.vars.clone(),
+                    Deadline::new(self.deadline, cancelled),
+                    self.limit,
+                )
+            })
+            .collect()
+    }
+
+    /// Each program's result from what the pool returned: when the pool gave up on the
+    /// batch as a whole, every program is reported as past the deadline.
+    fn results(
+        result: Result<Vec<Result<Outputs, EvalError>>, Failure>,
+        count: usize,
+        limit: Duration,
+    ) -> Vec<Result<Outputs, EvalError>> {
+        match result {
+            Ok(results) => results,
+            Err(Failure::Deadline) => (0..count).map(|_| Err(passed(limit))).collect(),
+            Err(Failure::Panicked(message)) => (0..count)
+                .map(|_| Err(EvalError::Internal(message.clone())))
+                .collect(),
+        }
+    }
 }

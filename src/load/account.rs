@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use tokio::sync::Notify;
 use tokio::sync::broadcast::Receiver;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
-use tokio::sync::Notify;
 
 use super::workload;
 use crate::jq::Input;

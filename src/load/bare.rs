@@ -93,9 +93,16 @@ pub(crate) fn measure(rt: &Runtime, config: &LoadConfig, parked: &[Input]) -> Ba
                     }
                     let (op, subject, input) = &sequence[at % sequence.len()];
                     at += config.workers;
-                    let door = if op.door() == workload::WORK { work } else { sweep };
+                    let door = if op.door() == workload::WORK {
+                        work
+                    } else {
+                        sweep
+                    };
                     let vars = [
-                        parked.get(*subject).cloned().unwrap_or_else(|| Input::from_json(&Value::Null)),
+                        parked
+                            .get(*subject)
+                            .cloned()
+                            .unwrap_or_else(|| Input::from_json(&Value::Null)),
                         Input::from_json(&names[*subject]),
                         Input::from_json(&Value::String(door.name().to_owned())),
                         Input::from_json(&Value::String(now.clone())),

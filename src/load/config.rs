@@ -41,7 +41,10 @@ impl Default for Mix {
 impl Mix {
     /// The sum of the weights.
     pub(crate) fn total(&self) -> u64 {
-        u64::from(self.start) + u64::from(self.resume) + u64::from(self.take) + u64::from(self.cancel)
+        u64::from(self.start)
+            + u64::from(self.resume)
+            + u64::from(self.take)
+            + u64::from(self.cancel)
     }
 }
 

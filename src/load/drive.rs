@@ -126,7 +126,10 @@ impl Client {
                     VisitError::Refused { .. } => "refused",
                     VisitError::Stopped => "stopped",
                 };
-                let slot = self.errors.entry(kind).or_insert_with(|| (0, e.to_string()));
+                let slot = self
+                    .errors
+                    .entry(kind)
+                    .or_insert_with(|| (0, e.to_string()));
                 slot.0 += 1;
                 return;
             }
@@ -241,7 +244,9 @@ pub(crate) async fn prefill(rt: &Runtime, config: &LoadConfig) -> Prefilled {
                     break client;
                 }
                 let subject = workload::subject_name((n % subjects) as usize);
-                let result = rt.visit(workload::WORK, &subject, workload::long_start()).await;
+                let result = rt
+                    .visit(workload::WORK, &subject, workload::long_start())
+                    .await;
                 client.count(result);
             }
         });
@@ -253,7 +258,8 @@ pub(crate) async fn prefill(rt: &Runtime, config: &LoadConfig) -> Prefilled {
 
 /// Run the measured visits: `config.concurrency` visitors until `config.stop`.
 pub(crate) async fn visit(rt: &Runtime, config: &LoadConfig, progress: &Arc<Progress>) -> Client {
-    let names: Arc<Vec<String>> = Arc::new((0..config.subjects).map(workload::subject_name).collect());
+    let names: Arc<Vec<String>> =
+        Arc::new((0..config.subjects).map(workload::subject_name).collect());
     let tickets = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let mut tasks = JoinSet::new();

@@ -221,10 +221,19 @@ impl Report {
             0.0
         };
         let h = &client.latency;
-        let at = |q: f64| if h.is_empty() { 0 } else { h.value_at_quantile(q) };
+        let at = |q: f64| {
+            if h.is_empty() {
+                0
+            } else {
+                h.value_at_quantile(q)
+            }
+        };
         let mut errors: BTreeMap<String, (u64, String)> = BTreeMap::new();
         for (kind, (n, message)) in client.errors.iter().chain(&prefilled.client.errors) {
-            errors.entry((*kind).to_owned()).or_insert((0, message.clone())).0 += n;
+            errors
+                .entry((*kind).to_owned())
+                .or_insert((0, message.clone()))
+                .0 += n;
         }
         Report {
             subjects: config.subjects,

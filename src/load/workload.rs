@@ -95,9 +95,7 @@ pub(crate) async fn build(config: &LoadConfig, clock: ManualClock) -> Result<Run
         } else {
             OnExpiry::Kill
         };
-        let ask = Ask::caller("proceed?")
-            .expiry_at(ttl)
-            .on_expiry(on_expiry);
+        let ask = Ask::caller("proceed?").expiry_at(ttl).on_expiry(on_expiry);
         let answer = ctx.ask(ask).await?;
         Ok(json!({ "answer": answer }))
     });
@@ -146,7 +144,12 @@ impl Visits {
         let ttl = humantime::format_duration(config.short_ttl).to_string();
         let short = |on_expiry: &str| json!({"op": "start", "ttl": ttl, "on_expiry": on_expiry});
         Self {
-            rng: SmallRng::seed_from_u64(config.seed.wrapping_mul(1_000_003).wrapping_add(index as u64)),
+            rng: SmallRng::seed_from_u64(
+                config
+                    .seed
+                    .wrapping_mul(1_000_003)
+                    .wrapping_add(index as u64),
+            ),
             mix: config.mix,
             subjects: config.subjects,
             short_share: config.short_share,

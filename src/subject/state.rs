@@ -52,6 +52,9 @@ pub(crate) struct Parked {
     outcome: Option<Result<Value, String>>,
     /// A `sync` user ask: the blocked activation waiting for the answer.
     waiter: Option<oneshot::Sender<Value>>,
+    /// The entry converted for jq, kept until the entry changes: `$parked` is rebuilt
+    /// from these whenever the set changes.
+    pub(crate) input: Option<crate::jq::Input>,
 }
 
 /// A group of asks raised by one activation.
@@ -444,6 +447,7 @@ impl SubjectState {
                 answer: None,
                 outcome: Some(outcome),
                 waiter: None,
+                input: None,
             },
         );
         self.publish(
@@ -563,6 +567,7 @@ impl SubjectState {
                 answer: None,
                 outcome: None,
                 waiter,
+                input: None,
             },
         );
         if let Some(group) = self.groups.get_mut(&gid) {
@@ -709,6 +714,7 @@ impl SubjectState {
             return (Ack::Started, None);
         }
         parked.entry.status = Status::Running;
+        parked.input = None;
         parked.answer = Some(answer);
         self.parked = None;
         if let Some(key) = parked.timer.take() {

@@ -172,7 +172,12 @@ mod tests {
         assert_eq!(names(t.chain("b", Some("k"))), ["a", "b", "k"]);
         // Below the canceller, its own subtree other than the park's chain still goes
         // only where the walk passes: a sibling of the canceller survives.
-        let t = tree(&[("a", None), ("k", Some("a")), ("b", Some("k")), ("s", Some("a"))]);
+        let t = tree(&[
+            ("a", None),
+            ("k", Some("a")),
+            ("b", Some("k")),
+            ("s", Some("a")),
+        ]);
         assert_eq!(names(t.chain("b", Some("k"))), ["b"]);
     }
 

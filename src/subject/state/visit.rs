@@ -58,8 +58,15 @@ impl SubjectState {
         if let Some(p) = &self.parked {
             return p.clone();
         }
-        let value = serde_json::to_value(self.list()).unwrap_or(Value::Array(Vec::new()));
-        let input = Input::from_json(&value);
+        // Each entry is converted once and kept until it changes; the array is rebuilt
+        // from the kept conversions, which shares them.
+        for parked in self.entries.values_mut() {
+            if parked.input.is_none() {
+                let value = serde_json::to_value(&parked.entry).unwrap_or_default();
+                parked.input = Some(Input::from_json(&value));
+            }
+        }
+        let input = Input::array(self.entries.values().filter_map(|p| p.input.as_ref()));
         self.parked = Some(input.clone());
         input
     }
@@ -85,10 +92,10 @@ impl SubjectState {
             max_input_bytes: shared.settings.max_input_bytes,
         };
         let input = Input::from_json(&input);
-        let evaluated = blocking(|| {
-            door.contract
-                .evaluate(&input, &vars, &limits, &door.spec.kwargs)
-        });
+        let evaluated = door
+            .contract
+            .evaluate(&input, &vars, &limits, &door.spec.kwargs)
+            .await;
         if evaluated.deadline_hit {
             door.break_door();
         }
@@ -282,14 +289,5 @@ impl SubjectState {
             applied.started = Some((run, rx));
         }
         applied
-    }
-}
-
-/// Run a blocking evaluation without stalling the other tasks of this worker: on a
-/// multi-thread runtime the worker hands its other tasks off while it waits.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
-        _ => f(),
     }
 }
