@@ -25,8 +25,9 @@
 //! Time is a [`ManualClock`](crate::ManualClock) that follows the wall clock while
 //! visitors run and stops when they do, so the closing account is read off a runtime in
 //! which nothing moves. After the visits the clock is moved past the passivation delay
-//! twice (the timers landing in the first move wake their subjects once more), so that
-//! idle subjects give up their actors before the count of live subjects is read.
+//! until every subject is idle (the timers landing in one move wake their subjects once
+//! more; at most four moves), so that idle subjects give up their actors before the count
+//! of live subjects is read.
 //!
 //! # The account
 //!
@@ -36,7 +37,8 @@
 //! - outcomes (runs that finished or failed) = delivered to a visitor + taken + dropped
 //!   + still waiting;
 //! - waiting outcomes stored = taken + dropped + still waiting;
-//! - every ask raised reached a visitor in its start record; the takes and cancels the
+//! - every ask raised reached a visitor in its start record, or the start record was the
+//!   cancellation of the run (its ask cancelled or expired first); the takes and cancels the
 //!   visitors saw are the ones the runtime reported; the runtime's own counters agree with
 //!   what is left on the subjects.
 //!
@@ -83,11 +85,14 @@ pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report
 
     progress.set_phase(Phase::Settle);
     rt.settle().await;
-    // Twice: the timers that land in the first move (short expiries, retention) make
-    // their subjects busy once more.
-    for _ in 0..2 {
+    // Timers landing in one move (short expiries, then the retention of the outcomes
+    // they leave) make their subjects busy once more: move until every subject is idle.
+    for _ in 0..4 {
         clock.advance(config.passivate_after + Duration::from_secs(1));
         rt.settle().await;
+        if rt.stats().await.live_subjects == 0 {
+            break;
+        }
     }
     let observed = events.finish().await;
     // The counters first: listing a subject wakes it.

@@ -82,6 +82,9 @@ pub(crate) struct Client {
     pub(crate) started: u64,
     /// Asks the start records carried.
     pub(crate) asks_seen: u64,
+    /// Start records that came back cancelled: the run's one ask was cancelled or expired
+    /// (killing the run) before its first activation ended.
+    pub(crate) starts_cancelled: u64,
     /// Terminal outcomes (succeeded or failed) handed to a resuming visitor.
     pub(crate) delivered: u64,
     /// Resumes whose outcome was anything else (buffered, parked again, cancelled).
@@ -104,6 +107,7 @@ impl Default for Client {
             idle: 0,
             started: 0,
             asks_seen: 0,
+            starts_cancelled: 0,
             delivered: 0,
             delivered_other: 0,
             taken: 0,
@@ -141,6 +145,9 @@ impl Client {
             VisitOutcome::Started { record, .. } => {
                 self.started += 1;
                 if let Some(record) = record {
+                    if record.status == RunStatus::Cancelled {
+                        self.starts_cancelled += 1;
+                    }
                     self.asks_seen += record.asks.map_or(0, |a| a.len() as u64);
                 }
             }
@@ -173,6 +180,7 @@ impl Client {
         self.idle += other.idle;
         self.started += other.started;
         self.asks_seen += other.asks_seen;
+        self.starts_cancelled += other.starts_cancelled;
         self.delivered += other.delivered;
         self.delivered_other += other.delivered_other;
         self.taken += other.taken;

@@ -79,10 +79,15 @@ impl Account {
             o.stored,
             o.taken + o.dropped + left.waiting,
         );
+        // An `asker` raises exactly one ask; when that ask is cancelled or killed by its
+        // expiry before the first activation ends, the start record is the cancellation.
         check(
-            "asks raised = asks in the visitors' start records",
+            "asks raised = asks in the start records + starts cancelled before their record",
             o.asks,
-            client.asks_seen + prefill.asks_seen,
+            client.asks_seen
+                + prefill.asks_seen
+                + client.starts_cancelled
+                + prefill.starts_cancelled,
         );
         check("takes the visitors saw = takes reported", taken, o.taken);
         check(

@@ -1,0 +1,147 @@
+//! The load engine behind `parkway load`: a small run balances its account, with
+//! expiries, cancels, takes and drops all landing, and bad parameters are refused by name.
+
+use std::time::Duration;
+
+use parkway::load::{self, LoadConfig, LoadError, Mix, Progress, Stop};
+
+fn small() -> LoadConfig {
+    LoadConfig {
+        subjects: 40,
+        concurrency: 8,
+        stop: Stop::Count(3_000),
+        prefill: 3,
+        // Half the asks expire within a millisecond or two of wall time, and all of those
+        // resume, so waiting outcomes are there for takes to find.
+        short_ttl: Duration::from_millis(1),
+        short_share: 0.5,
+        resume_share: 1.0,
+        bare_for: Duration::from_millis(50),
+        workers: 2,
+        ..LoadConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_run_loses_nothing() {
+    let progress = Progress::new();
+    let report = load::run(&small(), &progress).await.expect("the load runs");
+    let a = &report.account;
+    assert_eq!(report.lost, 0, "{report}");
+    assert!(a.imbalances.is_empty(), "{report}");
+    assert!(report.errors.is_empty(), "{report}");
+    assert_eq!(report.visits, 3_000);
+    assert_eq!(progress.visits(), 3_000);
+    assert_eq!(report.by_op.values().sum::<u64>(), 3_000);
+    assert_eq!(report.prefilled_asks, 40 * 3);
+    // Every way an ask or an outcome can end was exercised. The closing clock moves
+    // land every short expiry, and drop the outcomes they leave waiting.
+    for (what, n) in [
+        ("resumed", a.resumed),
+        ("cancelled", a.cancelled),
+        ("expired", a.expired),
+        ("delivered", a.delivered),
+        ("taken", a.taken),
+        ("dropped", a.dropped),
+        ("open", a.open),
+    ] {
+        assert!(n > 0, "no asks or outcomes {what}: {report}");
+    }
+    assert_eq!(a.asks_raised, a.resumed + a.cancelled + a.expired + a.open);
+    assert_eq!(a.outcomes, a.delivered + a.taken + a.dropped + a.waiting);
+    // Idle subjects gave up their actors.
+    assert_eq!(report.live_subjects, 0, "{report}");
+    assert!(report.passive_subjects > 0);
+    assert!(report.bare_visits_per_sec > 0.0);
+    assert!(report.overhead_ratio.is_some());
+    assert_eq!(report.bare_problems, 0);
+    let json = serde_json::to_value(&report).expect("serialises");
+    for field in [
+        "visits",
+        "visits_per_sec",
+        "p50_us",
+        "p99_us",
+        "p999_us",
+        "max_us",
+        "peak_rss_bytes",
+        "lost",
+        "bare_visits_per_sec",
+        "overhead_ratio",
+    ] {
+        assert!(json.get(field).is_some(), "--json lacks {field}");
+    }
+    assert!(report.p50_us <= report.p99_us && report.p99_us <= report.max_us);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_by_duration_stops_and_balances() {
+    let config = LoadConfig {
+        stop: Stop::For(Duration::from_millis(200)),
+        mix: Mix {
+            start: 1,
+            resume: 0,
+            take: 0,
+            cancel: 1,
+        },
+        ..small()
+    };
+    let report = load::run(&config, &Progress::new())
+        .await
+        .expect("the load runs");
+    assert_eq!(report.lost, 0, "{report}");
+    assert!(report.visits > 0);
+    assert_eq!(report.by_op["resume"] + report.by_op["take"], 0);
+    assert_eq!(report.account.resumed, 0, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_parameters_are_refused_by_name() {
+    let cases: [(LoadConfig, &str); 5] = [
+        (
+            LoadConfig {
+                subjects: 0,
+                ..small()
+            },
+            "subjects",
+        ),
+        (
+            LoadConfig {
+                prefill: 11,
+                ..small()
+            },
+            "prefill (11) must not exceed max_entries (10)",
+        ),
+        (
+            LoadConfig {
+                short_share: 1.5,
+                ..small()
+            },
+            "short_share",
+        ),
+        (
+            LoadConfig {
+                mix: Mix {
+                    start: 0,
+                    resume: 0,
+                    take: 0,
+                    cancel: 0,
+                },
+                ..small()
+            },
+            "mix",
+        ),
+        (
+            LoadConfig {
+                rate: Some(0),
+                ..small()
+            },
+            "rate",
+        ),
+    ];
+    for (config, named) in cases {
+        match load::run(&config, &Progress::new()).await {
+            Err(LoadError::Invalid(message)) => assert!(message.contains(named), "{message}"),
+            other => panic!("{named}: {other:?}"),
+        }
+    }
+}
