@@ -1,11 +1,13 @@
 //! Door benchmarks: the cost of a visit against the size of `$parked`, for an expression
 //! that does not scan the set and one that does. `$parked` is kept converted by the
-//! subject, so the non-scanning visit should cost the same at every size.
+//! subject, so the non-scanning visit should cost the same at every size. Also one visit
+//! of each kind (start, resume, take, cancel), and the cost of each further expression.
 #![allow(missing_docs)] // criterion_main! generates an undocumented `main`
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use parkway::{Ask, DoorSpec, Ids, ManualClock, Runtime, Start};
 use serde_json::{Value, json};
+use std::time::{Duration, Instant};
 
 fn runtime(tokio: &tokio::runtime::Runtime, parked: usize) -> Runtime {
     tokio.block_on(async {
@@ -99,5 +101,82 @@ fn visit_by_expression_count(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, visit_by_parked_size, visit_by_expression_count);
+/// One visit of each kind, timed alone: what it takes to set it up (a parked ask, a
+/// waiting outcome) and to clean up after it is left out.
+fn visit_by_kind(c: &mut Criterion) {
+    let tokio = tokio::runtime::Runtime::new().expect("tokio");
+    let rt = &runtime(&tokio, 0);
+    for spec in [
+        DoorSpec::route("kstart", "asker").start_expr("{}"),
+        DoorSpec::route("kresume", "asker")
+            .resume_expr(r#"{id: .id, payload: "yes"}"#)
+            .start_expr("null"),
+        DoorSpec::route("ktake", "asker")
+            .resume_expr(".id")
+            .start_expr("null"),
+        DoorSpec::route("kcancel", "asker")
+            .cancel_expr(".id")
+            .start_expr("null"),
+    ] {
+        rt.save_door(spec).expect("saves");
+    }
+    let park = || async move {
+        let parked = rt.run(Start::new("k", "asker")).await.expect("parks");
+        parked.asks.unwrap_or_default()[0].id.clone()
+    };
+    let mut group = c.benchmark_group("door/visit/kind");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("start", |b| {
+        b.to_async(&tokio).iter_custom(|iters| async move {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                let at = Instant::now();
+                let visit = rt.visit("kstart", "k", json!({})).await.expect("visits");
+                spent += at.elapsed();
+                let parkway::VisitOutcome::Started {
+                    record: Some(record),
+                    ..
+                } = visit.outcome
+                else {
+                    panic!("no start: {visit:?}");
+                };
+                let id = record.asks.unwrap_or_default()[0].id.clone();
+                rt.cancel("k", &[&id]).await.expect("cancels");
+            }
+            spent
+        })
+    });
+    for kind in ["resume", "take", "cancel"] {
+        let park = &park;
+        group.bench_function(kind, |b| {
+            b.to_async(&tokio).iter_custom(|iters| async move {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let id = park().await;
+                    if kind == "take" {
+                        rt.resume_detached("k", &id, json!("yes"))
+                            .await
+                            .expect("resumes");
+                        rt.settle().await;
+                    }
+                    let door = format!("k{kind}");
+                    let at = Instant::now();
+                    rt.visit(&door, "k", json!({"id": id}))
+                        .await
+                        .expect("visits");
+                    spent += at.elapsed();
+                }
+                spent
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    visit_by_parked_size,
+    visit_by_expression_count,
+    visit_by_kind
+);
 criterion_main!(benches);

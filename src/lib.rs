@@ -41,6 +41,8 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod ask;
+#[doc(hidden)]
+pub mod bench;
 mod clock;
 mod door;
 mod entry;

@@ -1,0 +1,65 @@
+//! Internals reachable from the benchmarks, which build as a crate of their own. Not part
+//! of the API: hidden from the documentation and free to change.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::supervisor::timers::{TimerKey, TimerKind, Timers};
+
+/// The supervisor's timer structure holding ask expiries, as a subject arms them.
+#[derive(Debug)]
+pub struct ExpiryTimers {
+    timers: Timers,
+    subject: Arc<str>,
+    base: DateTime<Utc>,
+    seq: u64,
+}
+
+/// An armed expiry, to disarm it.
+#[derive(Debug, Clone, Copy)]
+pub struct Armed(TimerKey);
+
+impl Default for ExpiryTimers {
+    fn default() -> Self {
+        Self {
+            timers: Timers::default(),
+            subject: Arc::from("s"),
+            base: DateTime::<Utc>::from_timestamp(1_767_225_600, 0).unwrap_or_default(),
+            seq: 0,
+        }
+    }
+}
+
+impl ExpiryTimers {
+    /// Arm the expiry of `interaction`, `after_ms` from a fixed instant.
+    pub fn arm(&mut self, after_ms: i64, interaction: &str) -> Armed {
+        self.seq += 1;
+        let key = TimerKey {
+            at: self.base + chrono::Duration::milliseconds(after_ms),
+            seq: self.seq,
+        };
+        self.timers.arm(
+            key,
+            Arc::clone(&self.subject),
+            Arc::from(interaction),
+            TimerKind::Expiry,
+        );
+        Armed(key)
+    }
+
+    /// Disarm an expiry.
+    pub fn disarm(&mut self, armed: Armed) {
+        self.timers.disarm(armed.0);
+    }
+
+    /// How many are armed.
+    pub fn len(&self) -> usize {
+        self.timers.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.timers.len() == 0
+    }
+}
