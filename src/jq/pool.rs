@@ -42,7 +42,7 @@ pub(super) const MAX_STUCK: usize = 8;
 
 /// How long a caller watches for its result before sleeping: about what a small evaluation
 /// takes, so that those are collected without a wake-up.
-const CALLER_SPIN: Duration = Duration::from_micros(50);
+pub(super) const CALLER_SPIN: Duration = Duration::from_micros(50);
 
 /// How long an idle worker watches the queue before sleeping.
 const WORKER_SPIN: Duration = Duration::from_micros(50);
