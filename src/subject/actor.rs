@@ -76,7 +76,8 @@ impl Actor for SubjectActor {
         _myself: ActorRef<Self::Msg>,
         held: &mut Held,
     ) -> Result<(), ActorProcessingErr> {
-        if let Some(state) = held.state.take() {
+        if let Some(mut state) = held.state.take() {
+            state.forget_conversions();
             let name = Arc::clone(&state.name);
             held.shared.subjects.store(&name, state);
         }

@@ -1087,6 +1087,15 @@ impl SubjectState {
         After::Stay
     }
 
+    /// Drop `$parked` and each entry's conversion for jq: a passive subject keeps plain
+    /// data only, and the next visit converts again.
+    pub(crate) fn forget_conversions(&mut self) {
+        self.parked = None;
+        for parked in self.entries.values_mut() {
+            parked.input = None;
+        }
+    }
+
     /// Forget the idle check before passivating; a passive subject arms nothing.
     pub(crate) fn clear_idle(&mut self, shared: &Shared) {
         if let Some(key) = self.idle_timer.take() {

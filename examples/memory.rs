@@ -1,0 +1,110 @@
+//! Heap held by subjects and parked asks, counted by an allocator wrapper: an empty live
+//! subject, a parked caller ask while its subject is live, once a door visit has converted
+//! the parked set for jq, and once the subject is passive.
+//!
+//! ```sh
+//! cargo run --release --example memory
+//! ```
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::Duration;
+
+use parkway::{Ask, DoorSpec, ManualClock, Runtime, Start};
+use serde_json::json;
+
+/// Counts the bytes live on the heap.
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: every call is passed on to the system allocator unchanged; only a counter is
+// updated beside it.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller's layout is passed on as given.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: `ptr` was allocated by `System` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+const SUBJECTS: usize = 2_000;
+const PER_SUBJECT: usize = 5;
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let clock = ManualClock::default();
+    let rt = Runtime::builder()
+        .without_env()
+        .clock(clock.clone())
+        .max_concurrent_caller(usize::MAX)
+        .passivate_after(Duration::from_secs(5))
+        .event_capacity(16)
+        .build()
+        .await?;
+    rt.register("asker", &[], |ctx, _, _| async move {
+        Ok(ctx.ask(Ask::caller("proceed?").expiry_at("1h")).await?)
+    });
+    rt.save_door(DoorSpec::route("peek", "asker").start_expr("null"))?;
+    // Warm up every lazily built part (the jq library, the pools) first.
+    rt.run(Start::new("warm-up", "asker")).await?;
+    rt.visit("peek", "warm-up", json!({})).await?;
+    rt.settle().await;
+
+    let start = live();
+    for i in 0..SUBJECTS {
+        rt.list(&format!("s{i}")).await?;
+    }
+    rt.settle().await;
+    let subjects = live();
+    println!(
+        "an empty live subject: {} bytes",
+        (subjects - start) / SUBJECTS as isize
+    );
+
+    for i in 0..SUBJECTS {
+        for _ in 0..PER_SUBJECT {
+            rt.run(Start::new(format!("s{i}"), "asker")).await?;
+        }
+    }
+    rt.settle().await;
+    let asks = (SUBJECTS * PER_SUBJECT) as isize;
+    println!(
+        "a parked caller ask, subject live: {} bytes",
+        (live() - subjects) / asks
+    );
+
+    let parked = live();
+    for i in 0..SUBJECTS {
+        rt.visit("peek", &format!("s{i}"), json!({})).await?;
+    }
+    rt.settle().await;
+    println!(
+        "the same ask converted for jq by a visit: {} bytes more",
+        (live() - parked) / asks
+    );
+
+    clock.advance(Duration::from_secs(10));
+    rt.settle().await;
+    let stats = rt.stats().await;
+    println!(
+        "a parked caller ask, subject passive: {} bytes (everything over the start, per ask; {} subjects passive, {} live)",
+        (live() - start) / asks,
+        stats.passive_subjects,
+        stats.live_subjects
+    );
+    Ok(())
+}
