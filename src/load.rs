@@ -22,7 +22,7 @@
 //! entry. A share of the asks expire during the run, half of those with `on_expiry:
 //! resume`, whose outcomes wait on the subject for a `take` or for the retention horizon.
 //!
-//! Time is a [`ManualClock`](crate::ManualClock) that follows the wall clock while
+//! Time is a [`ManualClock`] that follows the wall clock while
 //! visitors run and stops when they do, so the closing account is read off a runtime in
 //! which nothing moves. After the visits the clock is moved past the passivation delay
 //! until every subject is idle (the timers landing in one move wake their subjects once
