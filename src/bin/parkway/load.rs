@@ -175,10 +175,14 @@ fn bar(
         Stop::Count(n) => ProgressBar::new(n),
         Stop::For(_) => ProgressBar::new_spinner(),
     };
-    let style = ProgressStyle::with_template(
-        "{spinner} {msg:8} [{elapsed_precise}] {wide_bar} {pos}/{len} visits ({per_sec})",
-    )
-    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    let template = match config.stop {
+        Stop::Count(_) => {
+            "{spinner} {msg:8} [{elapsed_precise}] {wide_bar} {pos}/{len} visits ({per_sec})"
+        }
+        Stop::For(_) => "{spinner} {msg:8} [{elapsed_precise}] {pos} visits ({per_sec})",
+    };
+    let style =
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
     let (shown, watched) = (bar.clone(), Arc::clone(progress));
     let stop = Arc::new(AtomicBool::new(false));
