@@ -95,10 +95,11 @@ pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report
         }
     }
     let observed = events.finish().await;
-    // The counters first: listing a subject wakes it.
+    // The counters first: listing a subject wakes it. The peak before the listing: it
+    // converts every subject's parked set for the bare baseline.
     let stats = rt.stats().await;
-    let left = account::Left::read(&rt, config.subjects).await;
     let peak_rss = rss::peak();
+    let left = account::Left::read(&rt, config.subjects).await;
 
     progress.set_phase(Phase::Bare);
     let bare = bare::measure(&rt, config, &left.parked);

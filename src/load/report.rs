@@ -173,7 +173,8 @@ pub struct Report {
     pub prefilled_asks: u64,
     /// Resident memory after the prefill, bytes.
     pub rss_after_prefill_bytes: u64,
-    /// Peak resident memory before the bare baseline, bytes.
+    /// Peak resident memory of the run, read before the closing listing and the bare
+    /// baseline (which convert every parked set once more), bytes.
     pub peak_rss_bytes: u64,
     /// Subjects with an actor at the end, after the passivation delay.
     pub live_subjects: usize,
