@@ -2,32 +2,8 @@
 //! timer structure, and what an armed expiry costs in memory.
 #![allow(missing_docs)] // criterion_main! generates an undocumented `main`
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
-
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use parkway::bench::ExpiryTimers;
-
-/// Counts the bytes live on the heap, to measure what armed expiries hold.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is passed on to the system allocator unchanged; only a counter is
-// updated beside it.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's layout is passed on as given.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` was allocated by `System` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use parkway::bench::{Armed, Counting, ExpiryTimers};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -46,18 +22,22 @@ fn offsets() -> Vec<i64> {
         .collect()
 }
 
+/// Arm one expiry per id, at its offset.
+fn arm_all(timers: &mut ExpiryTimers, ids: &[String], offsets: &[i64]) -> Vec<Armed> {
+    ids.iter()
+        .zip(offsets)
+        .map(|(id, &at)| timers.arm(at, id))
+        .collect()
+}
+
 fn expiries(c: &mut Criterion) {
     let (ids, offsets) = (ids(), offsets());
 
     // Memory: the heap held by a million armed expiries, per expiry.
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = Counting::live();
     let mut timers = ExpiryTimers::default();
-    let armed: Vec<_> = ids
-        .iter()
-        .zip(&offsets)
-        .map(|(id, &at)| timers.arm(at, id))
-        .collect();
-    let held = LIVE.load(Ordering::Relaxed) - before;
+    let armed = arm_all(&mut timers, &ids, &offsets);
+    let held = Counting::live() - before;
     let handles = (armed.capacity() * std::mem::size_of_val(&armed[0])) as isize;
     println!(
         "timers/expiries/memory: {:.1} bytes per armed expiry (1M armed, the caller's handles excluded)",
@@ -72,11 +52,7 @@ fn expiries(c: &mut Criterion) {
     group.bench_function("arm_then_disarm/1M", |b| {
         b.iter(|| {
             let mut timers = ExpiryTimers::default();
-            let armed: Vec<_> = ids
-                .iter()
-                .zip(&offsets)
-                .map(|(id, &at)| timers.arm(at, id))
-                .collect();
+            let armed = arm_all(&mut timers, &ids, &offsets);
             for a in armed {
                 timers.disarm(a);
             }

@@ -6,33 +6,11 @@
 //! cargo run --release --example memory
 //! ```
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
+use parkway::bench::Counting;
 use parkway::{Ask, DoorSpec, ManualClock, Runtime, Start};
 use serde_json::json;
-
-/// Counts the bytes live on the heap.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is passed on to the system allocator unchanged; only a counter is
-// updated beside it.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's layout is passed on as given.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` was allocated by `System` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -41,7 +19,7 @@ const SUBJECTS: usize = 2_000;
 const PER_SUBJECT: usize = 5;
 
 fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
+    Counting::live()
 }
 
 #[tokio::main(flavor = "current_thread")]

@@ -63,3 +63,33 @@ impl ExpiryTimers {
         self.timers.len() == 0
     }
 }
+
+/// A global allocator that counts the bytes live on the heap, passing every call on to the
+/// system allocator: for benches and examples that measure memory.
+#[derive(Debug)]
+pub struct Counting;
+
+static LIVE: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
+
+impl Counting {
+    /// Bytes live on the heap, as allocated through this allocator.
+    pub fn live() -> isize {
+        LIVE.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+// SAFETY: every call is passed on to the system allocator unchanged; only a counter is
+// updated beside it.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's layout is passed on as given.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        LIVE.fetch_sub(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: `ptr` was allocated by `System` with this layout.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}
