@@ -53,8 +53,11 @@ trait Expire: Send + Sync {
 impl<T: Send> Expire for Slot<T> {
     fn expire(&self, pool: &Arc<Shared>) {
         let mut state = lock(&self.state);
+        // The flag is raised before the caller hears of the deadline, so that whatever
+        // the caller does next already finds the job cancelled.
         let replaced = match std::mem::replace(&mut *state, State::Done) {
             State::Queued(tx) => {
+                self.cancelled.store(true, Ordering::Relaxed);
                 let _ = tx.send(Err(Failure::Deadline));
                 false
             }
@@ -62,6 +65,7 @@ impl<T: Send> Expire for Slot<T> {
                 // The state is locked, so the worker cannot finish in between and miss
                 // the decision.
                 let replaced = pool.replace_worker();
+                self.cancelled.store(true, Ordering::Relaxed);
                 let _ = tx.send(Err(Failure::Deadline));
                 replaced
             }
@@ -71,7 +75,6 @@ impl<T: Send> Expire for Slot<T> {
             }
         };
         *state = State::Abandoned { replaced };
-        self.cancelled.store(true, Ordering::Relaxed);
     }
 }
 
