@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use crate::supervisor::timers::{TimerKey, TimerKind, Timers};
+use crate::supervisor::timers::{Timer, TimerKey, Timers};
 
 /// The supervisor's timer structure holding ask expiries, as a subject arms them.
 #[derive(Debug)]
@@ -32,8 +32,9 @@ impl Default for ExpiryTimers {
 }
 
 impl ExpiryTimers {
-    /// Arm the expiry of `interaction`, `after_ms` from a fixed instant.
-    pub fn arm(&mut self, after_ms: i64, interaction: &str) -> Armed {
+    /// Arm the expiry of `interaction`, `after_ms` from a fixed instant. The interaction's
+    /// name is shared, as a subject shares its entry's name with the timer.
+    pub fn arm(&mut self, after_ms: i64, interaction: &Arc<str>) -> Armed {
         self.seq += 1;
         let key = TimerKey {
             at: self.base + chrono::Duration::milliseconds(after_ms),
@@ -41,9 +42,10 @@ impl ExpiryTimers {
         };
         self.timers.arm(
             key,
-            Arc::clone(&self.subject),
-            Arc::from(interaction),
-            TimerKind::Expiry,
+            Timer::Expiry {
+                subject: Arc::clone(&self.subject),
+                interaction: Arc::clone(interaction),
+            },
         );
         Armed(key)
     }

@@ -11,4 +11,4 @@ pub(crate) mod timers;
 pub(crate) mod tree;
 
 pub(crate) use actor::{Supervisor, SupervisorMsg};
-pub(crate) use timers::{TimerKey, TimerKind};
+pub(crate) use timers::{Timer, TimerKey};

@@ -23,7 +23,7 @@ use crate::record::{Buffered, Resumed};
 use crate::shared::Shared;
 use crate::subject::SubjectMsg;
 use crate::subject::state::AppliedItem;
-use crate::supervisor::{SupervisorMsg, TimerKind};
+use crate::supervisor::{SupervisorMsg, Timer};
 
 /// Every saved door.
 #[derive(Debug, Default)]
@@ -81,8 +81,8 @@ pub(crate) fn save(shared: &Arc<Shared>, spec: Spec) -> Result<(), SaveError> {
         }
     })?;
     let saved = Arc::new(saved);
-    if let (Kind::Schedule { subject, .. }, Some(interval)) = (&saved.spec.kind, saved.interval) {
-        arm_schedule(shared, &saved, subject, shared.clock.now(), interval);
+    if let (Kind::Schedule { .. }, Some(interval)) = (&saved.spec.kind, saved.interval) {
+        arm_schedule(shared, &saved, shared.clock.now(), interval);
     }
     shared.doors.by_name.insert(name, saved);
     Ok(())
@@ -91,7 +91,6 @@ pub(crate) fn save(shared: &Arc<Shared>, spec: Spec) -> Result<(), SaveError> {
 fn arm_schedule(
     shared: &Shared,
     door: &Saved,
-    subject: &str,
     from: chrono::DateTime<chrono::Utc>,
     interval: std::time::Duration,
 ) {
@@ -101,9 +100,8 @@ fn arm_schedule(
         .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
     let _ = shared.supervisor.cast(SupervisorMsg::Arm {
         key: shared.timer_key(at),
-        subject: Arc::from(subject),
-        interaction: Arc::from(door.name()),
-        kind: TimerKind::Schedule {
+        timer: Timer::Schedule {
+            door: Arc::from(door.name()),
             generation: door.generation,
         },
     });
@@ -145,7 +143,7 @@ pub(crate) async fn fire_schedule(
         }
     }
     let from = next.checked_sub_signed(step).unwrap_or(now);
-    arm_schedule(shared, &door, &subject, from, interval);
+    arm_schedule(shared, &door, from, interval);
 }
 
 /// Visit `door` on `subject` with `input`.

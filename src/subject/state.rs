@@ -28,7 +28,7 @@ use crate::run::activation::{Activation, RunActor};
 use crate::run::ctx::{Ctx, EXPIRY_MARKER_KEY, expiry_marker};
 use crate::run::journal::JournalEntry;
 use crate::shared::{Parent, Shared};
-use crate::supervisor::{SupervisorMsg, TimerKey, TimerKind};
+use crate::supervisor::{SupervisorMsg, Timer, TimerKey};
 use crate::target::Target;
 
 mod visit;
@@ -106,8 +106,9 @@ struct RunState {
 pub(crate) struct SubjectState {
     /// The subject's name.
     pub(crate) name: Arc<str>,
-    /// The parked set, oldest first.
-    entries: IndexMap<String, Parked>,
+    /// The parked set, oldest first. The key is the interaction id, shared with the
+    /// entry's timer.
+    entries: IndexMap<Arc<str>, Parked>,
     /// Runs that have not ended.
     runs: HashMap<Arc<str>, RunState>,
     /// Open groups by id.
@@ -331,7 +332,7 @@ impl SubjectState {
             let (asks, user): (Vec<Entry>, Vec<Entry>) = group
                 .members
                 .iter()
-                .filter_map(|id| self.entries.get(id).map(|p| p.entry.clone()))
+                .filter_map(|id| self.entries.get(id.as_str()).map(|p| p.entry.clone()))
                 .partition(|e| e.to != Some(To::User));
             // Parked when the run asked its caller; suspended when only user asks are
             // open, with the sentinel naming them.
@@ -429,16 +430,18 @@ impl SubjectState {
             .and_then(|d| now.checked_add_signed(d))
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
         let key = shared.timer_key(horizon);
+        let name: Arc<str> = Arc::from(id.as_str());
         let _ = shared.supervisor.cast(SupervisorMsg::Arm {
             key,
-            subject: Arc::clone(&self.name),
-            interaction: Arc::from(id.as_str()),
-            kind: TimerKind::Retention,
+            timer: Timer::Retention {
+                subject: Arc::clone(&self.name),
+                interaction: Arc::clone(&name),
+            },
         });
         shared.count_waiting();
         self.parked = None;
         self.entries.insert(
-            id.clone(),
+            name,
             Parked {
                 entry: Entry::waiting(id.clone(), status),
                 run,
@@ -528,11 +531,13 @@ impl SubjectState {
         };
         let id = shared.id(Kind::Interaction);
         let key = shared.timer_key(checked.deadline);
+        let name: Arc<str> = Arc::from(id.as_str());
         let _ = shared.supervisor.cast(SupervisorMsg::Arm {
             key,
-            subject: Arc::clone(&self.name),
-            interaction: Arc::from(id.as_str()),
-            kind: TimerKind::Expiry,
+            timer: Timer::Expiry {
+                subject: Arc::clone(&self.name),
+                interaction: Arc::clone(&name),
+            },
         });
         if ask.to == To::User {
             shared.inbox.add(crate::inbox::InboxItem {
@@ -558,7 +563,7 @@ impl SubjectState {
         };
         self.parked = None;
         self.entries.insert(
-            id.clone(),
+            name,
             Parked {
                 entry,
                 run: Arc::clone(&run_id),
@@ -731,7 +736,7 @@ impl SubjectState {
             .iter()
             .filter(|m| {
                 self.entries
-                    .get(*m)
+                    .get(m.as_str())
                     .is_some_and(|p| p.entry.status == Status::Asking)
             })
             .count();
@@ -762,7 +767,7 @@ impl SubjectState {
             .members
             .iter()
             .filter_map(|m| {
-                let p = self.entries.get(m)?;
+                let p = self.entries.get(m.as_str())?;
                 Some((m.as_str(), p.answer.as_ref()?))
             })
             .collect();
@@ -825,7 +830,7 @@ impl SubjectState {
             if !seen.insert(id.as_str()) {
                 problems.push(IdProblem::Duplicate { id: id.clone() });
             } else {
-                match self.entries.get(id) {
+                match self.entries.get(id.as_str()) {
                     None => problems.push(IdProblem::Unknown {
                         id: id.clone(),
                         subject: self.subject(),
@@ -861,7 +866,7 @@ impl SubjectState {
             r.resumed_interactions.extend(ids.iter().cloned());
         }
         for id in ids {
-            let Some(parked) = self.entries.get(&id) else {
+            let Some(parked) = self.entries.get(id.as_str()) else {
                 // Already torn down with an earlier id's chain.
                 continue;
             };
@@ -923,7 +928,7 @@ impl SubjectState {
             .entries
             .iter()
             .filter(|(_, p)| p.outcome.is_none() && torn.contains(&p.run))
-            .map(|(id, _)| id.clone())
+            .map(|(_, p)| p.entry.id.clone())
             .collect();
         for id in owned {
             if id == interaction && how == Resolution::Expired {
@@ -1079,9 +1084,9 @@ impl SubjectState {
             self.idle_timer = Some(key);
             let _ = shared.supervisor.cast(SupervisorMsg::Arm {
                 key,
-                subject: Arc::clone(&self.name),
-                interaction: Arc::from(""),
-                kind: TimerKind::Idle,
+                timer: Timer::Idle {
+                    subject: Arc::clone(&self.name),
+                },
             });
         }
         After::Stay

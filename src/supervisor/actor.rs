@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
 use tokio::sync::{Notify, oneshot};
 
-use super::timers::{Fired, TimerKey, TimerKind, Timers};
+use super::timers::{Fired, Timer, TimerKey, Timers};
 use super::tree::Tree;
 
 /// What the supervisor is asked to do.
@@ -55,12 +55,8 @@ pub(crate) enum SupervisorMsg {
     Arm {
         /// Its key.
         key: TimerKey,
-        /// Its subject.
-        subject: Arc<str>,
-        /// Its interaction.
-        interaction: Arc<str>,
-        /// What it does.
-        kind: TimerKind,
+        /// What it does, and whom it concerns.
+        timer: Timer,
     },
     /// Disarm a timer.
     Disarm {
@@ -131,13 +127,8 @@ impl Actor for Supervisor {
             SupervisorMsg::Chain { run, reply } => {
                 let _ = reply.send(state.tree.chain(&run, None));
             }
-            SupervisorMsg::Arm {
-                key,
-                subject,
-                interaction,
-                kind,
-            } => {
-                if state.timers.arm(key, subject, interaction, kind) {
+            SupervisorMsg::Arm { key, timer } => {
+                if state.timers.arm(key, timer) {
                     state.kick.notify_one();
                 }
             }

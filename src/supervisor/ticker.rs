@@ -13,7 +13,7 @@ use std::sync::{Arc, Weak};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::actor::SupervisorMsg;
-use super::timers::{Fired, TimerKind};
+use super::timers::{Fired, Timer};
 use crate::shared::Shared;
 use crate::subject::SubjectMsg;
 
@@ -67,27 +67,22 @@ pub(crate) async fn run(
 }
 
 async fn deliver(shared: &Arc<Shared>, timer: Fired) {
-    let msg = match timer.kind {
-        TimerKind::Expiry => SubjectMsg::Expire {
-            interaction: timer.interaction,
-            key: timer.key,
-        },
-        TimerKind::Retention => SubjectMsg::Retire {
-            interaction: timer.interaction,
-            key: timer.key,
-        },
-        TimerKind::Idle => SubjectMsg::Idle { key: timer.key },
-        TimerKind::Schedule { generation } => {
-            crate::door::registry::fire_schedule(
-                shared,
-                &timer.interaction,
-                generation,
-                timer.key.at,
-            )
-            .await;
+    let Fired { key, timer } = timer;
+    let (subject, msg) = match timer {
+        Timer::Expiry {
+            subject,
+            interaction,
+        } => (subject, SubjectMsg::Expire { interaction, key }),
+        Timer::Retention {
+            subject,
+            interaction,
+        } => (subject, SubjectMsg::Retire { interaction, key }),
+        Timer::Idle { subject } => (subject, SubjectMsg::Idle { key }),
+        Timer::Schedule { door, generation } => {
+            crate::door::registry::fire_schedule(shared, &door, generation, key.at).await;
             return;
         }
     };
     // A runtime that is stopping drops its timers; nothing is waiting for them then.
-    let _ = shared.subjects.send(shared, &timer.subject, msg).await;
+    let _ = shared.subjects.send(shared, &subject, msg).await;
 }

@@ -1,35 +1,59 @@
-//! The timer structure: every armed expiry, retention horizon and idle check in one
-//! ordered map, keyed by (instant, sequence number).
+//! The timer structure: every armed expiry, retention horizon, idle check and schedule
+//! fire, ordered by (instant, sequence number).
 //!
-//! One structure rather than a task per timer: arming and disarming are `O(log n)`
-//! map operations, firing pops from the front, and an armed timer costs one map node.
+//! One structure rather than a task per timer: arming and disarming are `O(log n)`,
+//! firing pops from the front. The order is a B-tree of keys, each pointing at its timer
+//! in a slab: the tree's nodes are never full (a tree filled in deadline order keeps its
+//! leaves a little over half full), so they hold only the 20-byte key and a slot number,
+//! and the timers themselves sit densely in the slab. An armed expiry holds no string of
+//! its own: its subject and interaction are the subject's own shared names.
+//!
 //! Disarming needs the key, which the arming subject keeps beside its entry; a fire
-//! that races a disarm is harmless because the subject checks the sequence number
-//! before acting.
+//! that races a disarm is harmless because the subject checks the key before acting.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use slab::Slab;
 
-/// What a timer does when it fires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TimerKind {
+/// What a timer does when it fires, and whom it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Timer {
     /// An ask's deadline.
-    Expiry,
+    Expiry {
+        /// The asking subject.
+        subject: Arc<str>,
+        /// The ask.
+        interaction: Arc<str>,
+    },
     /// A waiting outcome's retention horizon.
-    Retention,
+    Retention {
+        /// The subject the outcome waits on.
+        subject: Arc<str>,
+        /// The waiting entry.
+        interaction: Arc<str>,
+    },
     /// A subject's idle check.
-    Idle,
-    /// A schedule door's next fire; `interaction` holds the door's name.
+    Idle {
+        /// The subject.
+        subject: Arc<str>,
+    },
+    /// A schedule door's next fire.
     Schedule {
-        /// The save of the door that armed it.
+        /// The door's name.
+        door: Arc<str>,
+        /// The save of the door that armed it: a replaced door's timer does nothing.
         generation: u64,
     },
 }
 
 /// A timer's identity: when it fires and its unique sequence number.
+///
+/// Packed to 4-byte alignment, so that it takes 20 bytes rather than 24: it is held by
+/// every parked entry and is the timer tree's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(C, packed(4))]
 pub(crate) struct TimerKey {
     /// When it fires.
     pub(crate) at: DateTime<Utc>,
@@ -37,71 +61,66 @@ pub(crate) struct TimerKey {
     pub(crate) seq: u64,
 }
 
-/// A timer that fired, to be delivered to its subject.
+/// A timer that fired, to be delivered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Fired {
     /// Its key, checked by the subject.
     pub(crate) key: TimerKey,
-    /// The subject it belongs to.
-    pub(crate) subject: Arc<str>,
-    /// The interaction it concerns (empty for an idle check).
-    pub(crate) interaction: Arc<str>,
     /// What it does.
-    pub(crate) kind: TimerKind,
+    pub(crate) timer: Timer,
 }
 
 /// Every armed timer.
 #[derive(Debug, Default)]
 pub(crate) struct Timers {
-    /// Ordered by key, earliest first.
-    armed: BTreeMap<TimerKey, (Arc<str>, Arc<str>, TimerKind)>,
+    /// Every key, earliest first, with its timer's slot.
+    order: BTreeMap<TimerKey, usize>,
+    /// The timers.
+    timers: Slab<Timer>,
 }
 
 impl Timers {
-    /// Arm a timer; returns whether it is now the earliest.
-    pub(crate) fn arm(
-        &mut self,
-        key: TimerKey,
-        subject: Arc<str>,
-        interaction: Arc<str>,
-        kind: TimerKind,
-    ) -> bool {
-        self.armed.insert(key, (subject, interaction, kind));
-        self.armed.first_key_value().map(|(k, _)| *k) == Some(key)
+    /// Arm a timer; returns whether it is now the earliest. A key armed twice keeps the
+    /// later timer.
+    pub(crate) fn arm(&mut self, key: TimerKey, timer: Timer) -> bool {
+        let slot = self.timers.insert(timer);
+        if let Some(old) = self.order.insert(key, slot) {
+            self.timers.try_remove(old);
+        }
+        self.order.first_key_value().map(|(k, _)| *k) == Some(key)
     }
 
     /// Disarm a timer; a key that already fired is ignored.
     pub(crate) fn disarm(&mut self, key: TimerKey) {
-        self.armed.remove(&key);
+        if let Some(slot) = self.order.remove(&key) {
+            self.timers.try_remove(slot);
+        }
     }
 
     /// Remove and return every timer due at `now`, earliest first.
     pub(crate) fn fire_due(&mut self, now: DateTime<Utc>) -> Vec<Fired> {
         let mut fired = Vec::new();
-        while let Some(entry) = self.armed.first_entry() {
+        while let Some(entry) = self.order.first_entry() {
             if entry.key().at > now {
                 break;
             }
             let key = *entry.key();
-            let (subject, interaction, kind) = entry.remove();
-            fired.push(Fired {
-                key,
-                subject,
-                interaction,
-                kind,
-            });
+            let slot = entry.remove();
+            if let Some(timer) = self.timers.try_remove(slot) {
+                fired.push(Fired { key, timer });
+            }
         }
         fired
     }
 
     /// When the earliest timer fires.
     pub(crate) fn next(&self) -> Option<DateTime<Utc>> {
-        self.armed.first_key_value().map(|(k, _)| k.at)
+        self.order.first_key_value().map(|(k, _)| k.at)
     }
 
     /// How many timers are armed.
     pub(crate) fn len(&self) -> usize {
-        self.armed.len()
+        self.order.len()
     }
 }
 
@@ -113,20 +132,58 @@ mod tests {
         DateTime::from_timestamp(secs, 0).unwrap_or_default()
     }
 
+    fn expiry(interaction: &str) -> Timer {
+        Timer::Expiry {
+            subject: Arc::from("s"),
+            interaction: Arc::from(interaction),
+        }
+    }
+
     #[test]
     fn fires_in_order_and_only_when_due() {
         let mut t = Timers::default();
-        let s: Arc<str> = Arc::from("s");
         let k = |secs, seq| TimerKey { at: at(secs), seq };
-        assert!(t.arm(k(20, 1), s.clone(), Arc::from("i-1"), TimerKind::Expiry));
-        assert!(t.arm(k(10, 2), s.clone(), Arc::from("i-2"), TimerKind::Expiry));
-        assert!(!t.arm(k(10, 3), s.clone(), Arc::from("i-3"), TimerKind::Retention));
+        assert!(t.arm(k(20, 1), expiry("i-1")));
+        assert!(t.arm(k(10, 2), expiry("i-2")));
+        let retention = Timer::Retention {
+            subject: Arc::from("s"),
+            interaction: Arc::from("i-3"),
+        };
+        assert!(!t.arm(k(10, 3), retention.clone()));
+        t.disarm(k(10, 2));
         t.disarm(k(10, 2));
         assert!(t.fire_due(at(9)).is_empty());
-        let fired: Vec<u64> = t.fire_due(at(15)).iter().map(|f| f.key.seq).collect();
-        assert_eq!(fired, [3]);
+        let fired = t.fire_due(at(15));
+        assert_eq!(
+            fired,
+            [Fired {
+                key: k(10, 3),
+                timer: retention
+            }]
+        );
         assert_eq!(t.next(), Some(at(20)));
-        assert_eq!(t.fire_due(at(20)).len(), 1);
-        assert_eq!(t.len(), 0);
+        let fired = t.fire_due(at(20));
+        assert_eq!(fired.len(), 1);
+        assert_eq!(fired[0].timer, expiry("i-1"));
+        assert_eq!((t.len(), t.timers.len()), (0, 0));
+    }
+
+    #[test]
+    fn a_key_armed_twice_keeps_one_timer() {
+        let mut t = Timers::default();
+        let key = TimerKey { at: at(5), seq: 1 };
+        t.arm(key, expiry("i-1"));
+        t.arm(key, expiry("i-2"));
+        assert_eq!((t.len(), t.timers.len()), (1, 1));
+        assert_eq!(t.fire_due(at(5))[0].timer, expiry("i-2"));
+    }
+
+    #[test]
+    fn keys_order_by_instant_then_sequence() {
+        let early = TimerKey { at: at(1), seq: 9 };
+        let late = TimerKey { at: at(2), seq: 1 };
+        let tie = TimerKey { at: at(2), seq: 2 };
+        assert!(early < late && late < tie);
+        assert_eq!(std::mem::size_of::<TimerKey>(), 20);
     }
 }

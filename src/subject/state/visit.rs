@@ -202,7 +202,7 @@ impl SubjectState {
         for cancel in &plan.cancels {
             let Some(owner) = self
                 .entries
-                .get(cancel)
+                .get(cancel.as_str())
                 .filter(|p| p.outcome.is_none())
                 .map(|p| Arc::clone(&p.run))
             else {
