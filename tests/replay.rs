@@ -371,14 +371,14 @@ fn journal_entries_round_trip_as_plain_data() {
         (
             JournalEntry::Call {
                 target: "asker".into(),
-                record: child,
+                record: Box::new(child),
             },
             "call",
         ),
         (
             JournalEntry::Call {
                 target: "echo".into(),
-                record: finished,
+                record: Box::new(finished),
             },
             "call",
         ),
@@ -436,7 +436,7 @@ fn null_values_survive_the_journal_round_trip() {
 
     let called = JournalEntry::Call {
         target: "nothing".into(),
-        record: RunRecord {
+        record: Box::new(RunRecord {
             run_id: "r-2".into(),
             target: "nothing".into(),
             status: RunStatus::Succeeded,
@@ -447,7 +447,7 @@ fn null_values_survive_the_journal_round_trip() {
             asks: None,
             suspension: None,
             resumed_interactions: vec![],
-        },
+        }),
     };
     let text = serde_json::to_string(&called).unwrap();
     let back: JournalEntry = serde_json::from_str(&text).unwrap();

@@ -1,7 +1,47 @@
 //! Values converted once into jaq's representation.
 
+use std::sync::OnceLock;
+
 use jaq_json::{Map, Num, Val};
 use serde_json::Value;
+
+/// The words every parked entry repeats: its field names and the values of `status` and
+/// `to`. Each is converted once and shared by every conversion, which saves most of an
+/// entry's string allocations (a converted string is three allocations of its own).
+const VOCABULARY: [&str; 14] = [
+    "id",
+    "status",
+    "to",
+    "asked_by",
+    "question",
+    "answer_format",
+    "group_id",
+    "payload",
+    "asking",
+    "running",
+    "finished",
+    "failed",
+    "caller",
+    "user",
+];
+
+/// `text` as a jaq string, shared when it is one of the [`VOCABULARY`].
+fn string(text: &str) -> Val {
+    static SHARED: OnceLock<Vec<Val>> = OnceLock::new();
+    match VOCABULARY.iter().position(|word| *word == text) {
+        Some(i) => {
+            let shared = SHARED.get_or_init(|| VOCABULARY.iter().map(|word| owned(word)).collect());
+            shared.get(i).cloned().unwrap_or_else(|| owned(text))
+        }
+        None => owned(text),
+    }
+}
+
+/// `text` copied into a jaq string of its own: one allocation for the bytes (a `String`
+/// handed to jaq would be wrapped in a second, reference-counted one).
+fn owned(text: &str) -> Val {
+    Val::utf8_str(text.as_bytes().to_vec())
+}
 
 /// A value in jaq's representation, ready to be passed to [`Program::run`] any number of times.
 ///
@@ -36,12 +76,12 @@ fn convert(value: &Value) -> Val {
         Value::Null => Val::Null,
         Value::Bool(b) => Val::Bool(*b),
         Value::Number(n) => number(n),
-        Value::String(s) => Val::from(s.clone()),
+        Value::String(s) => string(s),
         Value::Array(items) => items.iter().map(convert).collect(),
         Value::Object(fields) => Val::obj(
             fields
                 .iter()
-                .map(|(k, v)| (Val::from(k.clone()), convert(v)))
+                .map(|(k, v)| (string(k), convert(v)))
                 .collect::<Map>(),
         ),
     }

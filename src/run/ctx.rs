@@ -307,7 +307,9 @@ impl Ctx {
     /// never starts the child again.
     pub async fn call(&self, target: &str, kwargs: Value) -> Result<RunRecord, RunError> {
         let recorded = self.recorded(&format!("call of {target:?}"), |entry| match entry {
-            JournalEntry::Call { target: t, record } if t == target => Some(record.clone()),
+            JournalEntry::Call { target: t, record } if t == target => {
+                Some(RunRecord::clone(record))
+            }
             _ => None,
         });
         match recorded {
@@ -334,7 +336,7 @@ impl Ctx {
             .map_err(|e| RunError::Failed(e.to_string()))?;
         self.append(JournalEntry::Call {
             target: target.to_owned(),
-            record: record.clone(),
+            record: Box::new(record.clone()),
         });
         Ok(record)
     }

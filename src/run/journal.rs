@@ -42,8 +42,9 @@ pub enum JournalEntry {
     Call {
         /// The child's target, checked on replay.
         target: String,
-        /// The record.
-        record: RunRecord,
+        /// The record (boxed: a record is large, and every journal entry is as large as
+        /// the largest kind).
+        record: Box<RunRecord>,
     },
 }
 

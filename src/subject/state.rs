@@ -108,9 +108,9 @@ pub(crate) struct SubjectState {
     pub(crate) name: Arc<str>,
     /// The parked set, oldest first. The key is the interaction id, shared with the
     /// entry's timer.
-    entries: IndexMap<Arc<str>, Parked>,
-    /// Runs that have not ended.
-    runs: HashMap<Arc<str>, RunState>,
+    entries: IndexMap<Arc<str>, Box<Parked>>,
+    /// Runs that have not ended (boxed, so the table's spare slots stay small).
+    runs: HashMap<Arc<str>, Box<RunState>>,
     /// Open groups by id.
     groups: HashMap<String, Group>,
     /// Executing activations.
@@ -215,7 +215,7 @@ impl SubjectState {
         );
         self.runs.insert(
             Arc::clone(&run),
-            RunState {
+            Box::new(RunState {
                 target,
                 parent: parent_run,
                 identity,
@@ -232,7 +232,7 @@ impl SubjectState {
                 resumed_by: None,
                 started_at: shared.clock.now(),
                 resumed_interactions: Vec::new(),
-            },
+            }),
         );
         self.activate(shared, &run).await;
         run
@@ -310,6 +310,8 @@ impl SubjectState {
             cell: None,
         });
         run.journal = replay.journal;
+        // Kept while the run is parked, perhaps for long: no spare capacity.
+        run.journal.shrink_to_fit();
         let resumed_group = run.resumed_group.take();
         let raised = run.group.clone();
         if let Some(g) = resumed_group {
@@ -442,7 +444,7 @@ impl SubjectState {
         self.parked = None;
         self.entries.insert(
             name,
-            Parked {
+            Box::new(Parked {
                 entry: Entry::waiting(id.clone(), status),
                 run,
                 on_expiry: OnExpiry::Kill,
@@ -451,7 +453,7 @@ impl SubjectState {
                 outcome: Some(outcome),
                 waiter: None,
                 input: None,
-            },
+            }),
         );
         self.publish(
             shared,
@@ -521,7 +523,8 @@ impl SubjectState {
                     g.clone(),
                     Group {
                         run: Arc::clone(&run_id),
-                        members: Vec::new(),
+                        // Most activations raise one ask.
+                        members: Vec::with_capacity(1),
                         open: true,
                         pending: None,
                     },
@@ -564,7 +567,7 @@ impl SubjectState {
         self.parked = None;
         self.entries.insert(
             name,
-            Parked {
+            Box::new(Parked {
                 entry,
                 run: Arc::clone(&run_id),
                 on_expiry: checked.on_expiry,
@@ -573,7 +576,7 @@ impl SubjectState {
                 outcome: None,
                 waiter,
                 input: None,
-            },
+            }),
         );
         if let Some(group) = self.groups.get_mut(&gid) {
             group.members.push(id.clone());
@@ -604,7 +607,7 @@ impl SubjectState {
             Some(to) => shared.release(to),
             None => shared.release(To::Caller),
         }
-        Some(parked)
+        Some(*parked)
     }
 
     /// Remove a resolved group and its (running) entries.
