@@ -52,6 +52,16 @@ pub enum To {
     User,
 }
 
+impl To {
+    /// The addressee as it is written in an entry.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            To::Caller => "caller",
+            To::User => "user",
+        }
+    }
+}
+
 /// One parked entry, serialised exactly as the door contract's `$parked` shows it.
 ///
 /// ```

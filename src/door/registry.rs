@@ -279,9 +279,7 @@ fn refused(shared: &Shared, subject: &str, error: VisitError) -> VisitError {
 pub(crate) async fn fire(shared: &Arc<Shared>, topic: &str, input: Value) -> Vec<HookFire> {
     let mut fires = Vec::new();
     let now = shared.clock.now();
-    let now_text = Input::from_json(&Value::String(
-        now.to_rfc3339_opts(SecondsFormat::AutoSi, true),
-    ));
+    let now_text = Input::string(&now.to_rfc3339_opts(SecondsFormat::AutoSi, true));
     let limits = Limits {
         deadline: shared.settings.jq_deadline,
         max_input_bytes: shared.settings.max_input_bytes,
@@ -291,10 +289,7 @@ pub(crate) async fn fire(shared: &Arc<Shared>, topic: &str, input: Value) -> Vec
         let Kind::Hook { subject, .. } = &door.spec.kind else {
             continue;
         };
-        let vars = [
-            Input::from_json(&Value::String(door.name().to_owned())),
-            now_text.clone(),
-        ];
+        let vars = [Input::string(door.name()), now_text.clone()];
         let one = |expr: &str, program: &crate::jq::Program| -> Result<Value, VisitProblem> {
             let out = program
                 .run(&doc, &vars, &limits)

@@ -137,8 +137,8 @@ impl Left {
                     Status::Finished | Status::Failed => left.waiting += 1,
                 }
             }
-            let value = serde_json::to_value(&entries).unwrap_or_default();
-            left.parked.push(Input::from_json(&value));
+            let converted: Vec<Input> = entries.iter().map(Input::from_entry).collect();
+            left.parked.push(Input::array(&converted));
         }
         left
     }

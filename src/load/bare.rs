@@ -104,8 +104,8 @@ pub(crate) fn measure(rt: &Runtime, config: &LoadConfig, parked: &[Input]) -> Ba
                             .cloned()
                             .unwrap_or_else(|| Input::from_json(&Value::Null)),
                         Input::from_json(&names[*subject]),
-                        Input::from_json(&Value::String(door.name().to_owned())),
-                        Input::from_json(&Value::String(now.clone())),
+                        Input::string(door.name()),
+                        Input::string(now),
                     ];
                     let input = Input::from_json(input);
                     let evaluated =

@@ -62,8 +62,7 @@ impl SubjectState {
         // from the kept conversions, which shares them.
         for parked in self.entries.values_mut() {
             if parked.input.is_none() {
-                let value = serde_json::to_value(&parked.entry).unwrap_or_default();
-                parked.input = Some(Input::from_json(&value));
+                parked.input = Some(Input::from_entry(&parked.entry));
             }
         }
         let input = Input::array(self.entries.values().filter_map(|p| p.input.as_ref()));
@@ -81,11 +80,9 @@ impl SubjectState {
         let now = shared.clock.now();
         let vars = [
             self.parked_input(),
-            Input::from_json(&Value::String(self.name.to_string())),
-            Input::from_json(&Value::String(door.name().to_owned())),
-            Input::from_json(&Value::String(
-                now.to_rfc3339_opts(SecondsFormat::AutoSi, true),
-            )),
+            Input::string(&self.name),
+            Input::string(door.name()),
+            Input::string(&now.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
         ];
         let limits = Limits {
             deadline: shared.settings.jq_deadline,
