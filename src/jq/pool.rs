@@ -17,20 +17,20 @@
 //!   async runtime's worker, which aborts the process. The stack is reserved address space;
 //!   only the pages used are committed.
 //!
-//! The price is a hand-off per evaluation. To keep it small, a worker that has just finished
-//! a job watches the queue for a short while before it sleeps, and a caller whose job such a
-//! watching worker took watches for its result for a short while before it sleeps:
-//! back-to-back evaluations then pass through without waking anyone. A caller that had to
-//! wake a worker sleeps at once instead, as the scheduler tends to run the woken worker on
-//! the caller's core. Threads cannot be interrupted, so an abandoned evaluation stuck in a
-//! native step keeps its CPU (and memory) until it ends by itself.
+//! The price is a hand-off per evaluation: a queue push, a wake-up of a sleeping worker,
+//! and a wake-up of the caller. Neither side spins while it waits: on a machine with as
+//! many busy threads as cores (async workers and evaluation workers together), a
+//! spinning thread takes the core from the one it waits for, which measured as a loss of
+//! about a quarter of a loaded door's throughput (`docs/benchmarks.md`). Threads cannot be
+//! interrupted, so an abandoned evaluation stuck in a native step keeps its CPU (and
+//! memory) until it ends by itself.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Stack size of a worker (and of a compilation thread): enough for the deepest values an
 /// evaluation can build before its deadline, and for the deepest program a source within
@@ -39,13 +39,6 @@ pub(super) const STACK_BYTES: usize = 256 << 20;
 
 /// The most abandoned evaluations that may each hold a replaced worker at one time.
 pub(super) const MAX_STUCK: usize = 8;
-
-/// How long a caller watches for its result before sleeping: about what a small evaluation
-/// takes, so that those are collected without a wake-up.
-pub(super) const CALLER_SPIN: Duration = Duration::from_micros(50);
-
-/// How long an idle worker watches the queue before sleeping.
-const WORKER_SPIN: Duration = Duration::from_micros(50);
 
 /// Why a job gave no result.
 #[derive(Debug, PartialEq, Eq)]
@@ -69,10 +62,6 @@ pub(super) struct Shared {
     max_stuck: usize,
     /// Signalled when a task is queued and a worker sleeps.
     queued: Condvar,
-    /// Number of queued tasks, readable without the lock, for idle workers to watch.
-    pending: AtomicUsize,
-    /// Workers watching `pending`, which will take a task without being woken.
-    watching: AtomicUsize,
     /// Workers alive, replaced or not.
     live: AtomicUsize,
     /// Workers that have been replaced and have not exited yet.
@@ -100,8 +89,6 @@ struct Slot<T> {
     state: Mutex<State<T>>,
     /// Signalled when the job is done and the caller sleeps.
     done: Condvar,
-    /// Set once the state is `Done`, for a watching caller.
-    finished: AtomicBool,
     /// Raised when the caller stops waiting; the job's ticks read it.
     cancelled: AtomicBool,
 }
@@ -142,8 +129,6 @@ impl Pool {
             }),
             queued: Condvar::new(),
             max_stuck,
-            pending: AtomicUsize::new(0),
-            watching: AtomicUsize::new(0),
             live: AtomicUsize::new(0),
             stuck: AtomicUsize::new(0),
         });
@@ -171,7 +156,6 @@ impl Pool {
         let slot = Arc::new(Slot {
             state: Mutex::new(State::Queued),
             done: Condvar::new(),
-            finished: AtomicBool::new(false),
             cancelled: AtomicBool::new(false),
         });
         if self.shared.live.load(Ordering::Acquire) == 0 {
@@ -180,19 +164,7 @@ impl Pool {
 
         let task_slot = Arc::clone(&slot);
         let task: Task = Box::new(move || task_slot.work(job));
-        let picked_up = self.shared.push(task);
-
-        // If a watching worker took the job, it runs on another core: watch for a quick
-        // result before going to sleep. If one had to be woken, the scheduler tends to run it
-        // on this core, so watching would only delay it: sleep at once.
-        if picked_up {
-            let watch_until = Instant::now()
-                .checked_add(CALLER_SPIN)
-                .map_or(deadline, |until| until.min(deadline));
-            while !slot.finished.load(Ordering::Acquire) && Instant::now() < watch_until {
-                std::hint::spin_loop();
-            }
-        }
+        self.shared.push(task);
 
         let mut state = lock(&slot.state);
         loop {
@@ -251,21 +223,13 @@ impl Shared {
         self.live.load(Ordering::Acquire) == 0
     }
 
-    /// Queue `task`, waking a worker unless a watching one will take it; returns whether
-    /// a watching worker will.
-    pub(super) fn push(&self, task: Task) -> bool {
+    /// Queue `task`, waking a worker if one sleeps.
+    pub(super) fn push(&self, task: Task) {
         let mut queue = lock(&self.queue);
         queue.tasks.push_back(task);
-        self.pending.fetch_add(1, Ordering::Release);
-        // Waking a worker costs a system call and a context switch; skip it when a
-        // watching worker will take the task anyway. A watcher about to sleep looks at
-        // the queue under this lock first, so no task is left behind.
-        let watching = self.watching.load(Ordering::Acquire);
-        let picked_up = queue.tasks.len() <= watching;
-        if !picked_up && queue.sleepers > 0 {
+        if queue.sleepers > 0 {
             self.queued.notify_one();
         }
-        picked_up
     }
 }
 
@@ -308,14 +272,12 @@ impl<T> Slot<T> {
             }
             State::Waiting { .. } => {
                 *state = State::Done(result);
-                self.finished.store(true, Ordering::Release);
                 self.done.notify_one();
                 Retire::Stay
             }
             _ => {
-                // The caller is still watching: no need to wake it.
+                // The caller has not begun to wait: it finds the result when it does.
                 *state = State::Done(result);
-                self.finished.store(true, Ordering::Release);
                 Retire::Stay
             }
         }
@@ -339,18 +301,10 @@ fn spawn_worker(shared: &Arc<Shared>) -> std::io::Result<()> {
 
 fn serve(shared: &Shared) {
     loop {
-        let now = Instant::now();
-        let watch_until = now.checked_add(WORKER_SPIN).unwrap_or(now);
-        shared.watching.fetch_add(1, Ordering::AcqRel);
-        while shared.pending.load(Ordering::Acquire) == 0 && Instant::now() < watch_until {
-            std::hint::spin_loop();
-        }
-        shared.watching.fetch_sub(1, Ordering::AcqRel);
         let task = {
             let mut queue = lock(&shared.queue);
             loop {
                 if let Some(task) = queue.tasks.pop_front() {
-                    shared.pending.fetch_sub(1, Ordering::Release);
                     break task;
                 }
                 queue.sleepers += 1;

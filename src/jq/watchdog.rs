@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use super::pool::{CALLER_SPIN, Failure, Pool, Retire, Shared, Task, lock, panic_message};
+use super::pool::{Failure, Pool, Retire, Shared, Task, lock, panic_message};
 
 /// Where an awaited job stands.
 enum State<T> {
@@ -268,29 +268,8 @@ impl Pool {
         drop(expiring);
         let task_slot = Arc::clone(&slot);
         let task: Task = Box::new(move || task_slot.work(job));
-        let picked_up = self.shared.push(task);
+        self.shared.push(task);
         let mut guard = CancelOnDrop { slot, armed: true };
-        let mut rx = rx;
-        // A watching worker took the job on another core: a small evaluation is done
-        // within a few microseconds, so watch for it before giving the thread back (as
-        // the blocking path does); past that, await it.
-        if picked_up {
-            let until = Instant::now()
-                .checked_add(CALLER_SPIN)
-                .map_or(deadline, |t| t.min(deadline));
-            loop {
-                match rx.try_recv() {
-                    Ok(result) => {
-                        guard.armed = false;
-                        return result;
-                    }
-                    Err(oneshot::error::TryRecvError::Empty) if Instant::now() < until => {
-                        std::hint::spin_loop();
-                    }
-                    Err(_) => break,
-                }
-            }
-        }
         // The sender is dropped unsent only if the pool itself is torn down.
         let result = rx.await.unwrap_or(Err(Failure::Deadline));
         guard.armed = false;
