@@ -4,9 +4,11 @@
 //!   operations on its own subject.
 //! - [`journal`]: the plain-data record of what a run did.
 //! - [`activation`]: the run actor that executes one activation.
+//! - [`stored`]: a run's kwargs and extras kept as compact text between activations.
 
 pub(crate) mod activation;
 pub(crate) mod ctx;
 pub(crate) mod journal;
+pub(crate) mod stored;
 
 pub use ctx::Ctx;

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::error::RunError;
 use crate::run::ctx::Ctx;
+use crate::run::stored::Stored;
 use crate::subject::{Ending, SubjectMsg};
 use crate::target::Target;
 
@@ -27,9 +28,9 @@ pub(crate) struct Activation {
     /// The target.
     pub(crate) target: Arc<Target>,
     /// Its kwargs.
-    pub(crate) kwargs: Value,
+    pub(crate) kwargs: Stored,
     /// Its extras.
-    pub(crate) extras: Value,
+    pub(crate) extras: Stored,
 }
 
 /// The one message: go.
@@ -70,21 +71,13 @@ async fn run(activation: Activation) {
         kwargs,
         extras,
     } = activation;
-    let future = (target.run)(ctx.clone(), kwargs, extras);
-    let result = AssertUnwindSafe(future)
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|panic| {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a non-string panic".to_owned());
-            Err(RunError::Failed(format!(
-                "target {} panicked: {what}",
-                target.name
-            )))
-        });
+    let result = match (kwargs.read(), extras.read()) {
+        (Ok(kwargs), Ok(extras)) => call(&ctx, &target, kwargs, extras).await,
+        (Err(e), _) | (_, Err(e)) => Err(RunError::Failed(format!(
+            "the kwargs or extras of run {} could not be read back: {e}",
+            ctx.run_id()
+        ))),
+    };
     let replay = ctx.finish();
     let shared = ctx.shared();
     let subject: Arc<str> = Arc::from(ctx.subject());
@@ -99,4 +92,23 @@ async fn run(activation: Activation) {
         .subjects
         .send(&shared, &subject, SubjectMsg::Ended(Box::new(ending)))
         .await;
+}
+
+/// Call the target; a panic becomes a failure.
+async fn call(ctx: &Ctx, target: &Target, kwargs: Value, extras: Value) -> Result<Value, RunError> {
+    let future = (target.run)(ctx.clone(), kwargs, extras);
+    AssertUnwindSafe(future)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string panic".to_owned());
+            Err(RunError::Failed(format!(
+                "target {} panicked: {what}",
+                target.name
+            )))
+        })
 }

@@ -54,7 +54,7 @@ impl Actor for SubjectActor {
             shared.inflight.done();
             return Ok(());
         };
-        let idle = handle(&shared, state, msg).await;
+        let idle = Box::pin(handle(&shared, state, msg)).await;
         let after = state.after(&shared, idle);
         if after == After::Passivate && !held.draining {
             held.draining = true;

@@ -27,6 +27,7 @@ use crate::record::{RunRecord, RunStatus, Suspended};
 use crate::run::activation::{Activation, RunActor};
 use crate::run::ctx::{Ctx, EXPIRY_MARKER_KEY, expiry_marker};
 use crate::run::journal::JournalEntry;
+use crate::run::stored::Stored;
 use crate::shared::{Parent, Shared};
 use crate::supervisor::{SupervisorMsg, Timer, TimerKey};
 use crate::target::Target;
@@ -46,10 +47,11 @@ pub(crate) struct Parked {
     on_expiry: OnExpiry,
     /// The armed timer: the deadline of an ask, the horizon of a waiting outcome.
     timer: Option<TimerKey>,
-    /// The answer, once resolved and until the run resumes.
-    answer: Option<Value>,
+    /// The answer, once resolved and until the run resumes (boxed, like the outcome:
+    /// most entries never hold one, and a JSON value held inline is 72 bytes).
+    answer: Option<Box<Value>>,
     /// A waiting outcome's result or error.
-    outcome: Option<Result<Value, String>>,
+    outcome: Option<Box<Result<Value, String>>>,
     /// A `sync` user ask: the blocked activation waiting for the answer.
     waiter: Option<oneshot::Sender<Value>>,
     /// The entry converted for jq, kept until the entry changes: `$parked` is rebuilt
@@ -79,8 +81,9 @@ struct RunState {
     parent: Option<Arc<str>>,
     identity: Arc<str>,
     lineage: Arc<[String]>,
-    kwargs: Value,
-    extras: Value,
+    /// Kept as text while the run waits (`crate::run::stored`).
+    kwargs: Stored,
+    extras: Stored,
     journal: Vec<JournalEntry>,
     status: RunStatus,
     /// Counts activations; an `Ended` or `Ask` of another epoch is stale.
@@ -220,8 +223,8 @@ impl SubjectState {
                 parent: parent_run,
                 identity,
                 lineage,
-                kwargs,
-                extras,
+                kwargs: Stored::new(&kwargs),
+                extras: Stored::new(&extras),
                 journal: Vec::new(),
                 status: RunStatus::Running,
                 epoch: 0,
@@ -265,7 +268,9 @@ impl SubjectState {
             kwargs: run.kwargs.clone(),
             extras: run.extras.clone(),
         };
-        match Actor::spawn(None, RunActor, activation).await {
+        // Boxed: ractor's spawn future is large, and held inline it would size every
+        // subject actor's task for it, idle or not.
+        match Box::pin(Actor::spawn(None, RunActor, activation)).await {
             Ok((actor, _)) => {
                 let _ = shared.supervisor.cast(SupervisorMsg::Activation {
                     run: Arc::clone(run_id),
@@ -450,7 +455,7 @@ impl SubjectState {
                 on_expiry: OnExpiry::Kill,
                 timer: Some(key),
                 answer: None,
-                outcome: Some(outcome),
+                outcome: Some(Box::new(outcome)),
                 waiter: None,
                 input: None,
             }),
@@ -723,7 +728,7 @@ impl SubjectState {
         }
         parked.entry.status = Status::Running;
         parked.input = None;
-        parked.answer = Some(answer);
+        parked.answer = Some(Box::new(answer));
         self.parked = None;
         if let Some(key) = parked.timer.take() {
             let _ = shared.supervisor.cast(SupervisorMsg::Disarm { key });
@@ -771,7 +776,7 @@ impl SubjectState {
             .iter()
             .filter_map(|m| {
                 let p = self.entries.get(m.as_str())?;
-                Some((m.as_str(), p.answer.as_ref()?))
+                Some((m.as_str(), p.answer.as_deref()?))
             })
             .collect();
         let run = self.runs.get_mut(run_id)?;
@@ -822,7 +827,7 @@ impl SubjectState {
         );
         Ok(parked
             .and_then(|p| p.outcome)
-            .unwrap_or_else(|| Err(format!("interaction {id} held no outcome"))))
+            .map_or_else(|| Err(format!("interaction {id} held no outcome")), |o| *o))
     }
 
     /// Check a cancel of `ids`: every problem is reported.
