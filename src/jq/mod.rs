@@ -12,12 +12,18 @@
 //! * evaluation: [`Input`] converts a value to jaq's representation once, [`Program::run`]
 //!   yields the first output and whether there is a second, and converts back to JSON;
 //! * the deadline guard, in two layers:
-//!   - every evaluation runs on a small pool of dedicated threads ([`pool`]), and the caller
+//!   - evaluations run on a small pool of dedicated threads ([`pool`]), and the caller
 //!     waits no longer than the deadline, whatever the evaluation does; a worker left running
 //!     an abandoned evaluation is replaced at once, so other evaluations are not stalled;
 //!   - the program itself checks the deadline (and the caller's cancellation) wherever jaq
 //!     repeats a sub-term ([`rewrite`], [`deadline`]), so that an abandoned evaluation stops
-//!     soon after its deadline instead of holding its thread.
+//!     soon after its deadline instead of holding its thread;
+//! * the shortcut past the pool: a door visit's batch of *shallow* programs ([`shallow`]: no
+//!   deep walk of a value, no repetition, bounded nesting, so the ticks alone bound them) is
+//!   first evaluated in place, on the caller's thread, under a budget of
+//!   [`IN_PLACE_BUDGET`](program::IN_PLACE_BUDGET); past the budget it is dropped and the
+//!   batch evaluated again on the pool (the expressions are pure). The hand-off to a pool
+//!   thread and back is most of what a small expression costs, so the common case pays none.
 //!
 //! Why both: jaq-core 3 has no fuel or interrupt hook, but it takes the program as a syntax
 //! tree, and a native filter inserted into the tree can raise an exception nothing catches
@@ -27,7 +33,7 @@
 //! shared value), and jaq recurses deeply enough on nested values to overflow the 2 MiB stack
 //! of an async runtime's worker (`reduce range(100000) as $i (0; [.]) | length` does), which
 //! aborts the process. Threads of our own, with large stacks, close both gaps, for a hand-off
-//! of a few microseconds per evaluation.
+//! of a few microseconds per evaluation (which a shallow batch skips).
 //!
 //! What remains: an evaluation stuck in a native step keeps its CPU and memory until it ends
 //! by itself (at most [`pool::MAX_STUCK`] such workers are replaced at a time; past that,
@@ -52,6 +58,7 @@ mod outputs;
 mod pool;
 mod program;
 mod rewrite;
+mod shallow;
 mod watchdog;
 
 pub use error::{CompileError, CompileErrors, EvalError};

@@ -20,6 +20,15 @@ use super::limits::Limits;
 use super::outputs::{self, Outputs, Unconvertible};
 use super::pool::{self, Failure, Pool};
 use super::rewrite;
+use super::shallow;
+
+/// How long a batch of shallow programs may run in place before it is handed to the pool
+/// instead (see [`Program::run_batch`]).
+pub(super) const IN_PLACE_BUDGET: Duration = Duration::from_millis(1);
+
+/// The longest error message kept from an evaluation: the value an error names is printed
+/// only this far, however large it is.
+const MAX_ERROR_CHARS: usize = 1 << 10;
 
 /// The variables of a door's expressions, in the order their values are passed to
 /// [`Program::run`].
@@ -46,6 +55,8 @@ struct Compiled {
     filter: Filter<Door>,
     /// How many variables the expression was compiled with.
     vars: usize,
+    /// Whether the program is shallow, so its ticks alone bound it (see `shallow`).
+    shallow: bool,
 }
 
 impl Program {
@@ -148,14 +159,17 @@ impl Program {
         }
     }
 
-    /// Evaluate several programs over the same `input` and `vars` in one hand-off to the
-    /// pool: a door visit's expressions cost one thread hand-off, not one each.
+    /// Evaluate several programs over the same `input` and `vars`: in place when every one
+    /// is shallow and they finish within [`IN_PLACE_BUDGET`], else in one hand-off to the
+    /// pool, so a door visit's expressions cost at most one thread hand-off, not one each.
     ///
     /// The batch shares one deadline, `limits.deadline` from the call: a visit's whole
-    /// evaluation is bounded by it. Each program's result is reported at its place; when
-    /// the pool gives up on the batch as a whole, every program is reported as past the
-    /// deadline. The calling thread is free while the pool evaluates (see the `watchdog`
-    /// module).
+    /// evaluation is bounded by it. An in-place attempt that runs out of its budget is
+    /// dropped and the batch evaluated again on the pool (door expressions are pure, so
+    /// nothing was done twice), against what is left of the deadline. Each program's result
+    /// is reported at its place; when the pool gives up on the batch as a whole, every
+    /// program is reported as past the deadline. The calling thread is free while the pool
+    /// evaluates (see the `watchdog` module).
     pub(crate) async fn run_batch(
         programs: &[&Program],
         input: &Input,
@@ -164,6 +178,9 @@ impl Program {
     ) -> Vec<Result<Outputs, EvalError>> {
         match Batch::new(programs, input, vars, limits) {
             Ok(batch) => {
+                if let Some(results) = batch.in_place() {
+                    return results;
+                }
                 let (cut_off, count, limit) = (batch.cut_off, batch.count, batch.limit);
                 let result = Pool::global()
                     .run_async(cut_off, move |c| batch.evaluate(c))
@@ -189,6 +206,24 @@ impl Program {
         let deadline = Deadline::new(at, &never);
         self.compiled
             .evaluate(input.val().clone(), vars, deadline, limits.deadline)
+    }
+
+    /// Whether the program is shallow (evaluated in place when its batch is).
+    #[cfg(test)]
+    pub(super) fn is_shallow(&self) -> bool {
+        self.compiled.shallow
+    }
+
+    /// The in-place attempt of [`Program::run_batch`] alone: `None` when the batch would
+    /// go to the pool.
+    #[cfg(test)]
+    pub(super) fn run_in_place(
+        programs: &[&Program],
+        input: &Input,
+        vars: &[Input],
+        limits: &Limits,
+    ) -> Option<Vec<Result<Outputs, EvalError>>> {
+        Batch::new(programs, input, vars, limits).ok()?.in_place()
     }
 
     /// [`Program::run`] on a pool of the test's own.
@@ -217,6 +252,7 @@ fn compile(name: &str, source: &str, vars: &[&str]) -> Result<Compiled, Vec<Comp
     let library = Library::get();
     let globals: Vec<String> = vars.iter().map(|v| format!("${v}")).collect();
     let term = Check::source(name, source, &globals, library)?;
+    let shallow = shallow::is_shallow(&term);
 
     let internal = |message: String| {
         vec![CompileError::Internal {
@@ -255,6 +291,7 @@ fn compile(name: &str, source: &str, vars: &[&str]) -> Result<Compiled, Vec<Comp
         name: name.to_owned(),
         filter,
         vars: vars.len(),
+        shallow,
     })
 }
 
@@ -309,7 +346,7 @@ impl Compiled {
 /// What a jaq exception means for the caller.
 fn exception(exn: jaq_core::Exn<'_, Val>, limit: Duration) -> EvalError {
     match exn.get_err() {
-        Ok(error) => EvalError::Runtime(render(error.into_val())),
+        Ok(error) => EvalError::Runtime(render(&error)),
         Err(exn) => match exn.get_halt() {
             // Door expressions cannot call `halt`, so this is the deadline's tick.
             Ok(HALT_CODE) => passed(limit),
@@ -319,11 +356,38 @@ fn exception(exn: jaq_core::Exn<'_, Val>, limit: Duration) -> EvalError {
     }
 }
 
-/// Render a jq error value the way jq reports it: a string as it is, anything else as JSON.
-fn render(value: Val) -> String {
-    match &value {
-        Val::TStr(b) | Val::BStr(b) => String::from_utf8_lossy(b).into_owned(),
-        other => other.to_string(),
+/// Render a jq error the way jq reports it: an error raised with a string as that string,
+/// anything else as text with the values it names printed as JSON, cut at
+/// [`MAX_ERROR_CHARS`] (jaq shares values, so the value an error names can be far larger
+/// printed than it is in memory).
+fn render(error: &jaq_core::Error<Val>) -> String {
+    let mut text = Capped::default();
+    let cut = fmt::write(&mut text, format_args!("{error}")).is_err();
+    if cut {
+        text.0.push('…');
+        return text.0;
+    }
+    // An error raised with a string prints as a JSON string.
+    serde_json::from_str::<String>(&text.0).unwrap_or(text.0)
+}
+
+/// Text that refuses to grow past [`MAX_ERROR_CHARS`] bytes, which ends the printing.
+#[derive(Default)]
+struct Capped(String);
+
+impl fmt::Write for Capped {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = MAX_ERROR_CHARS.saturating_sub(self.0.len());
+        if s.len() <= room {
+            self.0.push_str(s);
+            return Ok(());
+        }
+        let mut end = room;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.0.push_str(&s[..end]);
+        Err(fmt::Error)
     }
 }
 
@@ -379,6 +443,26 @@ impl Batch {
             count: programs.len(),
             limit,
         })
+    }
+
+    /// Evaluate every program, in order, on the calling thread, when all are shallow and
+    /// they finish within [`IN_PLACE_BUDGET`]; `None` sends the batch to the pool.
+    fn in_place(&self) -> Option<Vec<Result<Outputs, EvalError>>> {
+        if !self.compiled.iter().all(|c| c.shallow) {
+            return None;
+        }
+        let budget = deadline_after(Instant::now(), IN_PLACE_BUDGET).min(self.deadline);
+        let never = AtomicBool::new(false);
+        let mut results = Vec::with_capacity(self.compiled.len());
+        for c in &self.compiled {
+            let deadline = Deadline::new(budget, &never);
+            let result = c.evaluate(self.input.clone(), self.vars.clone(), deadline, self.limit);
+            if matches!(result, Err(EvalError::Deadline { .. })) {
+                return None;
+            }
+            results.push(result);
+        }
+        Some(results)
     }
 
     /// Evaluate every program, in order, on the pool's thread.

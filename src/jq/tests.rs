@@ -819,3 +819,155 @@ fn a_program_stuck_in_one_native_step_does_not_hold_the_caller() {
         assert!(started.elapsed() < Duration::from_millis(50));
     }
 }
+
+/// Programs the screen lets run in place, each with an input it reads.
+const SHALLOW: &[(&str, &str)] = &[
+    ("[$parked[].id]", "null"),
+    (r#"{id: $parked[0].id, payload: {answer: "yes"}}"#, "null"),
+    (
+        "{payload: .msg, waiting: ($parked | length)}",
+        r#"{"msg": "hi"}"#,
+    ),
+    (
+        r#"(first($parked[] | select(.status == "asking")) | {id: .id, payload: "yes"}) // null"#,
+        "null",
+    ),
+    (
+        r#"if .op == "start" and ($parked | length) < 10 then {ttl: .ttl} else null end"#,
+        r#"{"op": "start", "ttl": "1h"}"#,
+    ),
+    ("$parked | map(.id) | length + 1", "null"),
+    (
+        ". as {a: $x} | [$x, $subject.id, $door.name, $now]",
+        r#"{"a": [1, 2]}"#,
+    ),
+    ("try .a", "[1]"),
+    (
+        "[.[] | select(type == \"number\") | . % 2] | any",
+        "[1, 2, \"x\"]",
+    ),
+    ("to_entries | map(.key) | first", r#"{"b": 1, "a": 2}"#),
+    ("[limit(3; range(10))] | last", "null"),
+    (".[1:] | length", "[1, 2, 3]"),
+];
+
+/// Programs that must go to the pool: each walks a value deeply, repeats itself, or nests
+/// too deep to be sure of the stack.
+const NOT_SHALLOW: &[&str] = &[
+    ".a == .b",
+    ". + .",
+    ".a * 2",
+    "\"\\(.)\"",
+    "@json",
+    "tostring",
+    "tojson",
+    "sort",
+    "add",
+    "error(\"x\")",
+    "contains([1])",
+    "reduce .[] as $x (0; . + $x)",
+    "[foreach .[] as $x (0; . + 1)]",
+    "def f: 1; f",
+    "..",
+    "try .a catch .",
+    ".[.k]",
+    ".[.a:]",
+    ".a |= 1",
+    ".a = 1",
+];
+
+#[test]
+fn shallow_programs_are_told_apart() {
+    for (source, _) in SHALLOW {
+        assert!(compile(source).is_shallow(), "{source} should be shallow");
+    }
+    for source in NOT_SHALLOW {
+        assert!(
+            !compile(source).is_shallow(),
+            "{source} should not be shallow"
+        );
+    }
+    // Nesting: within the limit in place, past it to the pool.
+    let nested = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+    assert!(compile(&nested(8)).is_shallow());
+    assert!(!compile(&nested(40)).is_shallow());
+}
+
+#[test]
+fn a_shallow_batch_runs_in_place_with_the_pool_s_results() {
+    for (source, input) in SHALLOW {
+        let input: Value = serde_json::from_str(input).expect("test input is JSON");
+        let program = compile(source);
+        let in_place = Program::run_in_place(
+            &[&program, &program],
+            &Input::from_json(&input),
+            &door_vars(),
+            &roomy(),
+        );
+        let pooled = run(source, input);
+        assert!(pooled.is_ok(), "{source}: {pooled:?}");
+        assert_eq!(in_place, Some(vec![pooled.clone(), pooled]), "{source}");
+    }
+    // One program that is not shallow sends the whole batch to the pool.
+    let (shallow, deep) = (compile("."), compile("tostring"));
+    let batch = [&shallow, &deep];
+    let in_place = Program::run_in_place(&batch, &Input::default(), &door_vars(), &roomy());
+    assert_eq!(in_place, None);
+}
+
+#[test]
+fn a_shallow_program_past_its_budget_goes_to_the_pool() {
+    // Linear, but in a hundred thousand steps: longer than the in-place budget, far shorter
+    // than the deadline.
+    let long = compile("[range(100000)] | map(select(. >= 0)) | length");
+    assert!(long.is_shallow());
+    let vars = door_vars();
+    let in_place = Program::run_in_place(&[&long], &Input::default(), &vars, &roomy());
+    assert_eq!(in_place, None);
+    let results = futures::executor::block_on(Program::run_batch(
+        &[&long],
+        &Input::default(),
+        &vars,
+        &roomy(),
+    ));
+    let firsts: Vec<_> = results.into_iter().map(|r| r.map(|o| o.first)).collect();
+    assert_eq!(firsts, vec![Ok(Some(json!(100000)))]);
+
+    // The runaways the screen lets through give up their in-place attempt the same way
+    // (the ticks stop them at the budget), instead of holding the caller's thread.
+    let shallow: Vec<Program> = RUNAWAYS
+        .iter()
+        .map(|s| compile(s))
+        .filter(Program::is_shallow)
+        .collect();
+    assert!(
+        shallow.len() >= 2,
+        "only {} shallow runaways",
+        shallow.len()
+    );
+    for program in &shallow {
+        let in_place = Program::run_in_place(&[program], &Input::default(), &vars, &roomy());
+        assert_eq!(in_place, None, "{program:?}");
+    }
+}
+
+#[test]
+fn an_error_naming_a_huge_shared_value_is_cut_short() {
+    // Twenty-five doublings: a value of 2^25 leaves (hundreds of megabytes printed), which
+    // the error names.
+    let doubled = format!("{}.a", "[., .] | ".repeat(25));
+    let program = compile(&doubled);
+    assert!(program.is_shallow());
+    let in_place = Program::run_in_place(&[&program], &Input::default(), &door_vars(), &roomy());
+    let pooled = program.run(&Input::default(), &door_vars(), &roomy());
+    for result in [in_place.and_then(|r| r.into_iter().next()), Some(pooled)] {
+        match result {
+            Some(Err(EvalError::Runtime(message))) => {
+                assert!(message.starts_with("cannot index [[[["), "{message}");
+                assert!(message.ends_with('…'), "{message}");
+                assert!(message.len() <= 1024 + '…'.len_utf8(), "{}", message.len());
+            }
+            other => panic!("expected a runtime error, got {other:?}"),
+        }
+    }
+}
