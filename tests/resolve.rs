@@ -254,13 +254,15 @@ async fn cancel_tears_down_the_whole_parked_chain() {
 async fn cancel_of_a_live_chain_gives_its_receiver_one_failure() {
     let (rt, _clock) = common::runtime().await;
     let gate = Arc::new(Notify::new());
-    let g = Arc::clone(&gate);
+    let resumed_past_gate = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (g, past) = (Arc::clone(&gate), Arc::clone(&resumed_past_gate));
     rt.register("bottom", &[], move |ctx, _, _| {
-        let g = Arc::clone(&g);
+        let (g, past) = (Arc::clone(&g), Arc::clone(&past));
         async move {
             let asked = ctx.ask(Ask::caller("stuck?").expiry_at("10m")).await;
             // Hold the activation open after parking: the chain above stays live.
             g.notified().await;
+            past.store(true, std::sync::atomic::Ordering::SeqCst);
             asked?;
             Ok(Value::Null)
         }
@@ -295,6 +297,11 @@ async fn cancel_of_a_live_chain_gives_its_receiver_one_failure() {
     // The killed bottom activation never continues, even when its gate opens.
     gate.notify_waiters();
     rt.settle().await;
+    tokio::task::yield_now().await;
+    assert!(
+        !resumed_past_gate.load(std::sync::atomic::Ordering::SeqCst),
+        "the torn-down activation went on running"
+    );
     let stats = rt.stats().await;
     assert_eq!((stats.runs, stats.caller_open), (0, 0));
     assert!(rt.list("s").await.unwrap().is_empty());

@@ -1,25 +1,29 @@
-//! The run actor: executes one activation of a run.
+//! The run actor: executes one activation of a run, as a task of its own.
 //!
 //! Spawned by the subject for each activation, it calls the target, catches a panic as
 //! a failure (a run never hangs because its target panicked), sends the `Ended` message
-//! to its subject, and stops. A cancel kills it from the supervisor, which drops the
-//! target's future wherever it stands.
+//! to its subject, and ends. Along the way the target's `ask`, `call` and parked-set
+//! operations are messages to the subject too. A cancel aborts it from the supervisor,
+//! which drops the target's future wherever it stands.
+//!
+//! It is a plain task, not a ractor actor, on purpose: an activation only sends, it never
+//! receives a message, so a mailbox would be pure cost, and a ractor actor's cell (four
+//! channels, a supervision port, a task to start it) was the largest share of what an
+//! activation cost the subject that spawned it. The supervisor holds its abort handle,
+//! which is all a teardown needs.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::FutureExt;
-use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::Value;
+use tokio::task::AbortHandle;
 
 use crate::error::RunError;
 use crate::run::ctx::Ctx;
 use crate::run::stored::Stored;
 use crate::subject::{Ending, SubjectMsg};
 use crate::target::Target;
-
-/// The actor type.
-pub(crate) struct RunActor;
 
 /// What one activation runs.
 pub(crate) struct Activation {
@@ -33,35 +37,9 @@ pub(crate) struct Activation {
     pub(crate) extras: Stored,
 }
 
-/// The one message: go.
-pub(crate) struct Go;
-
-impl Actor for RunActor {
-    type Msg = Go;
-    type State = Option<Activation>;
-    type Arguments = Activation;
-
-    async fn pre_start(
-        &self,
-        myself: ActorRef<Go>,
-        activation: Activation,
-    ) -> Result<Self::State, ActorProcessingErr> {
-        myself.cast(Go)?;
-        Ok(Some(activation))
-    }
-
-    async fn handle(
-        &self,
-        myself: ActorRef<Go>,
-        _go: Go,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
-        if let Some(activation) = state.take() {
-            run(activation).await;
-        }
-        myself.stop(None);
-        Ok(())
-    }
+/// Start `activation` on the current runtime; the handle aborts it.
+pub(crate) fn spawn(activation: Activation) -> AbortHandle {
+    tokio::spawn(run(activation)).abort_handle()
 }
 
 async fn run(activation: Activation) {

@@ -104,9 +104,7 @@ async fn handle(
             receiver,
             reply,
         } => {
-            let run = state
-                .start(shared, target, kwargs, extras, identity, parent, receiver)
-                .await;
+            let run = state.start(shared, target, kwargs, extras, identity, parent, receiver);
             let _ = reply.send(run);
         }
         SubjectMsg::Ask {
@@ -124,7 +122,7 @@ async fn handle(
         }
         SubjectMsg::Ended(ending) => {
             let run = state.ended(shared, *ending);
-            state.activate_prepared(shared, run).await;
+            state.activate_prepared(shared, run);
         }
         SubjectMsg::List { reply } => {
             let _ = reply.send(state.list());
@@ -138,7 +136,7 @@ async fn handle(
         } => match state.resume(shared, &interaction, payload, receiver, resumer) {
             Ok((ack, run)) => {
                 let _ = reply.send(Ok(ack));
-                state.activate_prepared(shared, run).await;
+                state.activate_prepared(shared, run);
             }
             Err(problem) => {
                 let _ = reply.send(Err(problem));

@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
-use ractor::Actor;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -24,7 +23,7 @@ use crate::error::{AskError, IdProblem, RunError};
 use crate::event::{Event, Resolution};
 use crate::ids::Kind;
 use crate::record::{RunRecord, RunStatus, Suspended};
-use crate::run::activation::{Activation, RunActor};
+use crate::run::activation::{self, Activation};
 use crate::run::ctx::{Ctx, EXPIRY_MARKER_KEY, expiry_marker};
 use crate::run::journal::JournalEntry;
 use crate::run::stored::Stored;
@@ -184,7 +183,7 @@ impl SubjectState {
 
     /// Start a run of `target`.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn start(
+    pub(crate) fn start(
         &mut self,
         shared: &Arc<Shared>,
         target: Arc<Target>,
@@ -237,12 +236,12 @@ impl SubjectState {
                 resumed_interactions: Vec::new(),
             }),
         );
-        self.activate(shared, &run).await;
+        self.activate(shared, &run);
         run
     }
 
     /// Start a new activation of `run`, replaying its journal.
-    async fn activate(&mut self, shared: &Arc<Shared>, run_id: &Arc<str>) {
+    fn activate(&mut self, shared: &Arc<Shared>, run_id: &Arc<str>) {
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
@@ -268,29 +267,11 @@ impl SubjectState {
             kwargs: run.kwargs.clone(),
             extras: run.extras.clone(),
         };
-        // Boxed: ractor's spawn future is large, and held inline it would size every
-        // subject actor's task for it, idle or not.
-        match Box::pin(Actor::spawn(None, RunActor, activation)).await {
-            Ok((actor, _)) => {
-                let _ = shared.supervisor.cast(SupervisorMsg::Activation {
-                    run: Arc::clone(run_id),
-                    cell: Some(actor.get_cell()),
-                });
-            }
-            Err(e) => {
-                // Only a stopping runtime fails to spawn; the run fails rather than hang.
-                let epoch = run.epoch;
-                let ending = Ending {
-                    run: Arc::clone(run_id),
-                    epoch,
-                    result: Err(RunError::Failed(format!(
-                        "could not start an activation: {e}"
-                    ))),
-                    replay: Default::default(),
-                };
-                self.ended(shared, ending);
-            }
-        }
+        let handle = activation::spawn(activation);
+        let _ = shared.supervisor.cast(SupervisorMsg::Activation {
+            run: Arc::clone(run_id),
+            handle: Some(handle),
+        });
     }
 
     /// An activation ended: deliver its outcome, or resume at once if its group was
@@ -312,7 +293,7 @@ impl SubjectState {
         shared.inflight.done();
         let _ = shared.supervisor.cast(SupervisorMsg::Activation {
             run: Arc::clone(&run_id),
-            cell: None,
+            handle: None,
         });
         run.journal = replay.journal;
         // Kept while the run is parked, perhaps for long: no spare capacity.
@@ -800,9 +781,9 @@ impl SubjectState {
     }
 
     /// Activate a run that [`SubjectState::resume`] or [`SubjectState::ended`] prepared.
-    pub(crate) async fn activate_prepared(&mut self, shared: &Arc<Shared>, run: Option<Arc<str>>) {
+    pub(crate) fn activate_prepared(&mut self, shared: &Arc<Shared>, run: Option<Arc<str>>) {
         if let Some(run) = run {
-            self.activate(shared, &run).await;
+            self.activate(shared, &run);
         }
     }
 
@@ -1037,7 +1018,7 @@ impl SubjectState {
             }
             OnExpiry::Resume => {
                 let (_, run) = self.resolve(shared, id, expiry_marker(), None, Resolution::Expired);
-                self.activate_prepared(shared, run).await;
+                self.activate_prepared(shared, run);
             }
         }
     }

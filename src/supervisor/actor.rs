@@ -7,8 +7,9 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::{Notify, oneshot};
+use tokio::task::AbortHandle;
 
 use super::timers::{Fired, Timer, TimerKey, Timers};
 use super::tree::Tree;
@@ -28,7 +29,7 @@ pub(crate) enum SupervisorMsg {
         /// The run.
         run: Arc<str>,
         /// Its executing activation.
-        cell: Option<ActorCell>,
+        handle: Option<AbortHandle>,
     },
     /// `run` ended for good.
     Ended {
@@ -113,7 +114,9 @@ impl Actor for Supervisor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             SupervisorMsg::Link { run, parent } => state.tree.link(run, parent),
-            SupervisorMsg::Activation { run, cell } => state.tree.set_activation(&run, cell),
+            SupervisorMsg::Activation { run, handle } => {
+                state.tree.set_activation(&run, handle);
+            }
             SupervisorMsg::Ended { run } => state.tree.remove(&run),
             SupervisorMsg::TearDown {
                 run,

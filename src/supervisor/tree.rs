@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use ractor::ActorCell;
+use tokio::task::AbortHandle;
 
 /// One run in the tree.
 #[derive(Debug, Default)]
@@ -18,7 +18,7 @@ struct Node {
     /// Runs this run called that have not ended.
     children: Vec<Arc<str>>,
     /// The executing activation, if one is.
-    activation: Option<ActorCell>,
+    activation: Option<AbortHandle>,
 }
 
 /// Every run that has not ended, with its links.
@@ -48,7 +48,7 @@ impl Tree {
     }
 
     /// Record the activation executing for `run`, or that none is.
-    pub(crate) fn set_activation(&mut self, run: &str, activation: Option<ActorCell>) {
+    pub(crate) fn set_activation(&mut self, run: &str, activation: Option<AbortHandle>) {
         if let Some(node) = self.nodes.get_mut(run) {
             node.activation = activation;
         }
@@ -112,7 +112,7 @@ impl Tree {
             if let Some(node) = self.nodes.get_mut(run)
                 && let Some(activation) = node.activation.take()
             {
-                activation.kill();
+                activation.abort();
             }
         }
         for run in runs {

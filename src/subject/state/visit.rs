@@ -244,7 +244,7 @@ impl SubjectState {
                         let (tx, rx) = receiver.then(oneshot::channel).unzip();
                         match self.resume(shared, &id, payload, tx, None) {
                             Ok((ack, run)) => {
-                                self.activate_prepared(shared, run).await;
+                                self.activate_prepared(shared, run);
                                 let outcome = rx.filter(|_| ack == Ack::Started);
                                 out.push(AppliedItem::Resumed { id, ack, outcome });
                             }
@@ -272,17 +272,15 @@ impl SubjectState {
             let extras = plan
                 .extras
                 .unwrap_or_else(|| Value::Object(Default::default()));
-            let run = self
-                .start(
-                    shared,
-                    target,
-                    kwargs,
-                    extras,
-                    Arc::from(format!("door:{}", door.name())),
-                    Parent::Top,
-                    tx,
-                )
-                .await;
+            let run = self.start(
+                shared,
+                target,
+                kwargs,
+                extras,
+                Arc::from(format!("door:{}", door.name())),
+                Parent::Top,
+                tx,
+            );
             applied.started = Some((run, rx));
         }
         applied
