@@ -3,14 +3,14 @@
 //! Spawned by the subject for each activation, it calls the target, catches a panic as
 //! a failure (a run never hangs because its target panicked), sends the `Ended` message
 //! to its subject, and ends. Along the way the target's `ask`, `call` and parked-set
-//! operations are messages to the subject too. A cancel aborts it from the supervisor,
+//! operations are messages to the subject too. A teardown aborts it from the subject,
 //! which drops the target's future wherever it stands.
 //!
 //! It is a plain task, not a ractor actor, on purpose: an activation only sends, it never
 //! receives a message, so a mailbox would be pure cost, and a ractor actor's cell (four
 //! channels, a supervision port, a task to start it) was the largest share of what an
-//! activation cost the subject that spawned it. The supervisor holds its abort handle,
-//! which is all a teardown needs.
+//! activation cost the subject that spawned it. The subject holds its abort handle
+//! while it runs, which is all a teardown needs.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;

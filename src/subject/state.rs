@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
 use serde_json::Value;
 use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
 
 use super::{Ack, Ending, Receiver};
 use crate::ask::{Ask, Checked, OnExpiry};
@@ -87,8 +88,9 @@ struct RunState {
     status: RunStatus,
     /// Counts activations; an `Ended` or `Ask` of another epoch is stale.
     epoch: u64,
-    /// Whether an activation is executing.
-    live: bool,
+    /// The executing activation, if one is: a teardown aborts it. Dropped when the
+    /// activation ends, so a parked run holds nothing of its task.
+    activation: Option<AbortHandle>,
     /// Who takes the outcome of the executing activation.
     receiver: Option<Receiver>,
     /// The group the executing (or last) activation raised.
@@ -227,7 +229,7 @@ impl SubjectState {
                 journal: Vec::new(),
                 status: RunStatus::Running,
                 epoch: 0,
-                live: false,
+                activation: None,
                 receiver,
                 group: None,
                 resumed_group: None,
@@ -246,7 +248,6 @@ impl SubjectState {
             return;
         };
         run.epoch += 1;
-        run.live = true;
         run.status = RunStatus::Running;
         self.live += 1;
         shared.inflight.add();
@@ -267,11 +268,7 @@ impl SubjectState {
             kwargs: run.kwargs.clone(),
             extras: run.extras.clone(),
         };
-        let handle = activation::spawn(activation);
-        let _ = shared.supervisor.cast(SupervisorMsg::Activation {
-            run: Arc::clone(run_id),
-            handle: Some(handle),
-        });
+        run.activation = Some(activation::spawn(activation));
     }
 
     /// An activation ended: deliver its outcome, or resume at once if its group was
@@ -285,16 +282,12 @@ impl SubjectState {
         } = ending;
         let now = shared.clock.now();
         let run = self.runs.get_mut(&run_id)?;
-        if run.epoch != epoch || !run.live {
+        if run.epoch != epoch || run.activation.is_none() {
             return None;
         }
-        run.live = false;
+        run.activation = None;
         self.live = self.live.saturating_sub(1);
         shared.inflight.done();
-        let _ = shared.supervisor.cast(SupervisorMsg::Activation {
-            run: Arc::clone(&run_id),
-            handle: None,
-        });
         run.journal = replay.journal;
         // Kept while the run is parked, perhaps for long: no spare capacity.
         run.journal.shrink_to_fit();
@@ -491,7 +484,7 @@ impl SubjectState {
         let Some(run) = self
             .runs
             .get_mut(&run_id)
-            .filter(|r| r.live && r.epoch == epoch)
+            .filter(|r| r.activation.is_some() && r.epoch == epoch)
         else {
             shared.release(ask.to);
             return Err(AskError::Cancelled {
@@ -956,7 +949,9 @@ impl SubjectState {
             let Some(run) = self.runs.remove(run_id) else {
                 continue;
             };
-            if run.live {
+            if let Some(activation) = run.activation {
+                // Dropped wherever the target's future stands.
+                activation.abort();
                 self.live = self.live.saturating_sub(1);
                 shared.inflight.done();
             }

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::{Notify, oneshot};
-use tokio::task::AbortHandle;
 
 use super::timers::{Fired, Timer, TimerKey, Timers};
 use super::tree::Tree;
@@ -23,13 +22,6 @@ pub(crate) enum SupervisorMsg {
         run: Arc<str>,
         /// Its caller, for a child run.
         parent: Option<Arc<str>>,
-    },
-    /// An activation started (`Some`) or ended (`None`) for `run`.
-    Activation {
-        /// The run.
-        run: Arc<str>,
-        /// Its executing activation.
-        handle: Option<AbortHandle>,
     },
     /// `run` ended for good.
     Ended {
@@ -114,9 +106,6 @@ impl Actor for Supervisor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             SupervisorMsg::Link { run, parent } => state.tree.link(run, parent),
-            SupervisorMsg::Activation { run, handle } => {
-                state.tree.set_activation(&run, handle);
-            }
             SupervisorMsg::Ended { run } => state.tree.remove(&run),
             SupervisorMsg::TearDown {
                 run,

@@ -2,13 +2,12 @@
 //!
 //! Whole-chain cancellation is a walk of this tree: up from the asking run to the top of
 //! its chain (or to just below the cancelling run), then down to every descendant of
-//! what the walk passed. The tree holds no run state; it only knows links and which
-//! activation, if any, is executing for each run.
+//! what the walk passed. The tree holds no run state; it only knows links. The
+//! subject owning the runs (a chain never leaves its subject) aborts their executing
+//! activations when the walk's answer reaches it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-
-use tokio::task::AbortHandle;
 
 /// One run in the tree.
 #[derive(Debug, Default)]
@@ -17,8 +16,6 @@ struct Node {
     parent: Option<Arc<str>>,
     /// Runs this run called that have not ended.
     children: Vec<Arc<str>>,
-    /// The executing activation, if one is.
-    activation: Option<AbortHandle>,
 }
 
 /// Every run that has not ended, with its links.
@@ -45,13 +42,6 @@ impl Tree {
                 ..Node::default()
             },
         );
-    }
-
-    /// Record the activation executing for `run`, or that none is.
-    pub(crate) fn set_activation(&mut self, run: &str, activation: Option<AbortHandle>) {
-        if let Some(node) = self.nodes.get_mut(run) {
-            node.activation = activation;
-        }
     }
 
     /// Forget `run`, which ended; its children become tops of their chains.
@@ -106,15 +96,8 @@ impl Tree {
         order
     }
 
-    /// Kill the activations of `runs` and forget them.
+    /// Forget `runs`, which a teardown ends (their subject aborts their activations).
     pub(crate) fn tear_down(&mut self, runs: &[Arc<str>]) {
-        for run in runs {
-            if let Some(node) = self.nodes.get_mut(run)
-                && let Some(activation) = node.activation.take()
-            {
-                activation.abort();
-            }
-        }
         for run in runs {
             self.remove(run);
         }
