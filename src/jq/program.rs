@@ -28,7 +28,7 @@ pub(super) const IN_PLACE_BUDGET: Duration = Duration::from_millis(1);
 
 /// The longest error message kept from an evaluation: the value an error names is printed
 /// only this far, however large it is.
-const MAX_ERROR_CHARS: usize = 1 << 10;
+const MAX_ERROR_BYTES: usize = 1 << 10;
 
 /// The variables of a door's expressions, in the order their values are passed to
 /// [`Program::run`].
@@ -358,7 +358,7 @@ fn exception(exn: jaq_core::Exn<'_, Val>, limit: Duration) -> EvalError {
 
 /// Render a jq error the way jq reports it: an error raised with a string as that string,
 /// anything else as text with the values it names printed as JSON, cut at
-/// [`MAX_ERROR_CHARS`] (jaq shares values, so the value an error names can be far larger
+/// [`MAX_ERROR_BYTES`] (jaq shares values, so the value an error names can be far larger
 /// printed than it is in memory).
 fn render(error: &jaq_core::Error<Val>) -> String {
     let mut text = Capped::default();
@@ -371,13 +371,13 @@ fn render(error: &jaq_core::Error<Val>) -> String {
     serde_json::from_str::<String>(&text.0).unwrap_or(text.0)
 }
 
-/// Text that refuses to grow past [`MAX_ERROR_CHARS`] bytes, which ends the printing.
+/// Text that refuses to grow past [`MAX_ERROR_BYTES`] bytes, which ends the printing.
 #[derive(Default)]
 struct Capped(String);
 
 impl fmt::Write for Capped {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        let room = MAX_ERROR_CHARS.saturating_sub(self.0.len());
+        let room = MAX_ERROR_BYTES.saturating_sub(self.0.len());
         if s.len() <= room {
             self.0.push_str(s);
             return Ok(());
