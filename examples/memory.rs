@@ -84,5 +84,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         stats.passive_subjects,
         stats.live_subjects
     );
+    println!(
+        "  of which its subject's packed text: {} bytes",
+        stats.passive_bytes as isize / asks
+    );
     Ok(())
 }

@@ -92,8 +92,10 @@ pub struct Stats {
     pub user_open: usize,
     /// Subjects with an actor.
     pub live_subjects: usize,
-    /// Subjects kept as plain data.
+    /// Subjects kept as data, without an actor.
     pub passive_subjects: usize,
+    /// The bytes of packed text the passive subjects hold.
+    pub passive_bytes: usize,
     /// Runs that have not ended.
     pub runs: usize,
     /// Armed timers.
@@ -534,7 +536,7 @@ impl Runtime {
     /// Sizes of the runtime's moving parts.
     pub async fn stats(&self) -> Stats {
         let shared = self.shared();
-        let (live_subjects, passive_subjects) = shared.subjects.census();
+        let (live_subjects, passive_subjects, passive_bytes) = shared.subjects.census();
         let (tx, rx) = oneshot::channel();
         let _ = shared.supervisor.cast(SupervisorMsg::Stats { reply: tx });
         let (runs, timers) = rx.await.unwrap_or_default();
@@ -547,6 +549,7 @@ impl Runtime {
             user_open: shared.caps.user.load(std::sync::atomic::Ordering::Acquire),
             live_subjects,
             passive_subjects,
+            passive_bytes,
             runs,
             timers,
             passivations,

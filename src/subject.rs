@@ -2,12 +2,14 @@
 //!
 //! - [`state`]: the parked set, the runs living on the subject, their groups and
 //!   receivers, and every transition of them. Plain data, so a passive subject is just
-//!   this value in the registry.
+//!   this value, packed, in the registry.
 //! - [`actor`]: the actor that owns a state while the subject is active.
 //! - [`registry`]: finds or spawns a subject's actor, and passivates idle ones without
 //!   losing or double-handling a message that races the passivation.
+//! - [`packed`]: a passive subject's state, packed into compact text.
 
 pub(crate) mod actor;
+pub(crate) mod packed;
 pub(crate) mod registry;
 pub(crate) mod state;
 

@@ -379,3 +379,188 @@ async fn settle_waits_for_a_passivation_to_finish() {
         );
     }
 }
+
+/// Everything a passive subject holds comes back from its packed state as it was: a
+/// group with one ask answered and one open, an ask carrying a payload, a waiting
+/// outcome, and a chain whose parent waits on its parked child. Each then completes.
+#[tokio::test]
+async fn every_kind_of_held_state_comes_back_from_the_packed_state() {
+    let (rt, _clock) = common::runtime_with(|b| b.passivate_after(Duration::ZERO)).await;
+    rt.register("pair", &[], |ctx, _, _| async move {
+        let a = ctx.ask(Ask::caller("a?").expiry_at("10m")).await;
+        let b = ctx.ask(Ask::caller("b?").expiry_at("10m")).await;
+        Ok(json!({"a": a?, "b": b?}))
+    });
+    rt.register("carrier", &[], |ctx, _, _| async move {
+        let payload = json!({"deep": [1, {"x": null, "y": [[["z"]]]}], "n": 1.5, "s": "é\u{0}"});
+        let answer = ctx
+            .ask(Ask::caller_payload(payload).expiry_at("10m"))
+            .await?;
+        Ok(json!({ "answer": answer }))
+    });
+    rt.register("parent", &[], |ctx, kwargs, _| async move {
+        let child = ctx.call("asker", kwargs).await?;
+        if child.status == RunStatus::Parked {
+            let up = ctx.ask(Ask::caller("carry up").expiry_at("1h")).await?;
+            return Ok(json!({ "carried": up }));
+        }
+        Ok(json!({ "child": child.result }))
+    });
+
+    let pair = rt.run(Start::new("s", "pair")).await.unwrap().asks.unwrap();
+    let (a, b) = (pair[0].id.clone(), pair[1].id.clone());
+    let buffered = rt.resume("s", &a, json!("first")).await.unwrap();
+    assert!(
+        matches!(buffered, Resumed::Buffered { remaining: 1, .. }),
+        "{buffered:?}"
+    );
+    let carried = rt
+        .run(Start::new("s", "carrier"))
+        .await
+        .unwrap()
+        .asks
+        .unwrap()[0]
+        .id
+        .clone();
+    let waiting = rt
+        .run(Start::new("s", "asker"))
+        .await
+        .unwrap()
+        .asks
+        .unwrap()[0]
+        .id
+        .clone();
+    rt.resume_detached("s", &waiting, json!("later"))
+        .await
+        .unwrap();
+    let chain = rt
+        .run(Start::new("s", "parent").kwargs(json!({"question": "up?"})))
+        .await
+        .unwrap();
+    assert_eq!(chain.status, RunStatus::Parked);
+
+    rt.settle().await;
+    let stats = rt.stats().await;
+    assert_eq!(
+        (stats.live_subjects, stats.passive_subjects),
+        (0, 1),
+        "{stats:?}"
+    );
+    assert!(
+        stats.passive_bytes > 0,
+        "the passive subject is packed: {stats:?}"
+    );
+    let runs = stats.runs;
+
+    // Listing wakes the subject from the packed state; it passivates again after.
+    let listed = rt.list("s").await.unwrap();
+    rt.settle().await;
+    assert_eq!(rt.stats().await.passive_subjects, 1);
+    assert_eq!(
+        rt.list("s").await.unwrap(),
+        listed,
+        "the same entries after a second packing"
+    );
+    assert_eq!(rt.stats().await.runs, runs, "every run kept");
+    let status = |id: &str| listed.iter().find(|e| e.id == id).map(|e| e.status);
+    assert_eq!(
+        status(&a),
+        Some(Status::Running),
+        "the answered ask of the open group"
+    );
+    assert_eq!(status(&b), Some(Status::Asking));
+    assert_eq!(status(&waiting), Some(Status::Finished));
+    let payload = listed
+        .iter()
+        .find(|e| e.id == carried)
+        .unwrap()
+        .payload
+        .clone();
+    assert_eq!(
+        payload,
+        Some(json!({"deep": [1, {"x": null, "y": [[["z"]]]}], "n": 1.5, "s": "é\u{0}"}))
+    );
+    let question = |q: &str| {
+        listed
+            .iter()
+            .find(|e| e.question.as_deref() == Some(q))
+            .unwrap()
+    };
+    let (asked, carry) = (question("up?"), question("carry up"));
+    assert_eq!(
+        asked.asked_by,
+        Some(vec!["asker".to_owned(), "parent".to_owned()])
+    );
+    assert_eq!(carry.asked_by, Some(vec!["parent".to_owned()]));
+    let (asked, carry) = (asked.id.clone(), carry.id.clone());
+
+    // Each completes from the unpacked state, with what it held before packing.
+    let Resumed::Outcome(done) = rt.resume("s", &b, json!("bee")).await.unwrap() else {
+        panic!("the last ask of the group resumes the run");
+    };
+    assert_eq!(done.result, Some(json!({"a": "first", "b": "bee"})));
+    rt.settle().await;
+    let Resumed::Outcome(done) = rt.resume("s", &carried, json!(7)).await.unwrap() else {
+        panic!("a lone ask resumes its run");
+    };
+    assert_eq!(done.result, Some(json!({"answer": 7})));
+    rt.settle().await;
+    assert_eq!(
+        rt.take("s", &waiting).await.unwrap(),
+        json!({"answer": "later"})
+    );
+    rt.settle().await;
+    let Resumed::Outcome(done) = rt.resume("s", &asked, json!("yes")).await.unwrap() else {
+        panic!("the child's ask resumes the child");
+    };
+    assert_eq!(done.result, Some(json!({"answer": "yes"})));
+    rt.settle().await;
+    let Resumed::Outcome(done) = rt.resume("s", &carry, json!("ok")).await.unwrap() else {
+        panic!("the parent's ask resumes the parent");
+    };
+    assert_eq!(done.result, Some(json!({"carried": "ok"})));
+    rt.settle().await;
+    let stats = rt.stats().await;
+    assert_eq!((stats.caller_open, stats.runs), (0, 0), "{stats:?}");
+    assert_eq!(
+        (stats.live_subjects, stats.passive_subjects),
+        (0, 0),
+        "forgotten once empty"
+    );
+}
+
+/// A parked run resumes with the target registered under its name when it resumes,
+/// whether its subject stayed live or was packed meanwhile.
+#[tokio::test]
+async fn a_parked_run_resumes_with_the_target_registered_now_live_or_passive() {
+    for passivate_after in [Duration::ZERO, secs(3600)] {
+        let (rt, _clock) = common::runtime_with(|b| b.passivate_after(passivate_after)).await;
+        rt.register("versioned", &[], |ctx, _, _| async move {
+            let answer = ctx.ask(Ask::caller("go?").expiry_at("10m")).await?;
+            Ok(json!({"version": 1, "answer": answer}))
+        });
+        let id = rt
+            .run(Start::new("s", "versioned"))
+            .await
+            .unwrap()
+            .asks
+            .unwrap()[0]
+            .id
+            .clone();
+        rt.settle().await;
+        let passive = rt.stats().await.passive_subjects;
+        assert_eq!(passive, usize::from(passivate_after.is_zero()));
+        rt.register("versioned", &[], |ctx, _, _| async move {
+            let answer = ctx.ask(Ask::caller("go?").expiry_at("10m")).await?;
+            Ok(json!({"version": 2, "answer": answer}))
+        });
+        let Resumed::Outcome(done) = rt.resume("s", &id, json!("yes")).await.unwrap() else {
+            panic!("a lone ask resumes its run");
+        };
+        assert_eq!(
+            done.result,
+            Some(json!({"version": 2, "answer": "yes"})),
+            "passive: {passive}"
+        );
+    }
+}

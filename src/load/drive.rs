@@ -236,26 +236,29 @@ pub(crate) struct Prefilled {
 }
 
 /// Start `config.prefill` long-lived asks on every subject, `config.concurrency` at a
-/// time.
+/// time. Each visitor fills one subject with all its asks, then takes the next: a
+/// filled subject goes idle and passivates while the others fill, as a subject does in
+/// use, rather than every subject staying live until the last round.
 pub(crate) async fn prefill(rt: &Runtime, config: &LoadConfig) -> Prefilled {
     let next = Arc::new(AtomicU64::new(0));
-    let total = (config.subjects * config.prefill) as u64;
     let mut tasks = JoinSet::new();
     for _ in 0..config.concurrency {
         let (rt, next) = (rt.clone(), Arc::clone(&next));
-        let subjects = config.subjects as u64;
+        let (subjects, asks) = (config.subjects as u64, config.prefill);
         tasks.spawn(async move {
             let mut client = Client::default();
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
-                if n >= total {
+                if n >= subjects {
                     break client;
                 }
-                let subject = workload::subject_name((n % subjects) as usize);
-                let result = rt
-                    .visit(workload::WORK, &subject, workload::long_start())
-                    .await;
-                client.count(result);
+                let subject = workload::subject_name(n as usize);
+                for _ in 0..asks {
+                    let result = rt
+                        .visit(workload::WORK, &subject, workload::long_start())
+                        .await;
+                    client.count(result);
+                }
             }
         });
     }

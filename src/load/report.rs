@@ -178,8 +178,10 @@ pub struct Report {
     pub peak_rss_bytes: u64,
     /// Subjects with an actor at the end, after the passivation delay.
     pub live_subjects: usize,
-    /// Subjects kept as plain data at the end.
+    /// Subjects kept as data, without an actor, at the end.
     pub passive_subjects: usize,
+    /// The bytes of packed state the passive subjects hold at the end.
+    pub passive_bytes: usize,
     /// Armed timers at the end.
     pub timers: usize,
     /// The account.
@@ -264,6 +266,7 @@ impl Report {
             peak_rss_bytes: peak_rss,
             live_subjects: stats.live_subjects,
             passive_subjects: stats.passive_subjects,
+            passive_bytes: stats.passive_bytes,
             timers: stats.timers,
             lost: account.lost,
             account,
@@ -327,8 +330,11 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "subjects    {} with an actor, {} passive; {} timers armed",
-            self.live_subjects, self.passive_subjects, self.timers
+            "subjects    {} with an actor, {} passive (packed in {:.1} MiB); {} timers armed",
+            self.live_subjects,
+            self.passive_subjects,
+            mib(self.passive_bytes as u64),
+            self.timers
         )?;
         writeln!(
             f,

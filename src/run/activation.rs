@@ -27,10 +27,8 @@ use crate::target::Target;
 
 /// What one activation runs.
 pub(crate) struct Activation {
-    /// The run's context for this activation.
+    /// The run's context for this activation; it names the target.
     pub(crate) ctx: Ctx,
-    /// The target.
-    pub(crate) target: Arc<Target>,
     /// Its kwargs.
     pub(crate) kwargs: Stored,
     /// Its extras.
@@ -45,13 +43,20 @@ pub(crate) fn spawn(activation: Activation) -> AbortHandle {
 async fn run(activation: Activation) {
     let Activation {
         ctx,
-        target,
         kwargs,
         extras,
     } = activation;
-    let result = match (kwargs.read(), extras.read()) {
-        (Ok(kwargs), Ok(extras)) => call(&ctx, &target, kwargs, extras).await,
-        (Err(e), _) | (_, Err(e)) => Err(RunError::Failed(format!(
+    // Looked up at each activation: a parked run resumes with the target registered
+    // under its name now, whether its subject stayed live or was packed meanwhile.
+    let target = ctx.shared().targets.get(ctx.target());
+    let result = match (target, kwargs.read(), extras.read()) {
+        (Some(target), Ok(kwargs), Ok(extras)) => call(&ctx, &target, kwargs, extras).await,
+        (None, ..) => Err(RunError::Failed(format!(
+            "target {:?} of run {} is not registered",
+            ctx.target(),
+            ctx.run_id()
+        ))),
+        (_, Err(e), _) | (_, _, Err(e)) => Err(RunError::Failed(format!(
             "the kwargs or extras of run {} could not be read back: {e}",
             ctx.run_id()
         ))),

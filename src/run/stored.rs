@@ -7,11 +7,12 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A JSON value kept as its compact text, shared by every activation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
 pub(crate) struct Stored(Arc<str>);
 
 impl Stored {

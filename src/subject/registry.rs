@@ -2,8 +2,8 @@
 //! when needed.
 //!
 //! Each slot is `Live` (an actor handles the subject), `Busy` (an actor is being
-//! spawned, or is draining towards passivation) or `Passive` (the state as plain data,
-//! no actor). A sender that finds `Busy` waits for the slot to change; a sender whose
+//! spawned, or is draining towards passivation) or `Passive` (the state as data, packed
+//! into text by [`super::packed`], no actor). A sender that finds `Busy` waits for the slot to change; a sender whose
 //! message is refused by a draining actor (it arrived after the drain marker) gets the
 //! message back and tries again, by which time the slot is `Busy` or `Passive`. So a
 //! message racing a passivation is handled exactly once: by the old actor if it was
@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 
 use super::SubjectMsg;
 use super::actor::SubjectActor;
+use super::packed::Packed;
 use super::state::SubjectState;
 use crate::shared::Shared;
 
@@ -29,7 +30,15 @@ enum Slot {
     /// Spawning or passivating: wait.
     Busy,
     /// No actor; the state as data.
-    Passive(Box<SubjectState>),
+    Passive(Passive),
+}
+
+/// A passive subject's state.
+enum Passive {
+    /// Packed: the usual case.
+    Packed(Packed),
+    /// Held as it was, when it could not be packed.
+    Plain(Box<SubjectState>),
 }
 
 /// The runtime is stopping: the message could not be delivered.
@@ -53,6 +62,7 @@ enum Step {
     Cast(ActorRef<SubjectMsg>),
     Wait,
     Spawn(Box<SubjectState>),
+    Unpack(Packed),
 }
 
 impl Subjects {
@@ -75,7 +85,8 @@ impl Subjects {
                     Slot::Live(actor) => Step::Cast(actor.clone()),
                     Slot::Busy => Step::Wait,
                     Slot::Passive(_) => match std::mem::replace(slot.get_mut(), Slot::Busy) {
-                        Slot::Passive(state) => Step::Spawn(state),
+                        Slot::Passive(Passive::Packed(packed)) => Step::Unpack(packed),
+                        Slot::Passive(Passive::Plain(state)) => Step::Spawn(state),
                         _ => Step::Wait,
                     },
                 },
@@ -98,21 +109,44 @@ impl Subjects {
                     Err(_) => return Err(Stopped),
                 },
                 Step::Wait => changed.await,
-                Step::Spawn(state) => {
-                    match Actor::spawn(None, SubjectActor, (Arc::clone(shared), state)).await {
-                        Ok((actor, _)) => {
-                            self.slots.insert(Arc::clone(subject), Slot::Live(actor));
-                        }
-                        Err(_) => {
-                            self.slots.remove(subject);
-                            self.changed.notify_waiters();
-                            return Err(Stopped);
-                        }
+                Step::Spawn(state) => self.spawn(shared, subject, state).await?,
+                // Unpacked outside the map's lock, the slot `Busy` meanwhile.
+                Step::Unpack(packed) => match packed.unpack(Arc::clone(subject)) {
+                    Ok(state) => self.spawn(shared, subject, state).await?,
+                    Err(e) => {
+                        // Not expected (the text was written from a state); the state is
+                        // kept, and every message to the subject fails loudly.
+                        tracing::error!(%subject, error = %e, "a passive subject's state could not be unpacked");
+                        self.slots
+                            .insert(Arc::clone(subject), Slot::Passive(Passive::Packed(packed)));
+                        self.changed.notify_waiters();
+                        return Err(Stopped);
                     }
-                    self.changed.notify_waiters();
-                }
+                },
             }
         }
+    }
+
+    /// Spawn `subject`'s actor over `state`; its slot is `Busy` until then.
+    async fn spawn(
+        &self,
+        shared: &Arc<Shared>,
+        subject: &Arc<str>,
+        state: Box<SubjectState>,
+    ) -> Result<(), Stopped> {
+        let spawned = Actor::spawn(None, SubjectActor, (Arc::clone(shared), state)).await;
+        let result = match spawned {
+            Ok((actor, _)) => {
+                self.slots.insert(Arc::clone(subject), Slot::Live(actor));
+                Ok(())
+            }
+            Err(_) => {
+                self.slots.remove(subject);
+                Err(Stopped)
+            }
+        };
+        self.changed.notify_waiters();
+        result
     }
 
     /// The subject's actor begins to passivate: senders wait from now on.
@@ -121,13 +155,18 @@ impl Subjects {
         self.slots.insert(Arc::clone(subject), Slot::Busy);
     }
 
-    /// The draining actor stopped and hands its state back; an empty subject is
-    /// forgotten altogether.
+    /// The draining actor stopped and hands its state back, to be packed; an empty
+    /// subject is forgotten altogether.
     pub(crate) fn store(&self, subject: &Arc<str>, state: Box<SubjectState>) {
         if state.is_empty() {
             self.slots.remove(subject);
         } else {
-            self.slots.insert(Arc::clone(subject), Slot::Passive(state));
+            let passive = match Packed::pack(state) {
+                Ok(packed) => Passive::Packed(packed),
+                Err(state) => Passive::Plain(state),
+            };
+            self.slots
+                .insert(Arc::clone(subject), Slot::Passive(passive));
         }
         self.changed.notify_waiters();
     }
@@ -141,16 +180,21 @@ impl Subjects {
         )
     }
 
-    /// How many subjects have an actor, and how many are passive.
-    pub(crate) fn census(&self) -> (usize, usize) {
-        let mut live = 0;
-        let mut passive = 0;
+    /// How many subjects have an actor, how many are passive, and the bytes of packed
+    /// text the passive ones hold.
+    pub(crate) fn census(&self) -> (usize, usize, usize) {
+        let (mut live, mut passive, mut bytes) = (0, 0, 0);
         for slot in self.slots.iter() {
             match slot.value() {
                 Slot::Live(_) | Slot::Busy => live += 1,
-                Slot::Passive(_) => passive += 1,
+                Slot::Passive(state) => {
+                    passive += 1;
+                    if let Passive::Packed(packed) = state {
+                        bytes += packed.len();
+                    }
+                }
             }
         }
-        (live, passive)
+        (live, passive, bytes)
     }
 }

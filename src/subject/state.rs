@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
@@ -37,7 +38,10 @@ mod visit;
 pub(crate) use visit::{Applied, AppliedItem};
 
 /// One parked entry and what the runtime keeps beside it.
-#[derive(Debug)]
+///
+/// Serialized only to pack a passive subject (`super::packed`), which holds no
+/// executing activation: the fields skipped are those of one.
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Parked {
     /// The entry as the door contract sees it.
     pub(crate) entry: Entry,
@@ -53,14 +57,16 @@ pub(crate) struct Parked {
     /// A waiting outcome's result or error.
     outcome: Option<Box<Result<Value, String>>>,
     /// A `sync` user ask: the blocked activation waiting for the answer.
+    #[serde(skip)]
     waiter: Option<oneshot::Sender<Value>>,
     /// The entry converted for jq, kept until the entry changes: `$parked` is rebuilt
     /// from these whenever the set changes.
+    #[serde(skip)]
     pub(crate) input: Option<crate::jq::Input>,
 }
 
 /// A group of asks raised by one activation.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Group {
     /// The asking run.
     run: Arc<str>,
@@ -70,13 +76,15 @@ struct Group {
     open: bool,
     /// Set when the last ask was resolved while the activation was still executing:
     /// the receiver of the resumed run's outcome, and the ask resolved last.
+    #[serde(skip)]
     pending: Option<(Option<Receiver>, String)>,
 }
 
 /// One run living on the subject.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 struct RunState {
-    target: Arc<Target>,
+    /// The target's name: each activation runs the target registered under it then.
+    target: Arc<str>,
     /// The calling run, for a child run.
     parent: Option<Arc<str>>,
     identity: Arc<str>,
@@ -90,8 +98,10 @@ struct RunState {
     epoch: u64,
     /// The executing activation, if one is: a teardown aborts it. Dropped when the
     /// activation ends, so a parked run holds nothing of its task.
+    #[serde(skip)]
     activation: Option<AbortHandle>,
     /// Who takes the outcome of the executing activation.
+    #[serde(skip)]
     receiver: Option<Receiver>,
     /// The group the executing (or last) activation raised.
     group: Option<String>,
@@ -106,9 +116,14 @@ struct RunState {
 }
 
 /// A subject's whole state.
-#[derive(Debug)]
+///
+/// Serialized only to pack a passive subject (`super::packed`): the fields skipped are
+/// the name (the registry's key), and what a subject with nothing executing and no
+/// idle check armed holds empty.
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct SubjectState {
     /// The subject's name.
+    #[serde(skip)]
     pub(crate) name: Arc<str>,
     /// The parked set, oldest first. The key is the interaction id, shared with the
     /// entry's timer.
@@ -118,12 +133,16 @@ pub(crate) struct SubjectState {
     /// Open groups by id.
     groups: HashMap<String, Group>,
     /// Executing activations.
+    #[serde(skip)]
     live: usize,
     /// The armed idle check.
+    #[serde(skip)]
     idle_timer: Option<TimerKey>,
     /// When the last message was handled.
+    #[serde(skip)]
     last_active: Option<DateTime<Utc>>,
     /// `$parked` converted for jq, kept until the parked set changes.
+    #[serde(skip)]
     parked: Option<crate::jq::Input>,
 }
 
@@ -149,6 +168,18 @@ impl SubjectState {
             last_active: None,
             parked: None,
         }
+    }
+
+    /// Whether anything of an executing activation is held: a count, an abort handle,
+    /// a receiver or a blocked `sync` ask's waiter. Such a state is not packed.
+    pub(crate) fn holds_activation(&self) -> bool {
+        self.live > 0
+            || self
+                .runs
+                .values()
+                .any(|run| run.activation.is_some() || run.receiver.is_some())
+            || self.entries.values().any(|parked| parked.waiter.is_some())
+            || self.groups.values().any(|group| group.pending.is_some())
     }
 
     /// Whether the subject holds nothing at all, so passivating can forget it.
@@ -220,7 +251,7 @@ impl SubjectState {
         self.runs.insert(
             Arc::clone(&run),
             Box::new(RunState {
-                target,
+                target: Arc::clone(&target.name),
                 parent: parent_run,
                 identity,
                 lineage,
@@ -254,7 +285,7 @@ impl SubjectState {
         let ctx = Ctx::new(
             Arc::clone(shared),
             Arc::clone(run_id),
-            Arc::clone(&run.target.name),
+            Arc::clone(&run.target),
             Arc::clone(&run.identity),
             Arc::clone(&self.name),
             Arc::clone(&run.lineage),
@@ -264,7 +295,6 @@ impl SubjectState {
         );
         let activation = Activation {
             ctx,
-            target: Arc::clone(&run.target),
             kwargs: run.kwargs.clone(),
             extras: run.extras.clone(),
         };
@@ -344,7 +374,7 @@ impl SubjectState {
             Err(RunError::Failed(message)) => Err(message),
             Err(RunError::Suspended(s)) => Err(format!(
                 "target {} returned the suspension of interaction {} without an open ask",
-                run.target.name, s.interaction
+                run.target, s.interaction
             )),
         };
         self.finish(shared, &run_id, outcome, now)
@@ -455,7 +485,7 @@ impl SubjectState {
         let run = self.runs.get(run_id)?;
         Some(RunRecord {
             run_id: run_id.to_owned(),
-            target: run.target.name.to_string(),
+            target: run.target.to_string(),
             status,
             started_at: run.started_at,
             finished_at: None,
@@ -965,7 +995,7 @@ impl SubjectState {
             );
             let record = RunRecord {
                 run_id: run_id.to_string(),
-                target: run.target.name.to_string(),
+                target: run.target.to_string(),
                 status: RunStatus::Cancelled,
                 started_at: run.started_at,
                 finished_at: Some(now),

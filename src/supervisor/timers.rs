@@ -52,7 +52,9 @@ pub(crate) enum Timer {
 ///
 /// Packed to 4-byte alignment, so that it takes 20 bytes rather than 24: it is held by
 /// every parked entry and is the timer tree's key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[repr(C, packed(4))]
 pub(crate) struct TimerKey {
     /// When it fires.
