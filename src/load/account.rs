@@ -49,6 +49,12 @@ impl Observed {
 }
 
 /// A task counting every event from before the first visit.
+///
+/// It reads unconstrained by Tokio's cooperative budget: a task among the visitors and
+/// subject actors is polled once a scheduler round, and with the budget it read at most
+/// 128 events a poll, fewer than a round of a fast prefill publishes, so it fell behind
+/// the event channel's capacity (250k events unread at 1M prefilled asks). Unconstrained,
+/// each poll reads everything published since the last.
 pub(crate) struct Observer {
     done: Arc<Notify>,
     task: tokio::task::JoinHandle<Observed>,
@@ -60,7 +66,7 @@ impl Observer {
         let mut events = rt.events();
         let done = Arc::new(Notify::new());
         let stop = Arc::clone(&done);
-        let task = tokio::spawn(async move {
+        let task = tokio::spawn(tokio::task::coop::unconstrained(async move {
             let mut seen = Observed::default();
             loop {
                 tokio::select! {
@@ -75,7 +81,7 @@ impl Observer {
             }
             drain(&mut events, &mut seen);
             seen
-        });
+        }));
         Self { done, task }
     }
 
