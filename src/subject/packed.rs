@@ -73,3 +73,46 @@ impl std::fmt::Debug for Packed {
         f.debug_tuple("Packed").field(&self.0.len()).finish()
     }
 }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A subject's state with one parked ask, a waiting outcome and an open group, as
+    /// its own serialization writes it.
+    const STATE: &str = r#"{"entries":{"i-1":{"entry":{"id":"i-1","status":"asking","to":"caller","asked_by":["asker","main"],"question":"proceed?","group_id":"g-1","payload":{"deep":[1,{"x":null}],"n":1.5}},"run":"r-1","on_expiry":"kill","timer":{"at":"2026-01-01T01:00:00Z","seq":7},"answer":null,"outcome":null},"i-2":{"entry":{"id":"i-2","status":"finished"},"run":"r-2","on_expiry":"resume","timer":null,"answer":null,"outcome":{"Ok":{"answer":"yes"}}}},"runs":{"r-1":{"target":"asker","parent":"r-0","identity":"door:work","lineage":["asker","main"],"kwargs":"{\"a\":1}","extras":"{}","journal":[{"op":"ask","interaction":"i-1","question":"proceed?"}],"status":"parked","epoch":1,"group":"g-1","resumed_group":null,"resumed_by":null,"started_at":"2026-01-01T00:00:00Z","resumed_interactions":["i-0"]}},"groups":{"g-1":{"run":"r-1","members":["i-1"],"open":false}}}"#;
+
+    fn state() -> Box<SubjectState> {
+        let mut state: Box<SubjectState> = serde_json::from_str(STATE).expect("a state");
+        state.name = Arc::from("s");
+        state
+    }
+
+    #[test]
+    fn a_state_unpacks_to_what_was_packed_and_smaller() {
+        let packed = Packed::pack(state()).expect("packs");
+        assert!(packed.len() < STATE.len(), "{} bytes", packed.len());
+        let back = packed.unpack(Arc::from("s")).expect("unpacks");
+        assert_eq!(&*back.name, "s");
+        let text = serde_json::to_string(&*back).expect("writes");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            serde_json::from_str::<serde_json::Value>(STATE).unwrap()
+        );
+    }
+
+    #[test]
+    fn damaged_text_is_an_error_not_a_panic() {
+        let packed = Packed::pack(state()).expect("packs");
+        let mut bytes = packed.0.to_vec();
+        bytes.truncate(bytes.len() / 2);
+        assert!(matches!(
+            Packed(bytes.into_boxed_slice()).unpack(Arc::from("s")),
+            Err(Unpack::Decompress(_))
+        ));
+        let text = lz4_flex::compress_prepend_size(br#"{"entries": 1}"#);
+        assert!(matches!(
+            Packed(text.into_boxed_slice()).unpack(Arc::from("s")),
+            Err(Unpack::Read(_))
+        ));
+    }
+}
