@@ -22,6 +22,10 @@
 //! entry. A share of the asks expire during the run, half of those with `on_expiry:
 //! resume`, whose outcomes wait on the subject for a `take` or for the retention horizon.
 //!
+//! Before the visits, a prefill starts long-lived asks on every subject, one subject
+//! at a time (a visitor starts all of a subject's asks, then takes the next), so filled
+//! subjects passivate while the rest fill.
+//!
 //! Time is a [`ManualClock`] that follows the wall clock while
 //! visitors run and stops when they do, so the closing account is read off a runtime in
 //! which nothing moves. After the visits the clock is moved past the passivation delay

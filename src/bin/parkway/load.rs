@@ -34,7 +34,8 @@ pub(crate) struct Args {
     /// entries.
     #[arg(long, default_value_t = 10)]
     max_entries: usize,
-    /// Long-lived asks started on every subject before the measured visits.
+    /// Long-lived asks started on every subject before the measured visits, one subject
+    /// at a time.
     #[arg(long, default_value_t = 5)]
     prefill: usize,
     /// The expiry of asks meant to expire during the run.
