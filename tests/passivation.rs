@@ -380,6 +380,12 @@ async fn settle_waits_for_a_passivation_to_finish() {
     }
 }
 
+/// Start `target` on subject `s`; the id of the first ask it parked.
+async fn first_ask(rt: &Runtime, target: &str) -> String {
+    let record = rt.run(Start::new("s", target)).await.unwrap();
+    record.asks.unwrap()[0].id.clone()
+}
+
 /// Everything a passive subject holds comes back from its packed state as it was: a
 /// group with one ask answered and one open, an ask carrying a payload, a waiting
 /// outcome, and a chain whose parent waits on its parked child. Each then completes.
@@ -414,22 +420,8 @@ async fn every_kind_of_held_state_comes_back_from_the_packed_state() {
         matches!(buffered, Resumed::Buffered { remaining: 1, .. }),
         "{buffered:?}"
     );
-    let carried = rt
-        .run(Start::new("s", "carrier"))
-        .await
-        .unwrap()
-        .asks
-        .unwrap()[0]
-        .id
-        .clone();
-    let waiting = rt
-        .run(Start::new("s", "asker"))
-        .await
-        .unwrap()
-        .asks
-        .unwrap()[0]
-        .id
-        .clone();
+    let carried = first_ask(&rt, "carrier").await;
+    let waiting = first_ask(&rt, "asker").await;
     rt.resume_detached("s", &waiting, json!("later"))
         .await
         .unwrap();
@@ -440,12 +432,8 @@ async fn every_kind_of_held_state_comes_back_from_the_packed_state() {
     assert_eq!(chain.status, RunStatus::Parked);
 
     rt.settle().await;
+    assert_eq!(census(&rt).await, (0, 1), "passive once idle");
     let stats = rt.stats().await;
-    assert_eq!(
-        (stats.live_subjects, stats.passive_subjects),
-        (0, 1),
-        "{stats:?}"
-    );
     assert!(
         stats.passive_bytes > 0,
         "the passive subject is packed: {stats:?}"
@@ -522,11 +510,7 @@ async fn every_kind_of_held_state_comes_back_from_the_packed_state() {
     rt.settle().await;
     let stats = rt.stats().await;
     assert_eq!((stats.caller_open, stats.runs), (0, 0), "{stats:?}");
-    assert_eq!(
-        (stats.live_subjects, stats.passive_subjects),
-        (0, 0),
-        "forgotten once empty"
-    );
+    assert_eq!(census(&rt).await, (0, 0), "forgotten once empty");
 }
 
 /// A parked run resumes with the target registered under its name when it resumes,
@@ -539,14 +523,7 @@ async fn a_parked_run_resumes_with_the_target_registered_now_live_or_passive() {
             let answer = ctx.ask(Ask::caller("go?").expiry_at("10m")).await?;
             Ok(json!({"version": 1, "answer": answer}))
         });
-        let id = rt
-            .run(Start::new("s", "versioned"))
-            .await
-            .unwrap()
-            .asks
-            .unwrap()[0]
-            .id
-            .clone();
+        let id = first_ask(&rt, "versioned").await;
         rt.settle().await;
         let passive = rt.stats().await.passive_subjects;
         assert_eq!(passive, usize::from(passivate_after.is_zero()));
