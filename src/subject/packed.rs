@@ -4,8 +4,9 @@
 //! as live data, a parked ask is a dozen small allocations (its entry, its run with the
 //! run's journal and group, the tables' slots), about 1.5 KiB; packed, it is the text of
 //! the same data, compressed with LZ4 (the text repeats each id several times, and every
-//! field name once per entry or run). The subject packs when it passivates and unpacks when a message wakes
-//! it; both are measured in `benches/subject.rs`, the memory in `examples/memory.rs`.
+//! field name once per entry or run). The subject packs when it passivates and unpacks
+//! when a message wakes it; both are measured in `benches/subject.rs`, the memory in
+//! `examples/memory.rs`, and both figures are in `docs/benchmarks.md`.
 //!
 //! Only plain data is packed. A state that holds something of an executing activation
 //! (a receiver, a blocked `sync` ask's waiter, an abort handle) is handed back unpacked;
@@ -73,6 +74,7 @@ impl std::fmt::Debug for Packed {
         f.debug_tuple("Packed").field(&self.0.len()).finish()
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;

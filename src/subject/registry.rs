@@ -3,11 +3,11 @@
 //!
 //! Each slot is `Live` (an actor handles the subject), `Busy` (an actor is being
 //! spawned, or is draining towards passivation) or `Passive` (the state as data, packed
-//! into text by [`super::packed`], no actor). A sender that finds `Busy` waits for the slot to change; a sender whose
-//! message is refused by a draining actor (it arrived after the drain marker) gets the
-//! message back and tries again, by which time the slot is `Busy` or `Passive`. So a
-//! message racing a passivation is handled exactly once: by the old actor if it was
-//! queued before the drain marker, else by the next one.
+//! into text by [`super::packed`], no actor). A sender that finds `Busy` waits for the
+//! slot to change; a sender whose message is refused by a draining actor (it arrived
+//! after the drain marker) gets the message back and tries again, by which time the
+//! slot is `Busy` or `Passive`. So a message racing a passivation is handled exactly
+//! once: by the old actor if it was queued before the drain marker, else by the next.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

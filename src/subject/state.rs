@@ -126,7 +126,7 @@ pub(crate) struct SubjectState {
     #[serde(skip)]
     pub(crate) name: Arc<str>,
     /// The parked set, oldest first. The key is the interaction id, shared with the
-    /// entry's timer.
+    /// entry's timer (until the subject is packed: unpacking allocates it anew).
     entries: IndexMap<Arc<str>, Box<Parked>>,
     /// Runs that have not ended (boxed, so the table's spare slots stay small).
     runs: HashMap<Arc<str>, Box<RunState>>,
