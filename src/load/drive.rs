@@ -267,6 +267,10 @@ pub(crate) async fn prefill(rt: &Runtime, config: &LoadConfig) -> Prefilled {
     }
 }
 
+/// The resolution of Tokio's timer: a sleep ends at the first tick at or after its
+/// deadline.
+const TIMER_TICK: Duration = Duration::from_millis(1);
+
 /// Run the measured visits: `config.concurrency` visitors until `config.stop`.
 pub(crate) async fn visit(rt: &Runtime, config: &LoadConfig, progress: &Arc<Progress>) -> Client {
     let names: Arc<Vec<String>> =
@@ -290,20 +294,29 @@ pub(crate) async fn visit(rt: &Runtime, config: &LoadConfig, progress: &Arc<Prog
                 {
                     break;
                 }
-                // With a rate, each visit is due at its own instant and its latency
-                // counts from then.
-                let due = match rate {
+                // With a rate, each visit is due at its own instant, and its latency
+                // counts from then when it is made late. Tokio's timer rounds a deadline
+                // up to its next millisecond tick, which would add up to a millisecond
+                // of the tool's own to every latency; the visitor wakes at the tick
+                // before instead, so a visit is made no later than due, and its latency
+                // counts from when it is made if that is earlier.
+                let (at, due) = match rate {
                     Some(rate) => {
                         let at = start + Duration::from_secs_f64(ticket as f64 / rate as f64);
-                        if at > Instant::now() {
-                            tokio::time::sleep_until(at.into()).await;
+                        if let Some(early) = at.checked_sub(TIMER_TICK)
+                            && early > Instant::now()
+                        {
+                            tokio::time::sleep_until(early.into()).await;
                         }
-                        at
+                        (at, at.min(Instant::now()))
                     }
-                    None => Instant::now(),
+                    None => {
+                        let now = Instant::now();
+                        (now, now)
+                    }
                 };
                 if let Stop::For(d) = stop
-                    && due.duration_since(start) >= d
+                    && at.duration_since(start) >= d
                 {
                     break;
                 }
