@@ -59,7 +59,7 @@ mod workload;
 
 pub use config::{LoadConfig, LoadError, Mix, Stop};
 pub use drive::{Phase, Progress};
-pub use report::{Account, Report};
+pub use report::{Account, Latency, Report};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -71,6 +71,19 @@ async fn a_small_run_loses_nothing() {
         assert!(json.get(field).is_some(), "--json lacks {field}");
     }
     assert!(report.p50_us <= report.p99_us && report.p99_us <= report.max_us);
+    // Each kind's latencies, and together they bound the whole run's.
+    assert!(report.passive_bytes > 0, "{report}");
+    let kinds = &report.by_op_latency;
+    assert_eq!(kinds.len(), 4, "{kinds:?}");
+    for (kind, l) in kinds {
+        assert!(report.by_op[kind] > 0, "no {kind} visits");
+        assert!(
+            l.p50_us > 0 && l.p50_us <= l.p99_us && l.p99_us <= l.max_us,
+            "{kind}: {l:?}"
+        );
+    }
+    assert_eq!(kinds.values().map(|l| l.max_us).max(), Some(report.max_us));
+    assert!(json["by_op_latency"]["start"]["p99_us"].is_u64());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

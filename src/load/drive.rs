@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use tokio::task::JoinSet;
 
 use super::config::{LoadConfig, Stop};
+use super::report::Latency;
 use super::workload::{self, Op, Visits};
 use crate::clock::Clock as _;
 use crate::{
@@ -74,6 +75,8 @@ impl Progress {
 pub(crate) struct Client {
     /// Latency of each measured visit, in microseconds.
     pub(crate) latency: Histogram<u64>,
+    /// The same, by kind of visit.
+    pub(crate) op_latency: [Histogram<u64>; 4],
     /// Measured visits by kind.
     pub(crate) by_op: [u64; 4],
     /// Visits that applied nothing (nothing to resume, take or cancel; a full subject).
@@ -99,10 +102,14 @@ pub(crate) struct Client {
 
 impl Default for Client {
     fn default() -> Self {
+        // 1 µs to 1 h, three significant figures: the bounds are valid.
+        let histogram = || {
+            Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                .expect("1 µs to 1 h at three significant figures are valid bounds")
+        };
         Self {
-            // 1 µs to 1 h, three significant figures: the bounds are valid.
-            latency: Histogram::new_with_bounds(1, 3_600_000_000, 3)
-                .expect("1 µs to 1 h at three significant figures are valid bounds"),
+            latency: histogram(),
+            op_latency: std::array::from_fn(|_| histogram()),
             by_op: [0; 4],
             idle: 0,
             started: 0,
@@ -172,8 +179,11 @@ impl Client {
 
     /// Add another visitor's counts.
     fn add(&mut self, other: Client) {
-        // Both histograms have the same bounds, so adding cannot fail.
+        // Every histogram has the same bounds, so adding cannot fail.
         let _ = self.latency.add(&other.latency);
+        for (a, b) in self.op_latency.iter_mut().zip(&other.op_latency) {
+            let _ = a.add(b);
+        }
         for (a, b) in self.by_op.iter_mut().zip(other.by_op) {
             *a += b;
         }
@@ -324,6 +334,7 @@ pub(crate) async fn visit(rt: &Runtime, config: &LoadConfig, progress: &Arc<Prog
                 let result = rt.visit(op.door(), &names[subject], input).await;
                 let micros = u64::try_from(due.elapsed().as_micros()).unwrap_or(u64::MAX);
                 client.latency.saturating_record(micros.max(1));
+                client.op_latency[op.index()].saturating_record(micros.max(1));
                 client.by_op[op.index()] += 1;
                 client.count(result);
                 progress.visits.fetch_add(1, Ordering::Relaxed);
@@ -332,6 +343,17 @@ pub(crate) async fn visit(rt: &Runtime, config: &LoadConfig, progress: &Arc<Prog
         });
     }
     gather(tasks).await
+}
+
+/// Every kind of visit with its latency percentiles, in report order.
+pub(crate) fn op_latency(client: &Client) -> BTreeMap<String, Latency> {
+    Op::ALL
+        .iter()
+        .map(|op| {
+            let latency = Latency::of(&client.op_latency[op.index()]);
+            (op.name().to_owned(), latency)
+        })
+        .collect()
 }
 
 /// Every kind of visit with its count, in report order.

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::account::{Left, Observed};
@@ -162,6 +163,8 @@ pub struct Report {
     pub mean_us: f64,
     /// Measured visits by kind.
     pub by_op: BTreeMap<String, u64>,
+    /// Latency percentiles by kind of visit.
+    pub by_op_latency: BTreeMap<String, Latency>,
     /// Runs started by measured visits.
     pub started: u64,
     /// Measured visits that applied nothing (nothing fitting in `$parked`, or a full
@@ -194,6 +197,31 @@ pub struct Report {
     pub bare_problems: u64,
     /// `bare_visits_per_sec / visits_per_sec`; absent without measured visits.
     pub overhead_ratio: Option<f64>,
+}
+
+/// Latency percentiles of one kind of visit, in microseconds; zero without visits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// Slowest.
+    pub max_us: u64,
+}
+
+impl Latency {
+    /// The percentiles of `h`.
+    pub(crate) fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return Self::default();
+        }
+        Self {
+            p50_us: h.value_at_quantile(0.5),
+            p99_us: h.value_at_quantile(0.99),
+            max_us: h.max(),
+        }
+    }
 }
 
 /// What [`Report::new`] is made from.
@@ -258,6 +286,7 @@ impl Report {
             max_us: if h.is_empty() { 0 } else { h.max() },
             mean_us: if h.is_empty() { 0.0 } else { h.mean() },
             by_op: drive::by_op(&client),
+            by_op_latency: drive::op_latency(&client),
             started: client.started,
             idle: client.idle,
             errors,
@@ -320,6 +349,15 @@ impl fmt::Display for Report {
             f,
             "latency µs  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  (mean {:.1})",
             self.p50_us, self.p90_us, self.p99_us, self.p999_us, self.max_us, self.mean_us
+        )?;
+        writeln!(
+            f,
+            "by kind µs  {}",
+            self.by_op_latency
+                .iter()
+                .map(|(k, l)| format!("{k} p50 {} p99 {} max {}", l.p50_us, l.p99_us, l.max_us))
+                .collect::<Vec<_>>()
+                .join(" · ")
         )?;
         writeln!(
             f,
