@@ -73,12 +73,9 @@ impl Progress {
 /// What the visitors saw, added up.
 #[derive(Debug, Clone)]
 pub(crate) struct Client {
-    /// Latency of each measured visit, in microseconds.
-    pub(crate) latency: Histogram<u64>,
-    /// The same, by kind of visit.
+    /// Latency of each measured visit in microseconds, by kind of visit (so also how
+    /// many visits of each kind were measured).
     pub(crate) op_latency: [Histogram<u64>; 4],
-    /// Measured visits by kind.
-    pub(crate) by_op: [u64; 4],
     /// Visits that applied nothing (nothing to resume, take or cancel; a full subject).
     pub(crate) idle: u64,
     /// Runs started.
@@ -100,17 +97,16 @@ pub(crate) struct Client {
     pub(crate) errors: BTreeMap<&'static str, (u64, String)>,
 }
 
+/// An empty latency histogram: 1 µs to 1 h, three significant figures.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3)
+        .expect("1 µs to 1 h at three significant figures are valid bounds")
+}
+
 impl Default for Client {
     fn default() -> Self {
-        // 1 µs to 1 h, three significant figures: the bounds are valid.
-        let histogram = || {
-            Histogram::new_with_bounds(1, 3_600_000_000, 3)
-                .expect("1 µs to 1 h at three significant figures are valid bounds")
-        };
         Self {
-            latency: histogram(),
             op_latency: std::array::from_fn(|_| histogram()),
-            by_op: [0; 4],
             idle: 0,
             started: 0,
             asks_seen: 0,
@@ -180,12 +176,8 @@ impl Client {
     /// Add another visitor's counts.
     fn add(&mut self, other: Client) {
         // Every histogram has the same bounds, so adding cannot fail.
-        let _ = self.latency.add(&other.latency);
         for (a, b) in self.op_latency.iter_mut().zip(&other.op_latency) {
             let _ = a.add(b);
-        }
-        for (a, b) in self.by_op.iter_mut().zip(other.by_op) {
-            *a += b;
         }
         self.idle += other.idle;
         self.started += other.started;
@@ -202,7 +194,17 @@ impl Client {
 
     /// Measured visits.
     pub(crate) fn visits(&self) -> u64 {
-        self.by_op.iter().sum()
+        self.op_latency.iter().map(Histogram::len).sum()
+    }
+
+    /// Latency of every measured visit, whatever its kind.
+    pub(crate) fn latency(&self) -> Histogram<u64> {
+        let mut all = histogram();
+        for h in &self.op_latency {
+            // The same bounds: adding cannot fail.
+            let _ = all.add(h);
+        }
+        all
     }
 }
 
@@ -333,9 +335,7 @@ pub(crate) async fn visit(rt: &Runtime, config: &LoadConfig, progress: &Arc<Prog
                 let (op, subject, input) = visits.next_visit();
                 let result = rt.visit(op.door(), &names[subject], input).await;
                 let micros = u64::try_from(due.elapsed().as_micros()).unwrap_or(u64::MAX);
-                client.latency.saturating_record(micros.max(1));
                 client.op_latency[op.index()].saturating_record(micros.max(1));
-                client.by_op[op.index()] += 1;
                 client.count(result);
                 progress.visits.fetch_add(1, Ordering::Relaxed);
             }
@@ -360,7 +360,7 @@ pub(crate) fn op_latency(client: &Client) -> BTreeMap<String, Latency> {
 pub(crate) fn by_op(client: &Client) -> BTreeMap<String, u64> {
     Op::ALL
         .iter()
-        .map(|op| (op.name().to_owned(), client.by_op[op.index()]))
+        .map(|op| (op.name().to_owned(), client.op_latency[op.index()].len()))
         .collect()
 }
 

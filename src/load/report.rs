@@ -256,7 +256,7 @@ impl Report {
         } else {
             0.0
         };
-        let h = &client.latency;
+        let h = &client.latency();
         let at = |q: f64| {
             if h.is_empty() {
                 0

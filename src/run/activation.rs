@@ -48,7 +48,8 @@ async fn run(activation: Activation) {
     } = activation;
     // Looked up at each activation: a parked run resumes with the target registered
     // under its name now, whether its subject stayed live or was packed meanwhile.
-    let target = ctx.shared().targets.get(ctx.target());
+    let shared = ctx.shared();
+    let target = shared.targets.get(ctx.target());
     let result = match (target, kwargs.read(), extras.read()) {
         (Some(target), Ok(kwargs), Ok(extras)) => call(&ctx, &target, kwargs, extras).await,
         (None, ..) => Err(RunError::Failed(format!(
@@ -62,7 +63,6 @@ async fn run(activation: Activation) {
         ))),
     };
     let replay = ctx.finish();
-    let shared = ctx.shared();
     let subject: Arc<str> = Arc::from(ctx.subject());
     let ending = Ending {
         run: Arc::from(ctx.run_id()),
