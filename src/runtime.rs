@@ -98,6 +98,9 @@ pub struct Stats {
     pub passive_bytes: usize,
     /// Runs that have not ended.
     pub runs: usize,
+    /// Runs in the supervisor's run tree: those that are part of a chain (they have a
+    /// live caller or called a run). A run on its own is not linked.
+    pub linked_runs: usize,
     /// Armed timers.
     pub timers: usize,
     /// Passivations so far.
@@ -539,7 +542,7 @@ impl Runtime {
         let (live_subjects, passive_subjects, passive_bytes) = shared.subjects.census();
         let (tx, rx) = oneshot::channel();
         let _ = shared.supervisor.cast(SupervisorMsg::Stats { reply: tx });
-        let (runs, timers) = rx.await.unwrap_or_default();
+        let (linked_runs, timers) = rx.await.unwrap_or_default();
         let (passivations, redelivered) = shared.subjects.passivation_counts();
         Stats {
             caller_open: shared
@@ -550,7 +553,8 @@ impl Runtime {
             live_subjects,
             passive_subjects,
             passive_bytes,
-            runs,
+            runs: shared.runs.load(std::sync::atomic::Ordering::Relaxed),
+            linked_runs,
             timers,
             passivations,
             redelivered,

@@ -163,6 +163,8 @@ pub(crate) struct Shared {
     timer_seq: AtomicU64,
     /// Work not yet handled.
     pub(crate) inflight: Inflight,
+    /// Runs that have not ended, on every subject.
+    pub(crate) runs: AtomicUsize,
 }
 
 impl Shared {
@@ -187,6 +189,7 @@ impl Shared {
             caps: Caps::default(),
             timer_seq: AtomicU64::new(0),
             inflight: Inflight::default(),
+            runs: AtomicUsize::new(0),
         }
     }
 

@@ -213,6 +213,8 @@ async fn cancel_tears_down_the_whole_parked_chain() {
     assert_eq!(top.status, RunStatus::Parked);
     let entries = rt.list("s").await.unwrap();
     assert_eq!(entries.len(), 3);
+    let stats = rt.stats().await;
+    assert_eq!((stats.runs, stats.linked_runs), (3, 3), "{stats:?}");
     let bottom = entries
         .iter()
         .find(|e| e.asked_by.as_ref().unwrap()[0] == "asker")
@@ -241,10 +243,107 @@ async fn cancel_tears_down_the_whole_parked_chain() {
         .collect();
     assert_eq!(resolved.len(), 3);
     let stats = rt.stats().await;
-    assert_eq!((stats.runs, stats.caller_open), (0, 0));
+    assert_eq!(
+        (stats.runs, stats.linked_runs, stats.caller_open),
+        (0, 0, 0)
+    );
     // For good: the other asks of the chain cannot be resumed.
     let e = rt.resume("s", &entries[0].id, json!(1)).await.unwrap_err();
     assert!(matches!(e, ResumeError::Refused(IdProblem::Unknown { .. })));
+}
+
+/// A run that neither has a live caller nor called a run is a chain of its own: the
+/// supervisor's tree never holds it, and a cancel of its park tears down that run alone.
+/// When it later calls a run, it enters the tree with its child, and a cancel of the
+/// child's park takes both.
+#[tokio::test]
+async fn a_run_on_its_own_is_not_linked_until_it_calls_a_run() {
+    let (rt, _clock) = common::runtime().await;
+    common::register_common(&rt);
+    // `late` asks first, then calls `asker`, which parks.
+    rt.register("late", &[], |ctx, _, _| async move {
+        let first = ctx.ask(Ask::caller("first?").expiry_at("10m")).await?;
+        let record = ctx.call("asker", json!({})).await?;
+        if record.status == RunStatus::Parked {
+            let answer = ctx.ask(Ask::caller("carry").expiry_at("10m")).await?;
+            return Ok(json!({ "first": first, "answer": answer }));
+        }
+        Ok(json!({ "first": first }))
+    });
+    let mut events = rt.events();
+
+    // Two lone parks: one to cancel, one to resume into a chain.
+    let lone = rt.run(Start::new("s", "asker")).await.unwrap();
+    let late = rt.run(Start::new("s", "late")).await.unwrap();
+    assert_eq!(
+        (lone.status, late.status),
+        (RunStatus::Parked, RunStatus::Parked)
+    );
+    let stats = rt.stats().await;
+    assert_eq!((stats.runs, stats.linked_runs), (2, 0), "{stats:?}");
+
+    let lone_ask = lone.asks.unwrap()[0].id.clone();
+    rt.cancel("s", &[&lone_ask]).await.unwrap();
+    let events_now = common::drain(&mut events);
+    let cancelled: Vec<_> = events_now
+        .iter()
+        .filter_map(|e| match e {
+            Event::RunCancelled { run, .. } => Some(run.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cancelled, [lone.run_id.as_str()], "{events_now:?}");
+    let stats = rt.stats().await;
+    assert_eq!((stats.runs, stats.linked_runs), (1, 0), "{stats:?}");
+
+    // `late` resumes and calls `asker`: both are now one chain in the tree.
+    let first = late.asks.unwrap()[0].id.clone();
+    let resumed = outcome(rt.resume("s", &first, json!("yes")).await.unwrap());
+    assert_eq!(resumed.status, RunStatus::Parked);
+    let stats = rt.stats().await;
+    assert_eq!((stats.runs, stats.linked_runs), (2, 2), "{stats:?}");
+    let child_ask = rt
+        .list("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.asked_by.as_ref().unwrap()[0] == "asker")
+        .unwrap()
+        .id;
+    rt.cancel("s", &[&child_ask]).await.unwrap();
+    let torn = common::drain(&mut events)
+        .iter()
+        .filter(|e| matches!(e, Event::RunCancelled { .. }))
+        .count();
+    assert_eq!(torn, 2);
+    assert!(rt.list("s").await.unwrap().is_empty());
+    let stats = rt.stats().await;
+    assert_eq!(
+        (stats.runs, stats.linked_runs, stats.caller_open),
+        (0, 0, 0)
+    );
+
+    // A chain that ends by itself leaves the tree too, parent and child.
+    let late = rt.run(Start::new("s", "late")).await.unwrap();
+    let first = late.asks.unwrap()[0].id.clone();
+    let parked = outcome(rt.resume("s", &first, json!("yes")).await.unwrap());
+    let carry = parked.asks.unwrap()[0].id.clone();
+    let child_ask = rt
+        .list("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.asked_by.as_ref().unwrap()[0] == "asker")
+        .unwrap()
+        .id;
+    rt.resume("s", &child_ask, json!("yes")).await.unwrap();
+    let done = outcome(rt.resume("s", &carry, json!("fine")).await.unwrap());
+    assert_eq!(done.status, RunStatus::Succeeded, "{done:?}");
+    let stats = rt.stats().await;
+    assert_eq!(
+        (stats.runs, stats.linked_runs, stats.caller_open),
+        (0, 0, 0)
+    );
 }
 
 /// A chain of three whose activations are all executing (each waits on its child's

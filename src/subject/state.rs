@@ -87,6 +87,10 @@ struct RunState {
     target: Arc<str>,
     /// The calling run, for a child run.
     parent: Option<Arc<str>>,
+    /// Whether the supervisor's run tree holds this run: a run is linked once it is part
+    /// of a chain (it has a live caller, or it called a run). A run that is not linked
+    /// is a chain of its own, which its subject tears down without asking.
+    linked: bool,
     identity: Arc<str>,
     lineage: Arc<[String]>,
     /// Kept as text while the run waits (`crate::run::stored`).
@@ -236,10 +240,22 @@ impl SubjectState {
                 (Some(run), Arc::from(chain))
             }
         };
-        let _ = shared.supervisor.cast(SupervisorMsg::Link {
-            run: Arc::clone(&run),
-            parent: parent_run.clone(),
-        });
+        // Only chains go to the supervisor's tree: a child whose caller is live here links
+        // both; a run with no live caller stays a chain of its own until it calls a run.
+        let caller = parent_run.as_ref().and_then(|p| self.runs.get_mut(p));
+        let linked = if let Some(caller) = caller {
+            caller.linked = true;
+            let _ = shared.supervisor.cast(SupervisorMsg::Link {
+                run: Arc::clone(&run),
+                parent: parent_run.clone(),
+            });
+            true
+        } else {
+            false
+        };
+        shared
+            .runs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.publish(
             shared,
             Event::RunStarted {
@@ -253,6 +269,7 @@ impl SubjectState {
             Box::new(RunState {
                 target: Arc::clone(&target.name),
                 parent: parent_run,
+                linked,
                 identity,
                 lineage,
                 kwargs: Stored::new(&kwargs),
@@ -395,9 +412,14 @@ impl SubjectState {
         let mut record = self.record(run_id, status, result, error.clone(), None)?;
         record.finished_at = Some(now);
         let run = self.runs.remove(run_id)?;
-        let _ = shared.supervisor.cast(SupervisorMsg::Ended {
-            run: Arc::clone(run_id),
-        });
+        shared
+            .runs
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        if run.linked {
+            let _ = shared.supervisor.cast(SupervisorMsg::Ended {
+                run: Arc::clone(run_id),
+            });
+        }
         self.publish(
             shared,
             match &error {
@@ -906,6 +928,12 @@ impl SubjectState {
         }
     }
 
+    /// Whether the supervisor's run tree holds `run`, that is, whether it is part of a
+    /// chain longer than itself.
+    pub(crate) fn is_linked(&self, run: &str) -> bool {
+        self.runs.get(run).is_some_and(|r| r.linked)
+    }
+
     /// Tear down the chain of the park `interaction` raised by `owner`.
     async fn tear_down(
         &mut self,
@@ -915,15 +943,20 @@ impl SubjectState {
         interaction: &str,
         how: Resolution,
     ) {
-        let (reply, rx) = oneshot::channel();
-        let asked = shared.supervisor.cast(SupervisorMsg::TearDown {
-            run: Arc::clone(owner),
-            canceller,
-            reply,
-        });
-        let mut runs = match asked {
-            Ok(()) => rx.await.unwrap_or_default(),
-            Err(_) => Vec::new(),
+        let mut runs = if self.is_linked(owner) {
+            let (reply, rx) = oneshot::channel();
+            let asked = shared.supervisor.cast(SupervisorMsg::TearDown {
+                run: Arc::clone(owner),
+                canceller,
+                reply,
+            });
+            match asked {
+                Ok(()) => rx.await.unwrap_or_default(),
+                Err(_) => Vec::new(),
+            }
+        } else {
+            // A chain of its own: no caller, no callee, nothing above or below to walk.
+            Vec::new()
         };
         if !runs.iter().any(|r| r == owner) {
             runs.insert(0, Arc::clone(owner));
@@ -979,6 +1012,9 @@ impl SubjectState {
             let Some(run) = self.runs.remove(run_id) else {
                 continue;
             };
+            shared
+                .runs
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             if let Some(activation) = run.activation {
                 // Dropped wherever the target's future stands.
                 activation.abort();

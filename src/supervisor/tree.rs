@@ -26,14 +26,18 @@ pub(crate) struct Tree {
 }
 
 impl Tree {
-    /// Add `run` under `parent` (a top run has none).
+    /// Add `run` under `parent`, a run that has not ended (a top run has none).
+    ///
+    /// Only chains are linked: a run enters the tree when it is a child or when it calls
+    /// its first child, so a parent the tree does not hold yet enters as the top of its
+    /// chain.
     pub(crate) fn link(&mut self, run: Arc<str>, parent: Option<Arc<str>>) {
-        // A parent that already ended is no link: the child is the top of its chain.
-        let parent = parent.filter(|p| self.nodes.contains_key(p));
-        if let Some(p) = &parent
-            && let Some(node) = self.nodes.get_mut(p)
-        {
-            node.children.push(Arc::clone(&run));
+        if let Some(p) = &parent {
+            self.nodes
+                .entry(Arc::clone(p))
+                .or_default()
+                .children
+                .push(Arc::clone(&run));
         }
         self.nodes.insert(
             run,
@@ -170,5 +174,17 @@ mod tests {
         t.remove("a");
         assert_eq!(names(t.chain("b", None)), ["b"]);
         assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn a_parent_enters_the_tree_with_its_first_child() {
+        // `a` was never linked on its own: its first child brings it in as a top.
+        let mut t = tree(&[("b", Some("a")), ("c", Some("a"))]);
+        assert_eq!(t.len(), 3);
+        assert_eq!(names(t.chain("b", None)), ["a", "b", "c"]);
+        t.remove("b");
+        t.remove("c");
+        t.remove("a");
+        assert_eq!(t.len(), 0);
     }
 }

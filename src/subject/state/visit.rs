@@ -205,11 +205,15 @@ impl SubjectState {
             else {
                 continue;
             };
-            let (reply, rx) = oneshot::channel();
-            let _ = shared
-                .supervisor
-                .cast(SupervisorMsg::Chain { run: owner, reply });
-            let runs: HashSet<Arc<str>> = rx.await.unwrap_or_default().into_iter().collect();
+            let runs: HashSet<Arc<str>> = if self.is_linked(&owner) {
+                let (reply, rx) = oneshot::channel();
+                let _ = shared
+                    .supervisor
+                    .cast(SupervisorMsg::Chain { run: owner, reply });
+                rx.await.unwrap_or_default().into_iter().collect()
+            } else {
+                HashSet::from([owner])
+            };
             for item in items {
                 let doomed = self
                     .entries
