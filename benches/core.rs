@@ -38,7 +38,7 @@ fn runtime(rt: &tokio::runtime::Runtime) -> Runtime {
 }
 
 fn round_trip(c: &mut Criterion) {
-    let tokio = tokio::runtime::Runtime::new().expect("tokio");
+    let tokio = parkway::bench::tokio().expect("tokio");
     let rt = runtime(&tokio);
     let mut group = c.benchmark_group("core");
     group.throughput(Throughput::Elements(1));

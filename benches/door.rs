@@ -45,7 +45,7 @@ fn runtime(tokio: &tokio::runtime::Runtime, parked: usize) -> Runtime {
 }
 
 fn visit_by_parked_size(c: &mut Criterion) {
-    let tokio = tokio::runtime::Runtime::new().expect("tokio");
+    let tokio = parkway::bench::tokio().expect("tokio");
     let mut group = c.benchmark_group("door/visit");
     group.throughput(Throughput::Elements(1));
     for size in [1usize, 10, 100, 1000] {
@@ -69,7 +69,7 @@ fn visit_by_parked_size(c: &mut Criterion) {
 /// The marginal cost of one more door expression (a shallow `null`, evaluated in place on
 /// the subject) against a visit with a single expression.
 fn visit_by_expression_count(c: &mut Criterion) {
-    let tokio = tokio::runtime::Runtime::new().expect("tokio");
+    let tokio = parkway::bench::tokio().expect("tokio");
     let rt = runtime(&tokio, 1);
     let doors = [
         ("1", DoorSpec::route("e1", "asker").start_expr("null")),
@@ -104,7 +104,7 @@ fn visit_by_expression_count(c: &mut Criterion) {
 /// One visit of each kind, timed alone: what it takes to set it up (a parked ask, a
 /// waiting outcome) and to clean up after it is left out.
 fn visit_by_kind(c: &mut Criterion) {
-    let tokio = tokio::runtime::Runtime::new().expect("tokio");
+    let tokio = parkway::bench::tokio().expect("tokio");
     let rt = &runtime(&tokio, 0);
     for spec in [
         DoorSpec::route("kstart", "asker").start_expr("{}"),

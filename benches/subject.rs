@@ -27,7 +27,7 @@ fn runtime(tokio: &tokio::runtime::Runtime, passivate_after: Duration) -> Runtim
 }
 
 fn spawn_and_passivate(c: &mut Criterion) {
-    let tokio = tokio::runtime::Runtime::new().expect("tokio");
+    let tokio = parkway::bench::tokio().expect("tokio");
     let mut group = c.benchmark_group("subject");
     group.throughput(Throughput::Elements(1));
 
