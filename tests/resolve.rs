@@ -252,6 +252,17 @@ async fn cancel_tears_down_the_whole_parked_chain() {
     assert!(matches!(e, ResumeError::Refused(IdProblem::Unknown { .. })));
 }
 
+/// The id of the ask on subject `s` raised by a run of `target`.
+async fn ask_raised_by(rt: &parkway::Runtime, target: &str) -> String {
+    rt.list("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.asked_by.as_ref().unwrap()[0] == target)
+        .unwrap()
+        .id
+}
+
 /// A run that neither has a live caller nor called a run is a chain of its own: the
 /// supervisor's tree never holds it, and a cancel of its park tears down that run alone.
 /// When it later calls a run, it enters the tree with its child, and a cancel of the
@@ -302,14 +313,7 @@ async fn a_run_on_its_own_is_not_linked_until_it_calls_a_run() {
     assert_eq!(resumed.status, RunStatus::Parked);
     let stats = rt.stats().await;
     assert_eq!((stats.runs, stats.linked_runs), (2, 2), "{stats:?}");
-    let child_ask = rt
-        .list("s")
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|e| e.asked_by.as_ref().unwrap()[0] == "asker")
-        .unwrap()
-        .id;
+    let child_ask = ask_raised_by(&rt, "asker").await;
     rt.cancel("s", &[&child_ask]).await.unwrap();
     let torn = common::drain(&mut events)
         .iter()
@@ -328,14 +332,7 @@ async fn a_run_on_its_own_is_not_linked_until_it_calls_a_run() {
     let first = late.asks.unwrap()[0].id.clone();
     let parked = outcome(rt.resume("s", &first, json!("yes")).await.unwrap());
     let carry = parked.asks.unwrap()[0].id.clone();
-    let child_ask = rt
-        .list("s")
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|e| e.asked_by.as_ref().unwrap()[0] == "asker")
-        .unwrap()
-        .id;
+    let child_ask = ask_raised_by(&rt, "asker").await;
     rt.resume("s", &child_ask, json!("yes")).await.unwrap();
     let done = outcome(rt.resume("s", &carry, json!("fine")).await.unwrap());
     assert_eq!(done.status, RunStatus::Succeeded, "{done:?}");
