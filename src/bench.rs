@@ -100,8 +100,8 @@ unsafe impl std::alloc::GlobalAlloc for Counting {
 /// is timed as the work it makes, without handing it between threads. On a multi-thread
 /// runtime the bench thread and the workers woke one another for every step, and those
 /// wake-ups were most of a visit's time and most of its run-to-run spread (a non-scanning
-/// visit measured 22–53 µs there, 9–11 µs here, with the order of the sizes shuffled
-/// from run to run).
+/// visit measured 22–53 µs there, with the order of the sizes shuffled from run to run,
+/// and 8–13 µs here).
 pub fn tokio() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -71,8 +71,9 @@ async fn a_small_run_loses_nothing() {
         assert!(json.get(field).is_some(), "--json lacks {field}");
     }
     assert!(report.p50_us <= report.p99_us && report.p99_us <= report.max_us);
-    // Each kind's latencies, and together they bound the whole run's.
+    // The passivated subjects are packed.
     assert!(report.passive_bytes > 0, "{report}");
+    // Each kind's latencies, and together they bound the whole run's.
     let kinds = &report.by_op_latency;
     assert_eq!(kinds.len(), 4, "{kinds:?}");
     for (kind, l) in kinds {

@@ -10,6 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
@@ -253,9 +254,7 @@ impl SubjectState {
         } else {
             false
         };
-        shared
-            .runs
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        shared.runs.fetch_add(1, Ordering::Relaxed);
         self.publish(
             shared,
             Event::RunStarted {
@@ -412,9 +411,7 @@ impl SubjectState {
         let mut record = self.record(run_id, status, result, error.clone(), None)?;
         record.finished_at = Some(now);
         let run = self.runs.remove(run_id)?;
-        shared
-            .runs
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        shared.runs.fetch_sub(1, Ordering::Relaxed);
         if run.linked {
             let _ = shared.supervisor.cast(SupervisorMsg::Ended {
                 run: Arc::clone(run_id),
@@ -1012,9 +1009,7 @@ impl SubjectState {
             let Some(run) = self.runs.remove(run_id) else {
                 continue;
             };
-            shared
-                .runs
-                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            shared.runs.fetch_sub(1, Ordering::Relaxed);
             if let Some(activation) = run.activation {
                 // Dropped wherever the target's future stands.
                 activation.abort();
