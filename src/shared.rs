@@ -253,6 +253,11 @@ impl Shared {
     }
 
     /// Park an ask of `run` on `subject`; returns the interaction id.
+    ///
+    /// An async ask is one message with no reply: the run makes the interaction id, and
+    /// the subject, which handles the run's messages in the order sent, stores the entry
+    /// before anything the run does next. Only a sync ask, whose run blocks on the
+    /// answer, waits to hear that it was stored.
     pub(crate) async fn park(
         self: &Arc<Self>,
         subject: &Arc<str>,
@@ -267,28 +272,30 @@ impl Shared {
             .map_err(|p| AskError::Invalid(Problems(p)))?;
         self.admit(subject, ask.to)?;
         let to = ask.to;
-        let (reply, rx) = oneshot::channel();
+        let id = self.id(Kind::Interaction);
+        let (reply, rx) = waiter.is_some().then(oneshot::channel).unzip();
         let msg = SubjectMsg::Ask {
             run: Arc::clone(run),
             epoch,
             lineage: Arc::clone(lineage),
             ask,
             checked,
+            id: id.clone(),
             waiter,
             reply,
         };
+        let cancelled = || AskError::Cancelled {
+            run: run.to_string(),
+        };
         if self.subjects.send(self, subject, msg).await.is_err() {
             self.release(to);
-            return Err(AskError::Cancelled {
-                run: run.to_string(),
-            });
+            return Err(cancelled());
         }
-        // The subject releases the unit itself when it refuses the ask.
-        rx.await.unwrap_or_else(|_| {
-            Err(AskError::Cancelled {
-                run: run.to_string(),
-            })
-        })
+        match rx {
+            None => Ok(id),
+            // The subject releases the unit itself when it refuses the ask.
+            Some(rx) => rx.await.unwrap_or_else(|_| Err(cancelled())),
+        }
     }
 
     /// Start a run; `receiver` gets its record when its activation ends.

@@ -90,10 +90,14 @@ pub(crate) enum SubjectMsg {
         ask: Ask,
         /// What validation settled.
         checked: Checked,
+        /// The interaction id the asking run made for it.
+        id: String,
         /// For a `sync` user ask: where the answer goes.
         waiter: Option<oneshot::Sender<Value>>,
-        /// The interaction id, or why not.
-        reply: oneshot::Sender<Result<String, AskError>>,
+        /// For a `sync` user ask, whether it was stored or why not. An async ask awaits
+        /// no reply: a refusal can only mean its run was torn down, and the teardown
+        /// aborts the run's activation.
+        reply: Option<oneshot::Sender<Result<String, AskError>>>,
     },
     /// An activation ended.
     Ended(Box<Ending>),

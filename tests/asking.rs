@@ -187,6 +187,40 @@ async fn a_group_resumes_once_when_its_last_ask_is_resolved() {
     assert!(rt.list("s").await.unwrap().is_empty());
 }
 
+/// An ask is stored before anything its run does next: a run that asks twice and then
+/// reads its subject's parked set finds both asks there, under the ids its suspensions
+/// named, in the order asked.
+#[tokio::test]
+async fn an_ask_is_stored_before_its_run_goes_on() {
+    let (rt, _clock) = common::runtime().await;
+    let seen: Arc<std::sync::Mutex<Vec<Vec<String>>>> = Arc::default();
+    let keep = Arc::clone(&seen);
+    rt.register("ask_then_list", &[], move |ctx, _, _| {
+        let keep = Arc::clone(&keep);
+        async move {
+            let mut named = Vec::new();
+            for question in ["a?", "b?"] {
+                if let Err(AskError::Suspended(s)) =
+                    ctx.ask(Ask::caller(question).expiry_at("10m")).await
+                {
+                    named.push(s.interaction().to_owned());
+                }
+            }
+            let listed = ctx.list_parked().await?.into_iter().map(|e| e.id).collect();
+            keep.lock().unwrap().extend([named, listed]);
+            Ok(Value::Null)
+        }
+    });
+    let record = rt.run(Start::new("s", "ask_then_list")).await.unwrap();
+    assert_eq!(record.status, RunStatus::Parked);
+    let seen = seen.lock().unwrap().clone();
+    let [named, listed] = <[Vec<String>; 2]>::try_from(seen).unwrap();
+    assert_eq!(named.len(), 2);
+    assert_eq!(listed, named);
+    let asks: Vec<String> = record.asks.unwrap().into_iter().map(|e| e.id).collect();
+    assert_eq!(asks, named);
+}
+
 /// Asks of separate activations get separate groups.
 #[tokio::test]
 async fn a_lone_ask_is_a_group_of_one() {

@@ -116,12 +116,16 @@ async fn handle(
             lineage,
             ask,
             checked,
+            id,
             waiter,
             reply,
         } => {
+            let stored = state.ask(shared, run, epoch, lineage, ask, checked, id, waiter);
             // A teardown removes a run before any later message of it is handled, so the
             // asking activation is alive to receive this reply.
-            let _ = reply.send(state.ask(shared, run, epoch, lineage, ask, checked, waiter));
+            if let Some(reply) = reply {
+                let _ = reply.send(stored);
+            }
         }
         SubjectMsg::Ended(ending) => {
             let run = state.ended(shared, *ending);

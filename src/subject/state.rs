@@ -528,6 +528,7 @@ impl SubjectState {
         lineage: Arc<[String]>,
         ask: Ask,
         checked: Checked,
+        id: String,
         waiter: Option<oneshot::Sender<Value>>,
     ) -> Result<String, AskError> {
         let Some(run) = self
@@ -560,7 +561,6 @@ impl SubjectState {
                 g
             }
         };
-        let id = shared.id(Kind::Interaction);
         let key = shared.timer_key(checked.deadline);
         let name: Arc<str> = Arc::from(id.as_str());
         let _ = shared.supervisor.cast(SupervisorMsg::Arm {
