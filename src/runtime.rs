@@ -370,7 +370,9 @@ impl Runtime {
             .map(|id| id.to_string())
     }
 
-    /// Every parked entry on `subject`, oldest first.
+    /// Every parked entry on `subject`, oldest first. A subject without an actor (passive,
+    /// or never seen) is read as it is kept and not woken (`docs/semantics.md`,
+    /// "Passivation").
     pub async fn list(&self, subject: &str) -> Result<Vec<Entry>, StartError> {
         self.shared().list(&Arc::from(subject)).await
     }

@@ -19,6 +19,7 @@ use crate::event::{Event, Events};
 use crate::ids::{Ids, Kind};
 use crate::record::{Buffered, Resumed, RunRecord};
 use crate::settings::{self, Settings};
+use crate::subject::state::SubjectState;
 use crate::subject::{Ack, SubjectMsg, Subjects};
 use crate::supervisor::{SupervisorMsg, TimerKey};
 use crate::target::Targets;
@@ -353,11 +354,15 @@ impl Shared {
         rx.await.map_err(|_| StartError::Stopped)
     }
 
-    /// Every parked entry on `subject`, oldest first.
+    /// Every parked entry on `subject`, oldest first. A subject without an actor is
+    /// read as it is kept and not woken.
     pub(crate) async fn list(
         self: &Arc<Self>,
         subject: &Arc<str>,
     ) -> Result<Vec<Entry>, StartError> {
+        if let Some(entries) = self.subjects.read_idle(subject, SubjectState::list) {
+            return Ok(entries);
+        }
         let (reply, rx) = oneshot::channel();
         self.subjects
             .send(self, subject, SubjectMsg::List { reply })

@@ -63,6 +63,39 @@ async fn a_parked_subject_passivates_wakes_and_is_forgotten_when_empty() {
     assert!(rt.list("s").await.unwrap().is_empty());
 }
 
+/// A list reads a subject that has no actor as it is kept, without waking it: a passive
+/// subject stays passive, and a subject never seen is read as empty and not created.
+#[tokio::test]
+async fn a_list_does_not_wake_a_subject_without_an_actor() {
+    let (rt, clock) = common::runtime_with(|b| b.passivate_after(secs(30))).await;
+    let record = rt.run(Start::new("s", "asker")).await.unwrap();
+    let id = record.asks.unwrap()[0].id.clone();
+    assert_eq!(
+        rt.list("s").await.unwrap()[0].id,
+        id,
+        "read from the live actor"
+    );
+    clock.advance(secs(31));
+    rt.settle().await;
+    assert_eq!(census(&rt).await, (0, 1), "idle past the delay: passive");
+    let passivations = rt.stats().await.passivations;
+
+    let listed = rt.list("s").await.unwrap();
+    assert_eq!(common::ids(&listed), std::slice::from_ref(&id));
+    assert_eq!(listed[0].status, Status::Asking);
+    assert!(rt.list("never-seen").await.unwrap().is_empty());
+    rt.settle().await;
+    assert_eq!(census(&rt).await, (0, 1), "nothing woken, nothing created");
+    assert_eq!(rt.stats().await.passivations, passivations);
+
+    // The next message that changes the subject still wakes it, from the same state.
+    let Resumed::Outcome(done) = rt.resume("s", &id, json!("yes")).await.unwrap() else {
+        panic!("a lone ask resumes its run");
+    };
+    assert_eq!(done.result, Some(json!({"answer": "yes"})));
+    assert!(rt.list("s").await.unwrap().is_empty());
+}
+
 /// A subject keeps its actor until it has been idle for `passivate_after`, and any
 /// message resets the idle clock.
 #[tokio::test]

@@ -20,6 +20,7 @@ use serde::Deserialize;
 use super::state::SubjectState;
 
 /// A subject's state as compact JSON text, compressed.
+#[derive(Clone)]
 pub(crate) struct Packed(Box<[u8]>);
 
 /// Why a packed state could not be read back.

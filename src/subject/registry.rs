@@ -127,6 +127,28 @@ impl Subjects {
         }
     }
 
+    /// Read `subject`'s state without waking it, when no actor handles it: a passive
+    /// subject is read from a copy of its packed state and stays passive, and a subject
+    /// never seen (or forgotten when empty) reads as empty. `None` when an actor handles
+    /// it or is on its way, so the read goes to the actor in order with its other
+    /// messages, or when the packed state cannot be read back (the message path then
+    /// reports it).
+    pub(crate) fn read_idle<T>(
+        &self,
+        subject: &Arc<str>,
+        read: impl FnOnce(&SubjectState) -> T,
+    ) -> Option<T> {
+        // Copied under the map's lock, unpacked outside it.
+        let packed = match self.slots.get(subject).as_deref() {
+            None => return Some(read(&SubjectState::new(Arc::clone(subject)))),
+            Some(Slot::Passive(Passive::Plain(state))) => return Some(read(state)),
+            Some(Slot::Passive(Passive::Packed(packed))) => packed.clone(),
+            Some(Slot::Live(_) | Slot::Busy) => return None,
+        };
+        let state = packed.unpack(Arc::clone(subject)).ok()?;
+        Some(read(&state))
+    }
+
     /// Spawn `subject`'s actor over `state`; its slot is `Busy` until then.
     async fn spawn(
         &self,
