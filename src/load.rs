@@ -99,14 +99,22 @@ pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report
         }
     }
     let observed = events.finish().await;
-    // The counters first: listing a subject wakes it. The peak before the listing: it
-    // converts every subject's parked set for the bare baseline.
+    // The peak before the listing: it converts every subject's parked set for the bare
+    // baseline (the process's own peak, after it, is reported beside).
     let stats = rt.stats().await;
     let peak_rss = rss::peak();
-    let left = account::Left::read(&rt, config.subjects).await;
+    // The baseline is only compared with measured visits: a run without them (the
+    // memory run, `--visits 0`) skips it and the conversions it needs.
+    let compare = client.visits() > 0;
+    let left = account::Left::read(&rt, config.subjects, compare).await;
 
     progress.set_phase(Phase::Bare);
-    let bare = bare::measure(&rt, config, &left.parked);
+    let bare = if compare {
+        bare::measure(&rt, config, &left.parked)
+    } else {
+        bare::Bare::default()
+    };
+    let process_peak_rss = rss::peak();
 
     progress.set_phase(Phase::Done);
     let account = Account::balance(&client, &observed, &left, &stats, &prefilled.client);
@@ -118,6 +126,7 @@ pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report
         prefilled,
         stats,
         peak_rss,
+        process_peak_rss,
         rss_after_prefill,
         bare,
     }))

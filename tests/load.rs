@@ -64,6 +64,7 @@ async fn a_small_run_loses_nothing() {
         "p999_us",
         "max_us",
         "peak_rss_bytes",
+        "process_peak_rss_bytes",
         "lost",
         "bare_visits_per_sec",
         "overhead_ratio",
@@ -71,6 +72,11 @@ async fn a_small_run_loses_nothing() {
         assert!(json.get(field).is_some(), "--json lacks {field}");
     }
     assert!(report.p50_us <= report.p99_us && report.p99_us <= report.max_us);
+    // The process's peak includes the run's, read earlier.
+    assert!(
+        report.process_peak_rss_bytes >= report.peak_rss_bytes,
+        "{report}"
+    );
     // The passivated subjects are packed.
     assert!(report.passive_bytes > 0, "{report}");
     // Each kind's latencies, and together they bound the whole run's.
@@ -106,6 +112,33 @@ async fn a_run_by_duration_stops_and_balances() {
     assert!(report.visits > 0);
     assert_eq!(report.by_op["resume"] + report.by_op["take"], 0);
     assert_eq!(report.account.resumed, 0, "{report}");
+}
+
+/// A run without measured visits (the memory run) accounts for its prefill and skips
+/// the bare baseline, which has nothing to be compared with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_without_visits_balances_and_skips_the_baseline() {
+    let config = LoadConfig {
+        stop: Stop::Count(0),
+        ..small()
+    };
+    let report = load::run(&config, &Progress::new())
+        .await
+        .expect("the load runs");
+    assert_eq!(report.lost, 0, "{report}");
+    assert_eq!(report.visits, 0);
+    assert_eq!(report.account.asks_raised, 40 * 3, "{report}");
+    assert_eq!(
+        report.account.open,
+        40 * 3 - report.account.expired,
+        "{report}"
+    );
+    assert_eq!(report.bare_visits_per_sec, 0.0);
+    assert!(report.overhead_ratio.is_none());
+    assert!(
+        report.to_string().contains("bare        not measured"),
+        "{report}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

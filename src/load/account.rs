@@ -114,19 +114,20 @@ pub(crate) struct Left {
     pub(crate) open: u64,
     /// `finished` and `failed` entries.
     pub(crate) waiting: u64,
-    /// Each subject's `$parked`, as its door visits see it.
+    /// Each subject's `$parked`, as its door visits see it, when asked for (the bare
+    /// baseline's inputs); empty otherwise.
     pub(crate) parked: Vec<Input>,
     /// Subjects that could not be read (the runtime stopped).
     pub(crate) unread: u64,
 }
 
 impl Left {
-    /// List every subject of the workload.
-    pub(crate) async fn read(rt: &Runtime, subjects: usize) -> Self {
+    /// List every subject of the workload, converting each `$parked` when `convert`.
+    pub(crate) async fn read(rt: &Runtime, subjects: usize, convert: bool) -> Self {
         let mut left = Left {
             open: 0,
             waiting: 0,
-            parked: Vec::with_capacity(subjects),
+            parked: Vec::with_capacity(if convert { subjects } else { 0 }),
             unread: 0,
         };
         for index in 0..subjects {
@@ -143,8 +144,10 @@ impl Left {
                     Status::Finished | Status::Failed => left.waiting += 1,
                 }
             }
-            let converted: Vec<Input> = entries.iter().map(Input::from_entry).collect();
-            left.parked.push(Input::array(&converted));
+            if convert {
+                let converted: Vec<Input> = entries.iter().map(Input::from_entry).collect();
+                left.parked.push(Input::array(&converted));
+            }
         }
         left
     }

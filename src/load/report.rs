@@ -179,6 +179,9 @@ pub struct Report {
     /// Peak resident memory of the run, read before the closing listing and the bare
     /// baseline (which convert every parked set once more), bytes.
     pub peak_rss_bytes: u64,
+    /// Peak resident memory of the whole command, the closing listing and the bare
+    /// baseline included: what the operating system reports for the process, bytes.
+    pub process_peak_rss_bytes: u64,
     /// Subjects with an actor at the end, after the passivation delay.
     pub live_subjects: usize,
     /// Subjects kept as data, without an actor, at the end.
@@ -191,7 +194,8 @@ pub struct Report {
     pub account: Account,
     /// The sum of every imbalance in the account: must be 0.
     pub lost: u64,
-    /// Bare-baseline visits per second.
+    /// Bare-baseline visits per second; 0 when there were no measured visits to compare
+    /// with, and the baseline was not run.
     pub bare_visits_per_sec: f64,
     /// Bare visits whose plan had a problem.
     pub bare_problems: u64,
@@ -233,6 +237,7 @@ pub(crate) struct Parts<'a> {
     pub(crate) prefilled: Prefilled,
     pub(crate) stats: Stats,
     pub(crate) peak_rss: u64,
+    pub(crate) process_peak_rss: u64,
     pub(crate) rss_after_prefill: u64,
     pub(crate) bare: Bare,
 }
@@ -247,6 +252,7 @@ impl Report {
             prefilled,
             stats,
             peak_rss,
+            process_peak_rss,
             rss_after_prefill,
             bare,
         } = parts;
@@ -293,6 +299,7 @@ impl Report {
             prefilled_asks: prefilled.client.asks_seen,
             rss_after_prefill_bytes: rss_after_prefill,
             peak_rss_bytes: peak_rss,
+            process_peak_rss_bytes: process_peak_rss,
             live_subjects: stats.live_subjects,
             passive_subjects: stats.passive_subjects,
             passive_bytes: stats.passive_bytes,
@@ -361,10 +368,11 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "memory      peak RSS {:.1} MiB; {:.1} MiB after {} prefilled asks",
+            "memory      peak RSS {:.1} MiB; {:.1} MiB after {} prefilled asks; {:.1} MiB for the whole command",
             mib(self.peak_rss_bytes),
             mib(self.rss_after_prefill_bytes),
-            self.prefilled_asks
+            self.prefilled_asks,
+            mib(self.process_peak_rss_bytes)
         )?;
         writeln!(
             f,
@@ -397,6 +405,9 @@ impl fmt::Display for Report {
                 "bare        {:.0} visits/s: overhead ratio {ratio:.2}",
                 self.bare_visits_per_sec
             ),
+            None if self.visits == 0 => {
+                writeln!(f, "bare        not measured: no visits to compare with")
+            }
             None => writeln!(f, "bare        {:.0} visits/s", self.bare_visits_per_sec),
         }
     }
