@@ -43,8 +43,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     rt.settle().await;
 
     let start = live();
+    // A visit that applies nothing wakes each subject (a list would not: it reads a
+    // subject without an actor as it is kept).
     for i in 0..SUBJECTS {
-        rt.list(&format!("s{i}")).await?;
+        rt.visit("peek", &format!("s{i}"), json!({})).await?;
     }
     rt.settle().await;
     let subjects = live();
