@@ -26,8 +26,8 @@ async fn census(rt: &Runtime) -> (usize, usize) {
     (stats.live_subjects, stats.passive_subjects)
 }
 
-/// With `passivate_after` zero a parked subject passivates once settled, wakes for a
-/// list and a resume, and is forgotten once it holds nothing.
+/// With `passivate_after` zero a parked subject passivates once settled, is read by a
+/// list without waking, wakes for a resume, and is forgotten once it holds nothing.
 #[tokio::test]
 async fn a_parked_subject_passivates_wakes_and_is_forgotten_when_empty() {
     let (rt, _clock) = common::runtime_with(|b| b.passivate_after(Duration::ZERO)).await;
@@ -473,10 +473,19 @@ async fn every_kind_of_held_state_comes_back_from_the_packed_state() {
     );
     let runs = stats.runs;
 
-    // Listing wakes the subject from the packed state; it passivates again after.
+    // A list reads the packed state. A refused take wakes the subject from it, and it
+    // passivates again: the entries are the same after the second packing.
     let listed = rt.list("s").await.unwrap();
+    let passivations = stats.passivations;
+    assert!(rt.take("s", "i-none").await.is_err());
     rt.settle().await;
-    assert_eq!(rt.stats().await.passive_subjects, 1);
+    let again = rt.stats().await;
+    assert_eq!(again.passive_subjects, 1);
+    assert_eq!(
+        again.passivations,
+        passivations + 1,
+        "woken and packed again"
+    );
     assert_eq!(
         rt.list("s").await.unwrap(),
         listed,
