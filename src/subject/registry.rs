@@ -76,6 +76,20 @@ impl Subjects {
         // Handed on with the message once it is in a mailbox; given back if this future
         // is dropped first or the message cannot be delivered.
         let pending = shared.inflight.pending();
+        // The usual case, a live actor, needs only a read of its slot (the map's shared
+        // lock, held while the message is queued; nothing is cloned).
+        if let Some(slot) = self.slots.get(subject)
+            && let Slot::Live(actor) = slot.value()
+        {
+            match self.cast(actor, msg)? {
+                None => {
+                    pending.handed_on();
+                    return Ok(());
+                }
+                // Refused after the drain marker: wait for the slot below.
+                Some(back) => msg = back,
+            }
+        }
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
@@ -96,17 +110,13 @@ impl Subjects {
                 }
             };
             match step {
-                Step::Cast(actor) => match actor.cast(msg) {
-                    Ok(()) => {
+                Step::Cast(actor) => match self.cast(&actor, msg)? {
+                    None => {
                         pending.handed_on();
                         return Ok(());
                     }
                     // Refused after the drain marker: the slot turns Busy, then Passive.
-                    Err(MessagingErr::SendErr(back)) => {
-                        self.redelivered.fetch_add(1, Ordering::Relaxed);
-                        msg = back;
-                    }
-                    Err(_) => return Err(Stopped),
+                    Some(back) => msg = back,
                 },
                 Step::Wait => changed.await,
                 Step::Spawn(state) => self.spawn(shared, subject, state).await?,
@@ -124,6 +134,23 @@ impl Subjects {
                     }
                 },
             }
+        }
+    }
+
+    /// Queue `msg` in `actor`'s mailbox: `None` once queued, the message back when a
+    /// draining actor refused it (it arrived after the drain marker).
+    fn cast(
+        &self,
+        actor: &ActorRef<SubjectMsg>,
+        msg: SubjectMsg,
+    ) -> Result<Option<SubjectMsg>, Stopped> {
+        match actor.cast(msg) {
+            Ok(()) => Ok(None),
+            Err(MessagingErr::SendErr(back)) => {
+                self.redelivered.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(back))
+            }
+            Err(_) => Err(Stopped),
         }
     }
 
