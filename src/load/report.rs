@@ -180,7 +180,7 @@ pub struct Report {
     /// baseline (which convert every parked set once more), bytes.
     pub peak_rss_bytes: u64,
     /// Peak resident memory of the whole command, the closing listing and the bare
-    /// baseline included: what the operating system reports for the process, bytes.
+    /// baseline included (the process's `VmHWM` at the end), bytes.
     pub process_peak_rss_bytes: u64,
     /// Subjects with an actor at the end, after the passivation delay.
     pub live_subjects: usize,
