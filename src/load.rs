@@ -74,7 +74,7 @@ pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report
     config.check()?;
     let clock = ManualClock::default();
     let rt = workload::build(config, clock.clone()).await?;
-    let events = account::Observer::start(&rt);
+    let events = account::Observer::start(&rt)?;
     let follow = drive::follow_wall_clock(clock.clone());
 
     progress.set_phase(Phase::Prefill);
@@ -83,7 +83,7 @@ pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report
 
     progress.set_phase(Phase::Visits);
     let started = Instant::now();
-    let client = drive::visit(&rt, config, progress).await;
+    let drive::Measured { client, latencies } = drive::visit(&rt, config, progress).await;
     let seconds = started.elapsed().as_secs_f64();
     follow.stop().await;
 
@@ -105,7 +105,7 @@ pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report
     let peak_rss = rss::peak();
     // The baseline is only compared with measured visits: a run without them (the
     // memory run, `--visits 0`) skips it and the conversions it needs.
-    let compare = client.visits() > 0;
+    let compare = latencies.visits() > 0;
     let left = account::Left::read(&rt, config.subjects, compare).await;
 
     progress.set_phase(Phase::Bare);
@@ -121,6 +121,7 @@ pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report
     Ok(Report::new(report::Parts {
         config,
         client,
+        latencies,
         seconds,
         account,
         prefilled,

@@ -114,6 +114,26 @@ async fn a_run_by_duration_stops_and_balances() {
     assert_eq!(report.account.resumed, 0, "{report}");
 }
 
+/// Thousands of visitors, most of them waiting on the same few subjects: every event is
+/// read (the counter is not a task queued behind the visitors), and every visit is
+/// counted in its latency figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_visitors_lose_nothing() {
+    let config = LoadConfig {
+        concurrency: 3_000,
+        stop: Stop::Count(12_000),
+        ..small()
+    };
+    let report = load::run(&config, &Progress::new())
+        .await
+        .expect("the load runs");
+    assert_eq!(report.lost, 0, "{report}");
+    assert_eq!(report.account.events_lagged, 0, "{report}");
+    assert_eq!(report.visits, 12_000);
+    assert_eq!(report.by_op.values().sum::<u64>(), 12_000);
+    assert!(report.bare_visits_per_sec > 0.0);
+}
+
 /// A run without measured visits (the memory run) accounts for its prefill and skips
 /// the bare baseline, which has nothing to be compared with.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

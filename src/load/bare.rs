@@ -19,8 +19,13 @@ use super::workload::{self, Visits};
 use crate::Runtime;
 use crate::jq::{Input, Limits};
 
-/// How many visits each visitor stream contributes to the replayed sequence.
+/// How many visits each visitor stream contributes to the replayed sequence, at most.
 const PER_VISITOR: usize = 2_000;
+/// How long the replayed sequence is, at most (each visit holds its input, a few
+/// hundred bytes): with many visitors each contributes fewer visits, so the baseline's
+/// memory does not grow with `--concurrency` (5000 visitors at 2000 visits each held
+/// 4 GiB).
+const SEQUENCE: usize = 128_000;
 
 /// What the bare loop measured.
 #[derive(Debug, Clone, Copy, Default)]
@@ -61,8 +66,9 @@ pub(crate) fn measure(rt: &Runtime, config: &LoadConfig, parked: &[Input]) -> Ba
     let mut streams: Vec<Visits> = (0..config.concurrency)
         .map(|i| Visits::new(config, i))
         .collect();
-    let mut sequence = Vec::with_capacity(PER_VISITOR * streams.len());
-    for _ in 0..PER_VISITOR {
+    let per_visitor = (SEQUENCE / streams.len().max(1)).clamp(1, PER_VISITOR);
+    let mut sequence = Vec::with_capacity(per_visitor * streams.len());
+    for _ in 0..per_visitor {
         for stream in &mut streams {
             sequence.push(stream.next_visit());
         }

@@ -123,6 +123,9 @@ pub enum LoadError {
     /// A workload door was refused.
     #[error("a workload door was refused: {0}")]
     Door(#[from] crate::SaveError),
+    /// The load tool's own machinery (a thread, a runtime) could not be set up.
+    #[error("could not set up {0}")]
+    Setup(String),
 }
 
 impl LoadConfig {

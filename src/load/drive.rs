@@ -2,8 +2,8 @@
 //! that follows the wall clock while they run.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -70,12 +70,9 @@ impl Progress {
     }
 }
 
-/// What the visitors saw, added up.
-#[derive(Debug, Clone)]
+/// What the visitors saw, added up (their latencies are kept apart, in [`Latencies`]).
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Client {
-    /// Latency of each measured visit in microseconds, by kind of visit (so also how
-    /// many visits of each kind were measured).
-    pub(crate) op_latency: [Histogram<u64>; 4],
     /// Visits that applied nothing (nothing to resume, take or cancel; a full subject).
     pub(crate) idle: u64,
     /// Runs started.
@@ -97,26 +94,100 @@ pub(crate) struct Client {
     pub(crate) errors: BTreeMap<&'static str, (u64, String)>,
 }
 
+/// Latency of each measured visit in microseconds, by kind of visit (so also how many
+/// visits of each kind were measured).
+///
+/// A set is about 750 KiB (four histograms from 1 µs to 1 h at three significant
+/// figures), so visitors do not keep one each: they record into a few shared sets
+/// ([`Recorder`]), which are added up at the end.
+#[derive(Debug, Clone)]
+pub(crate) struct Latencies([Histogram<u64>; 4]);
+
+impl Default for Latencies {
+    fn default() -> Self {
+        Self(std::array::from_fn(|_| histogram()))
+    }
+}
+
 /// An empty latency histogram: 1 µs to 1 h, three significant figures.
 fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3)
         .expect("1 µs to 1 h at three significant figures are valid bounds")
 }
 
-impl Default for Client {
-    fn default() -> Self {
-        Self {
-            op_latency: std::array::from_fn(|_| histogram()),
-            idle: 0,
-            started: 0,
-            asks_seen: 0,
-            starts_cancelled: 0,
-            delivered: 0,
-            delivered_other: 0,
-            taken: 0,
-            cancelled: 0,
-            errors: BTreeMap::new(),
+impl Latencies {
+    /// Count one visit of kind `op` that took `micros`.
+    fn record(&mut self, op: Op, micros: u64) {
+        self.0[op.index()].saturating_record(micros.max(1));
+    }
+
+    /// Add another set.
+    fn add(&mut self, other: &Latencies) {
+        // Every histogram has the same bounds, so adding cannot fail.
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            let _ = a.add(b);
         }
+    }
+
+    /// Measured visits.
+    pub(crate) fn visits(&self) -> u64 {
+        self.0.iter().map(Histogram::len).sum()
+    }
+
+    /// Latency of every measured visit, whatever its kind.
+    pub(crate) fn all(&self) -> Histogram<u64> {
+        let mut all = histogram();
+        for h in &self.0 {
+            // The same bounds: adding cannot fail.
+            let _ = all.add(h);
+        }
+        all
+    }
+
+    /// Every kind of visit with its latency percentiles, in report order.
+    pub(crate) fn by_op(&self) -> BTreeMap<String, Latency> {
+        Op::ALL
+            .iter()
+            .map(|op| (op.name().to_owned(), Latency::of(&self.0[op.index()])))
+            .collect()
+    }
+
+    /// Every kind of visit with its count, in report order.
+    pub(crate) fn counts(&self) -> BTreeMap<String, u64> {
+        Op::ALL
+            .iter()
+            .map(|op| (op.name().to_owned(), self.0[op.index()].len()))
+            .collect()
+    }
+}
+
+/// The shared latency sets the visitors record into: visitor `i` into set `i % n`, so
+/// a set's lock is seldom contended, and the memory does not grow with the visitors.
+struct Recorder(Box<[Mutex<Latencies>]>);
+
+impl Recorder {
+    /// Sets for `visitors` visitors on `workers` worker threads.
+    fn new(visitors: usize, workers: usize) -> Self {
+        let sets = visitors.min(workers.saturating_mul(4)).max(1);
+        Self((0..sets).map(|_| Mutex::default()).collect())
+    }
+
+    /// Count one visit of visitor `visitor`.
+    fn record(&self, visitor: usize, op: Op, micros: u64) {
+        // Recording cannot panic, so a poisoned lock holds whole counts.
+        self.0[visitor % self.0.len()]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .record(op, micros);
+    }
+
+    /// Every set added up.
+    fn total(self) -> Latencies {
+        let mut total = Latencies::default();
+        for set in self.0 {
+            total.add(&set.into_inner().unwrap_or_else(PoisonError::into_inner));
+        }
+        total
     }
 }
 
@@ -175,10 +246,6 @@ impl Client {
 
     /// Add another visitor's counts.
     fn add(&mut self, other: Client) {
-        // Every histogram has the same bounds, so adding cannot fail.
-        for (a, b) in self.op_latency.iter_mut().zip(&other.op_latency) {
-            let _ = a.add(b);
-        }
         self.idle += other.idle;
         self.started += other.started;
         self.asks_seen += other.asks_seen;
@@ -190,21 +257,6 @@ impl Client {
         for (kind, (n, message)) in other.errors {
             self.errors.entry(kind).or_insert((0, message)).0 += n;
         }
-    }
-
-    /// Measured visits.
-    pub(crate) fn visits(&self) -> u64 {
-        self.op_latency.iter().map(Histogram::len).sum()
-    }
-
-    /// Latency of every measured visit, whatever its kind.
-    pub(crate) fn latency(&self) -> Histogram<u64> {
-        let mut all = histogram();
-        for h in &self.op_latency {
-            // The same bounds: adding cannot fail.
-            let _ = all.add(h);
-        }
-        all
     }
 }
 
@@ -283,17 +335,27 @@ pub(crate) async fn prefill(rt: &Runtime, config: &LoadConfig) -> Prefilled {
 /// deadline.
 const TIMER_TICK: Duration = Duration::from_millis(1);
 
+/// What the measured visits saw.
+pub(crate) struct Measured {
+    /// Their results, added up.
+    pub(crate) client: Client,
+    /// Their latencies.
+    pub(crate) latencies: Latencies,
+}
+
 /// Run the measured visits: `config.concurrency` visitors until `config.stop`.
-pub(crate) async fn visit(rt: &Runtime, config: &LoadConfig, progress: &Arc<Progress>) -> Client {
+pub(crate) async fn visit(rt: &Runtime, config: &LoadConfig, progress: &Arc<Progress>) -> Measured {
     let names: Arc<Vec<String>> =
         Arc::new((0..config.subjects).map(workload::subject_name).collect());
     let tickets = Arc::new(AtomicU64::new(0));
+    let recorder = Arc::new(Recorder::new(config.concurrency, config.workers));
     let start = Instant::now();
     let mut tasks = JoinSet::new();
     for index in 0..config.concurrency {
         let rt = rt.clone();
         let names = Arc::clone(&names);
         let tickets = Arc::clone(&tickets);
+        let recorder = Arc::clone(&recorder);
         let progress = Arc::clone(progress);
         let mut visits = Visits::new(config, index);
         let (stop, rate) = (config.stop, config.rate);
@@ -335,33 +397,19 @@ pub(crate) async fn visit(rt: &Runtime, config: &LoadConfig, progress: &Arc<Prog
                 let (op, subject, input) = visits.next_visit();
                 let result = rt.visit(op.door(), &names[subject], input).await;
                 let micros = u64::try_from(due.elapsed().as_micros()).unwrap_or(u64::MAX);
-                client.op_latency[op.index()].saturating_record(micros.max(1));
+                recorder.record(index, op, micros);
                 client.count(result);
                 progress.visits.fetch_add(1, Ordering::Relaxed);
             }
             client
         });
     }
-    gather(tasks).await
-}
-
-/// Every kind of visit with its latency percentiles, in report order.
-pub(crate) fn op_latency(client: &Client) -> BTreeMap<String, Latency> {
-    Op::ALL
-        .iter()
-        .map(|op| {
-            let latency = Latency::of(&client.op_latency[op.index()]);
-            (op.name().to_owned(), latency)
-        })
-        .collect()
-}
-
-/// Every kind of visit with its count, in report order.
-pub(crate) fn by_op(client: &Client) -> BTreeMap<String, u64> {
-    Op::ALL
-        .iter()
-        .map(|op| (op.name().to_owned(), client.op_latency[op.index()].len()))
-        .collect()
+    let client = gather(tasks).await;
+    // Every visitor has ended, so this is the only handle left.
+    let latencies = Arc::try_unwrap(recorder)
+        .map(Recorder::total)
+        .unwrap_or_default();
+    Measured { client, latencies }
 }
 
 /// Add up what every visitor saw. A visitor that panicked is a bug: its panic goes on.

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::account::{Left, Observed};
 use super::bare::Bare;
 use super::config::LoadConfig;
-use super::drive::{self, Client, Prefilled};
+use super::drive::{Client, Latencies, Prefilled};
 use crate::Stats;
 
 /// Whether nothing was lost: each line of the account, with both of its sides.
@@ -232,6 +232,7 @@ impl Latency {
 pub(crate) struct Parts<'a> {
     pub(crate) config: &'a LoadConfig,
     pub(crate) client: Client,
+    pub(crate) latencies: Latencies,
     pub(crate) seconds: f64,
     pub(crate) account: Account,
     pub(crate) prefilled: Prefilled,
@@ -247,6 +248,7 @@ impl Report {
         let Parts {
             config,
             client,
+            latencies,
             seconds,
             account,
             prefilled,
@@ -256,13 +258,13 @@ impl Report {
             rss_after_prefill,
             bare,
         } = parts;
-        let visits = client.visits();
+        let visits = latencies.visits();
         let rate = if seconds > 0.0 {
             visits as f64 / seconds
         } else {
             0.0
         };
-        let h = &client.latency();
+        let h = &latencies.all();
         let at = |q: f64| {
             if h.is_empty() {
                 0
@@ -291,8 +293,8 @@ impl Report {
             p999_us: at(0.999),
             max_us: if h.is_empty() { 0 } else { h.max() },
             mean_us: if h.is_empty() { 0.0 } else { h.mean() },
-            by_op: drive::by_op(&client),
-            by_op_latency: drive::op_latency(&client),
+            by_op: latencies.counts(),
+            by_op_latency: latencies.by_op(),
             started: client.started,
             idle: client.idle,
             errors,
