@@ -583,3 +583,28 @@ async fn a_parked_run_resumes_with_the_target_registered_now_live_or_passive() {
         );
     }
 }
+
+/// A message queued behind the idle check that passivates its subject is handled while
+/// the actor drains, and arms no idle check of its own: nothing is left to wake the
+/// subject later, and a subject woken by an idle check from before it passivated
+/// arms a new one, so it never keeps its actor for good.
+#[tokio::test]
+async fn a_message_handled_while_draining_leaves_no_idle_check_behind() {
+    let (rt, clock) =
+        common::runtime_with(|b| b.passivate_after(secs(1)).waiting_retention(secs(10))).await;
+    rt.run(Start::new("s", "asker")).await.unwrap();
+    let id = rt.list("s").await.unwrap()[0].id.clone();
+    rt.resume_detached("s", &id, json!("yes")).await.unwrap();
+    rt.settle().await;
+    assert_eq!(rt.list("s").await.unwrap()[0].status, Status::Finished);
+    // One move lands the idle check (due at 1 s) and the outcome's retention (10 s)
+    // together: the ticker queues both before the subject handles either, so the
+    // retention is handled while the actor drains.
+    clock.advance(secs(20));
+    rt.settle().await;
+    assert_eq!(census(&rt).await, (0, 0), "dropped, empty and forgotten");
+    assert_eq!(rt.stats().await.timers, 0, "no idle check left armed");
+    clock.advance(secs(5));
+    rt.settle().await;
+    assert_eq!(census(&rt).await, (0, 0), "nothing woke the subject again");
+}

@@ -58,8 +58,15 @@ impl Actor for SubjectActor {
         // only while it runs; inline, it would size every live subject's task for it,
         // idle or not (7.1 KiB against 11.7 per empty live subject, `examples/memory`).
         let idle = Box::pin(handle(&shared, state, msg)).await;
-        let after = state.after(&shared, idle);
-        if after == After::Passivate && !held.draining {
+        // A draining actor's state is on its way to be stored: a message queued before
+        // the drain marker arms no idle check, which would outlive the state it was for
+        // and wake the subject later for nothing.
+        let after = if held.draining {
+            After::Stay
+        } else {
+            state.after(&shared, idle)
+        };
+        if after == After::Passivate {
             held.draining = true;
             state.clear_idle(&shared);
             shared.subjects.begin_passivation(&state.name);

@@ -1105,10 +1105,16 @@ impl SubjectState {
     pub(crate) fn after(&mut self, shared: &Shared, idle_fired: Option<TimerKey>) -> After {
         let now = shared.clock.now();
         if let Some(key) = idle_fired {
-            if self.idle_timer != Some(key) {
+            if self.idle_timer == Some(key) {
+                self.idle_timer = None;
+            } else if self.idle_timer.is_some() {
+                // Superseded: the armed check stands.
                 return After::Stay;
             }
-            self.idle_timer = None;
+            // Else a check from before the subject last passivated woke it: it counts
+            // from its waking (not from each check), and arms the next check below, so
+            // the subject does not keep its actor for good.
+            self.last_active.get_or_insert(now);
         } else {
             self.last_active = Some(now);
         }
