@@ -63,7 +63,7 @@ async fn run(activation: Activation) {
         ))),
     };
     let replay = ctx.finish();
-    let subject: Arc<str> = Arc::from(ctx.subject());
+    let subject = Arc::clone(ctx.subject_name());
     let ending = Ending {
         run: Arc::from(ctx.run_id()),
         epoch: ctx.epoch(),

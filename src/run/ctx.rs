@@ -135,6 +135,11 @@ impl Ctx {
         &self.inner.subject
     }
 
+    /// The subject's name as the runtime shares it.
+    pub(crate) fn subject_name(&self) -> &Arc<str> {
+        &self.inner.subject
+    }
+
     /// The target names from this run up to the top of its chain.
     pub fn lineage(&self) -> &[String] {
         &self.inner.lineage
