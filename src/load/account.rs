@@ -66,8 +66,8 @@ pub(crate) struct Observer {
     thread: std::thread::JoinHandle<Observed>,
 }
 
-/// How often the observer reads: the channel holds 65536 events, about a second of the
-/// fastest runs so far.
+/// How often the observer reads: a millisecond of events is a small part of what the
+/// channel holds (65536) at the fastest rates measured.
 const PERIOD: Duration = Duration::from_millis(1);
 
 impl Observer {

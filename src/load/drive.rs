@@ -182,10 +182,10 @@ impl Recorder {
     }
 
     /// Every set added up.
-    fn total(self) -> Latencies {
+    fn total(&self) -> Latencies {
         let mut total = Latencies::default();
-        for set in self.0 {
-            total.add(&set.into_inner().unwrap_or_else(PoisonError::into_inner));
+        for set in &self.0 {
+            total.add(&set.lock().unwrap_or_else(PoisonError::into_inner));
         }
         total
     }
@@ -405,11 +405,10 @@ pub(crate) async fn visit(rt: &Runtime, config: &LoadConfig, progress: &Arc<Prog
         });
     }
     let client = gather(tasks).await;
-    // Every visitor has ended, so this is the only handle left.
-    let latencies = Arc::try_unwrap(recorder)
-        .map(Recorder::total)
-        .unwrap_or_default();
-    Measured { client, latencies }
+    Measured {
+        client,
+        latencies: recorder.total(),
+    }
 }
 
 /// Add up what every visitor saw. A visitor that panicked is a bug: its panic goes on.
