@@ -586,8 +586,8 @@ async fn a_parked_run_resumes_with_the_target_registered_now_live_or_passive() {
 
 /// A message queued behind the idle check that passivates its subject is handled while
 /// the actor drains, and arms no idle check of its own: nothing is left to wake the
-/// subject later, and a subject woken by an idle check from before it passivated
-/// arms a new one, so it never keeps its actor for good.
+/// subject later (such a check once woke it, found none of its own armed, and kept its
+/// actor for good).
 #[tokio::test]
 async fn a_message_handled_while_draining_leaves_no_idle_check_behind() {
     let (rt, clock) =
