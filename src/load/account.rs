@@ -58,8 +58,8 @@ impl Observed {
 /// unread with 5000 visitors, even reading unconstrained by Tokio's cooperative
 /// budget; 250k at 1M prefilled asks with the budget). A thread is scheduled by the
 /// operating system beside the runtime's workers, whatever their queues hold. It does
-/// not wait on the channel either: a waiting reader is woken by every event, a system
-/// call for the publisher each time, which cost the default run a third of its visits
+/// not wait on the channel either: a waiting reader is woken by every event, a wake-up
+/// for the publisher each time, which cost the default run a third of its visits
 /// a second.
 pub(crate) struct Observer {
     done: Arc<AtomicBool>,

@@ -100,7 +100,7 @@ pub(crate) struct Client {
 /// A set is about 750 KiB (four histograms from 1 µs to 1 h at three significant
 /// figures), so visitors do not keep one each: they record into a few shared sets
 /// ([`Recorder`]), which are added up at the end.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Latencies([Histogram<u64>; 4]);
 
 impl Default for Latencies {
