@@ -178,7 +178,7 @@ impl Program {
     ) -> Vec<Result<Outputs, EvalError>> {
         match Batch::new(programs, input, vars, limits) {
             Ok(batch) => {
-                if let Some(results) = batch.in_place() {
+                if let Some(results) = batch.in_place(IN_PLACE_BUDGET) {
                     return results;
                 }
                 let (cut_off, count, limit) = (batch.cut_off, batch.count, batch.limit);
@@ -214,16 +214,19 @@ impl Program {
         self.compiled.shallow
     }
 
-    /// The in-place attempt of [`Program::run_batch`] alone: `None` when the batch would
-    /// go to the pool.
+    /// The in-place attempt of [`Program::run_batch`] alone, with `budget` in place of
+    /// [`IN_PLACE_BUDGET`]: `None` when the batch would go to the pool.
     #[cfg(test)]
     pub(super) fn run_in_place(
         programs: &[&Program],
         input: &Input,
         vars: &[Input],
         limits: &Limits,
+        budget: Duration,
     ) -> Option<Vec<Result<Outputs, EvalError>>> {
-        Batch::new(programs, input, vars, limits).ok()?.in_place()
+        Batch::new(programs, input, vars, limits)
+            .ok()?
+            .in_place(budget)
     }
 
     /// [`Program::run`] on a pool of the test's own.
@@ -446,12 +449,12 @@ impl Batch {
     }
 
     /// Evaluate every program, in order, on the calling thread, when all are shallow and
-    /// they finish within [`IN_PLACE_BUDGET`]; `None` sends the batch to the pool.
-    fn in_place(&self) -> Option<Vec<Result<Outputs, EvalError>>> {
+    /// they finish within `budget`; `None` sends the batch to the pool.
+    fn in_place(&self, budget: Duration) -> Option<Vec<Result<Outputs, EvalError>>> {
         if !self.compiled.iter().all(|c| c.shallow) {
             return None;
         }
-        let budget = deadline_after(Instant::now(), IN_PLACE_BUDGET).min(self.deadline);
+        let budget = deadline_after(Instant::now(), budget).min(self.deadline);
         let never = AtomicBool::new(false);
         let mut results = Vec::with_capacity(self.compiled.len());
         for c in &self.compiled {
