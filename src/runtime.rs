@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ractor::Actor;
 use serde_json::Value;
-use tokio::sync::{Notify, broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::clock::{Clock, SystemClock};
 use crate::entry::Entry;
@@ -21,6 +21,7 @@ use crate::record::{Resumed, RunRecord};
 use crate::run::Ctx;
 use crate::settings::Settings;
 use crate::shared::{Parent, Shared, StartSpec};
+use crate::supervisor::arming::{self, Wake};
 use crate::supervisor::ticker::{self, RoundRequest};
 use crate::supervisor::{Supervisor, SupervisorMsg};
 
@@ -232,23 +233,26 @@ impl Builder {
         for edit in self.edits {
             edit(&mut settings);
         }
-        let kick = Arc::new(Notify::new());
-        let (supervisor, _) = Actor::spawn(None, Supervisor, Arc::clone(&kick))
-            .await
-            .map_err(|e| BuildError::Spawn {
-                what: "supervisor",
-                reason: e.to_string(),
-            })?;
+        let wake = Arc::new(Wake::default());
+        let (arming, armed) = arming::queue(Arc::clone(&wake));
+        let (supervisor, _) =
+            Actor::spawn(None, Supervisor, armed)
+                .await
+                .map_err(|e| BuildError::Spawn {
+                    what: "supervisor",
+                    reason: e.to_string(),
+                })?;
         let shared = Arc::new(Shared::new(
             settings,
             self.clock,
             self.ids.unwrap_or_default(),
             supervisor,
+            arming,
             self.event_capacity,
         ));
         crate::tools::register(&shared.targets);
         let (rounds, requests) = mpsc::unbounded_channel();
-        tokio::spawn(ticker::run(Arc::downgrade(&shared), kick, requests));
+        tokio::spawn(ticker::run(Arc::downgrade(&shared), wake, requests));
         Ok(Runtime {
             inner: Arc::new(Handle { shared, rounds }),
         })

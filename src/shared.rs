@@ -21,7 +21,7 @@ use crate::record::{Buffered, Resumed, RunRecord};
 use crate::settings::{self, Settings};
 use crate::subject::state::SubjectState;
 use crate::subject::{Ack, SubjectMsg, Subjects};
-use crate::supervisor::{SupervisorMsg, TimerKey};
+use crate::supervisor::{Arming, SupervisorMsg, TimerKey};
 use crate::target::Targets;
 
 /// Who started a run.
@@ -156,6 +156,8 @@ pub(crate) struct Shared {
     pub(crate) subjects: Subjects,
     /// The supervisor actor.
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
+    /// Arms and disarms the supervisor's timers.
+    pub(crate) timers: Arming,
     /// The event stream.
     pub(crate) events: Events,
     /// The concurrency counters.
@@ -174,6 +176,7 @@ impl Shared {
         clock: Arc<dyn Clock>,
         ids: Ids,
         supervisor: ActorRef<SupervisorMsg>,
+        timers: Arming,
         event_capacity: usize,
     ) -> Self {
         Self {
@@ -186,6 +189,7 @@ impl Shared {
             inbox: Default::default(),
             subjects: Subjects::default(),
             supervisor,
+            timers,
             events: Events::new(event_capacity),
             caps: Caps::default(),
             timer_seq: AtomicU64::new(0),

@@ -23,7 +23,7 @@ use crate::record::{Buffered, Resumed};
 use crate::shared::Shared;
 use crate::subject::SubjectMsg;
 use crate::subject::state::AppliedItem;
-use crate::supervisor::{SupervisorMsg, Timer};
+use crate::supervisor::Timer;
 
 /// Every saved door.
 #[derive(Debug, Default)]
@@ -98,13 +98,13 @@ fn arm_schedule(
         .ok()
         .and_then(|d| from.checked_add_signed(d))
         .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
-    let _ = shared.supervisor.cast(SupervisorMsg::Arm {
-        key: shared.timer_key(at),
-        timer: Timer::Schedule {
+    shared.timers.arm(
+        shared.timer_key(at),
+        Timer::Schedule {
             door: Arc::from(door.name()),
             generation: door.generation,
         },
-    });
+    );
 }
 
 /// A schedule's timer fired at `at`: visit, then arm the next fire. A clock that jumped

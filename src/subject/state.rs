@@ -461,13 +461,13 @@ impl SubjectState {
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
         let key = shared.timer_key(horizon);
         let name: Arc<str> = Arc::from(id.as_str());
-        let _ = shared.supervisor.cast(SupervisorMsg::Arm {
+        shared.timers.arm(
             key,
-            timer: Timer::Retention {
+            Timer::Retention {
                 subject: Arc::clone(&self.name),
                 interaction: Arc::clone(&name),
             },
-        });
+        );
         shared.count_waiting();
         self.parked = None;
         self.entries.insert(
@@ -563,13 +563,13 @@ impl SubjectState {
         };
         let key = shared.timer_key(checked.deadline);
         let name: Arc<str> = Arc::from(id.as_str());
-        let _ = shared.supervisor.cast(SupervisorMsg::Arm {
+        shared.timers.arm(
             key,
-            timer: Timer::Expiry {
+            Timer::Expiry {
                 subject: Arc::clone(&self.name),
                 interaction: Arc::clone(&name),
             },
-        });
+        );
         if ask.to == To::User {
             shared.inbox.add(crate::inbox::InboxItem {
                 id: id.clone(),
@@ -629,7 +629,7 @@ impl SubjectState {
             shared.inbox.remove(id, false, "cancelled");
         }
         if let Some(key) = parked.timer {
-            let _ = shared.supervisor.cast(SupervisorMsg::Disarm { key });
+            shared.timers.disarm(key);
         }
         match parked.entry.to {
             Some(to) => shared.release(to),
@@ -754,7 +754,7 @@ impl SubjectState {
         parked.answer = Some(Box::new(answer));
         self.parked = None;
         if let Some(key) = parked.timer.take() {
-            let _ = shared.supervisor.cast(SupervisorMsg::Disarm { key });
+            shared.timers.disarm(key);
         }
         let run_id = Arc::clone(&parked.run);
         let gid = parked.entry.group_id.clone().unwrap_or_default();
@@ -1133,12 +1133,12 @@ impl SubjectState {
         if self.idle_timer.is_none() {
             let key = shared.timer_key(due);
             self.idle_timer = Some(key);
-            let _ = shared.supervisor.cast(SupervisorMsg::Arm {
+            shared.timers.arm(
                 key,
-                timer: Timer::Idle {
+                Timer::Idle {
                     subject: Arc::clone(&self.name),
                 },
-            });
+            );
         }
         After::Stay
     }
@@ -1155,7 +1155,7 @@ impl SubjectState {
     /// Forget the idle check before passivating; a passive subject arms nothing.
     pub(crate) fn clear_idle(&mut self, shared: &Shared) {
         if let Some(key) = self.idle_timer.take() {
-            let _ = shared.supervisor.cast(SupervisorMsg::Disarm { key });
+            shared.timers.disarm(key);
         }
     }
 }

@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 
-use super::timers::{Fired, Timer, TimerKey, Timers};
+use super::arming::Armed;
+use super::timers::{Fired, Timers};
 use super::tree::Tree;
 
 /// What the supervisor is asked to do.
@@ -44,18 +45,6 @@ pub(crate) enum SupervisorMsg {
         /// The runs, asker first.
         reply: oneshot::Sender<Vec<Arc<str>>>,
     },
-    /// Arm a timer.
-    Arm {
-        /// Its key.
-        key: TimerKey,
-        /// What it does, and whom it concerns.
-        timer: Timer,
-    },
-    /// Disarm a timer.
-    Disarm {
-        /// Its key.
-        key: TimerKey,
-    },
     /// Pop every timer due at `now`; reply with them and the next deadline.
     FireDue {
         /// The clock's now.
@@ -73,28 +62,28 @@ pub(crate) enum SupervisorMsg {
 /// The supervisor's state.
 pub(crate) struct Supervisor;
 
-/// The tree, the timers, and how to wake the ticker.
+/// The tree, the timers, and the queue of changes to them.
 pub(crate) struct State {
     tree: Tree,
     timers: Timers,
-    /// Wakes the ticker when an earlier timer is armed.
-    kick: Arc<Notify>,
+    /// Timer changes, drained before the timers are read.
+    armed: Armed,
 }
 
 impl Actor for Supervisor {
     type Msg = SupervisorMsg;
     type State = State;
-    type Arguments = Arc<Notify>;
+    type Arguments = Armed;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Self::Msg>,
-        kick: Arc<Notify>,
+        armed: Armed,
     ) -> Result<State, ActorProcessingErr> {
         Ok(State {
             tree: Tree::default(),
             timers: Timers::default(),
-            kick,
+            armed,
         })
     }
 
@@ -119,17 +108,16 @@ impl Actor for Supervisor {
             SupervisorMsg::Chain { run, reply } => {
                 let _ = reply.send(state.tree.chain(&run, None));
             }
-            SupervisorMsg::Arm { key, timer } => {
-                if state.timers.arm(key, timer) {
-                    state.kick.notify_one();
-                }
-            }
-            SupervisorMsg::Disarm { key } => state.timers.disarm(key),
             SupervisorMsg::FireDue { now, reply } => {
+                state.armed.drain(&mut state.timers);
                 let fired = state.timers.fire_due(now);
-                let _ = reply.send((fired, state.timers.next()));
+                let next = state.timers.next();
+                state.armed.publish(next);
+                let _ = reply.send((fired, next));
             }
             SupervisorMsg::Stats { reply } => {
+                state.armed.drain(&mut state.timers);
+                state.armed.publish(state.timers.next());
                 let _ = reply.send((state.tree.len(), state.timers.len()));
             }
         }

@@ -3,16 +3,17 @@
 //! Each round it asks the supervisor for what is due at the clock's now and delivers
 //! each fired timer to its subject through the registry (waking a passive subject).
 //! Then it waits on the clock until the next deadline, a clock move, a kick (an earlier
-//! timer was armed), or a request for a round, which [`Runtime::settle`] sends to
+//! timer was armed, or many changes wait to be drained: [`arming`](super::arming)), or a request for a round, which [`Runtime::settle`] sends to
 //! learn that the clock's present has been handled.
 //!
 //! [`Runtime::settle`]: crate::Runtime::settle
 
 use std::sync::{Arc, Weak};
 
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 use super::actor::SupervisorMsg;
+use super::arming::Wake;
 use super::timers::{Fired, Timer};
 use crate::shared::Shared;
 use crate::subject::SubjectMsg;
@@ -23,7 +24,7 @@ pub(crate) type RoundRequest = oneshot::Sender<usize>;
 /// Run the ticker until the runtime is dropped.
 pub(crate) async fn run(
     shared: Weak<Shared>,
-    kick: Arc<Notify>,
+    wake: Arc<Wake>,
     mut requests: mpsc::UnboundedReceiver<RoundRequest>,
 ) {
     let mut waiting: Vec<RoundRequest> = Vec::new();
@@ -53,11 +54,11 @@ pub(crate) async fn run(
         if count > 0 {
             continue;
         }
-        let wake = strong.clock.wake_at(next);
+        let due = strong.clock.wake_at(next);
         drop(strong);
         tokio::select! {
-            _ = wake => {}
-            _ = kick.notified() => {}
+            _ = due => {}
+            _ = wake.kick.notified() => {}
             request = requests.recv() => match request {
                 Some(request) => waiting.push(request),
                 None => return,
