@@ -163,10 +163,12 @@ impl Program {
     /// is shallow and they finish within [`IN_PLACE_BUDGET`], else in one hand-off to the
     /// pool, so a door visit's expressions cost at most one thread hand-off, not one each.
     ///
-    /// The batch shares one deadline, `limits.deadline` from the call: a visit's whole
-    /// evaluation is bounded by it. An in-place attempt that runs out of its budget is
-    /// dropped and the batch evaluated again on the pool (door expressions are pure, so
-    /// nothing was done twice), against what is left of the deadline. Each program's result
+    /// The batch shares one deadline, `limits.deadline` from the call. An in-place attempt
+    /// that runs out of its budget is dropped and the batch evaluated again on the pool
+    /// (door expressions are pure, so nothing was done twice), with the whole limit counted
+    /// from when a pool thread starts it: time spent waiting for a thread on a loaded
+    /// machine is not the expressions' fault, and passing the deadline breaks their door.
+    /// Each program's result
     /// is reported at its place; when the pool gives up on the batch as a whole, every
     /// program is reported as past the deadline. The calling thread is free while the pool
     /// evaluates (see the `watchdog` module).
@@ -181,9 +183,9 @@ impl Program {
                 if let Some(results) = batch.in_place(IN_PLACE_BUDGET) {
                     return results;
                 }
-                let (cut_off, count, limit) = (batch.cut_off, batch.count, batch.limit);
+                let (count, limit) = (batch.count, batch.limit);
                 let result = Pool::global()
-                    .run_async(cut_off, move |c| batch.evaluate(c))
+                    .run_async(limit, move |c, deadline| batch.evaluate(c, deadline))
                     .await;
                 Batch::results(result, count, limit)
             }
@@ -412,8 +414,8 @@ struct Batch {
     compiled: Vec<Arc<Compiled>>,
     input: Val,
     vars: Vec<Val>,
+    /// The in-place attempt's deadline; the pool counts the limit from its own start.
     deadline: Instant,
-    cut_off: Instant,
     count: usize,
     limit: Duration,
 }
@@ -440,9 +442,6 @@ impl Batch {
             input: input.val().clone(),
             vars: vars.iter().map(|v| v.val().clone()).collect(),
             deadline,
-            // The pool waits a little past the deadline, so that the program's own ticks
-            // report which expression ran out; the pool's cut-off is the backstop.
-            cut_off: deadline_after(deadline, limit / 4),
             count: programs.len(),
             limit,
         })
@@ -468,15 +467,20 @@ impl Batch {
         Some(results)
     }
 
-    /// Evaluate every program, in order, on the pool's thread.
-    fn evaluate(self, cancelled: &AtomicBool) -> Vec<Result<Outputs, EvalError>> {
+    /// Evaluate every program, in order, on the pool's thread, by `deadline` (the limit
+    /// counted from when the pool started the batch).
+    fn evaluate(
+        self,
+        cancelled: &AtomicBool,
+        deadline: Instant,
+    ) -> Vec<Result<Outputs, EvalError>> {
         self.compiled
             .iter()
             .map(|c| {
                 c.evaluate(
                     self.input.clone(),
                     self.vars.clone(),
-                    Deadline::new(self.deadline, cancelled),
+                    Deadline::new(deadline, cancelled),
                     self.limit,
                 )
             })

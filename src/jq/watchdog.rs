@@ -9,9 +9,14 @@
 //!
 //! The deadline is kept by a thread of the pool's own, on the real clock, not by an async
 //! timer: a runtime with paused time would otherwise jump to the deadline as soon as it
-//! went idle waiting for a result. At the deadline, a job still queued is dropped, and a
-//! running one is abandoned exactly as the blocking path abandons it: its cancellation
-//! flag is raised and its worker replaced (within [`MAX_STUCK`](super::pool::MAX_STUCK)).
+//! went idle waiting for a result. At the deadline, a running job is abandoned exactly as
+//! the blocking path abandons it: its cancellation flag is raised and its worker replaced
+//! (within [`MAX_STUCK`](super::pool::MAX_STUCK)).
+//!
+//! An awaited job's time limit starts when a worker starts it, not when it is queued: a
+//! door's expression is given up on (and its door broken) for the time it ran, never for
+//! the time it waited behind others on a loaded machine. The wait is bounded all the
+//! same, since every job ahead of it is.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -19,7 +24,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -42,6 +47,10 @@ struct Slot<T> {
     state: Mutex<State<T>>,
     /// Raised when nobody waits any more; the job's ticks read it.
     cancelled: AtomicBool,
+    /// How long the job may run once started.
+    limit: Duration,
+    /// The watchdog, told of the job's deadline when a worker starts it.
+    watchdog: Arc<Inner>,
 }
 
 /// Something the watchdog can give up on.
@@ -78,10 +87,11 @@ impl<T: Send> Expire for Slot<T> {
     }
 }
 
-impl<T> Slot<T> {
-    /// Run the job unless it was given up on, and send the result.
-    fn work(&self, job: impl FnOnce(&AtomicBool) -> T) -> Retire {
-        {
+impl<T: Send + 'static> Slot<T> {
+    /// Run the job unless it was given up on, and send the result. The job's deadline,
+    /// handed to it and kept by the watchdog, starts now.
+    fn work(self: &Arc<Self>, job: impl FnOnce(&AtomicBool, Instant) -> T) -> Retire {
+        let deadline = {
             let mut state = lock(&self.state);
             match std::mem::replace(&mut *state, State::Done) {
                 State::Queued(tx) => *state = State::Running(tx),
@@ -90,8 +100,16 @@ impl<T> Slot<T> {
                     return Retire::Stay;
                 }
             }
-        }
-        let result = catch_unwind(AssertUnwindSafe(|| job(&self.cancelled)));
+            let now = Instant::now();
+            let deadline = now.checked_add(self.limit).unwrap_or(now);
+            // The watchdog waits a quarter of the limit past the deadline, so that the
+            // job's own checks report what ran out; the watchdog is the backstop.
+            let cut_off = deadline.checked_add(self.limit / 4).unwrap_or(deadline);
+            let expiring: Arc<dyn Expire> = Arc::clone(self) as Arc<dyn Expire>;
+            keep(&self.watchdog, cut_off, Arc::downgrade(&expiring));
+            deadline
+        };
+        let result = catch_unwind(AssertUnwindSafe(|| job(&self.cancelled, deadline)));
         let mut state = lock(&self.state);
         match std::mem::replace(&mut *state, State::Done) {
             State::Running(tx) => {
@@ -191,17 +209,17 @@ impl Watchdog {
             .spawn(move || watch(&watched, &shared));
         Watchdog { inner }
     }
+}
 
-    /// Give up on `job` at `at`.
-    fn keep(&self, at: Instant, job: Weak<dyn Expire>) {
-        let mut due = lock(&self.inner.due);
-        let earliest = due.heap.peek().is_none_or(|Reverse(d)| at < d.at);
-        due.seq += 1;
-        let seq = due.seq;
-        due.heap.push(Reverse(Due { at, seq, job }));
-        if earliest {
-            self.inner.earlier.notify_one();
-        }
+/// Give up on `job` at `at`.
+fn keep(inner: &Inner, at: Instant, job: Weak<dyn Expire>) {
+    let mut due = lock(&inner.due);
+    let earliest = due.heap.peek().is_none_or(|Reverse(d)| at < d.at);
+    due.seq += 1;
+    let seq = due.seq;
+    due.heap.push(Reverse(Due { at, seq, job }));
+    if earliest {
+        inner.earlier.notify_one();
     }
 }
 
@@ -244,28 +262,31 @@ fn watch(inner: &Inner, pool: &Weak<Shared>) {
 }
 
 impl Pool {
-    /// Run `job` on a worker and await its result until `deadline`, without holding the
-    /// calling thread. The job is handed a flag that is raised when nobody waits any more
-    /// (the deadline passed, or the awaiting future was dropped).
+    /// Run `job` on a worker and await its result, without holding the calling thread.
+    /// The job may run for `limit` from when a worker starts it: it is handed that
+    /// deadline, and a flag that is raised when nobody waits any more (the watchdog gave
+    /// up on it, or the awaiting future was dropped).
     ///
     /// If no worker could ever be started, the job runs on the calling thread.
-    pub(super) async fn run_async<T, F>(&self, deadline: Instant, job: F) -> Result<T, Failure>
+    pub(super) async fn run_async<T, F>(&self, limit: Duration, job: F) -> Result<T, Failure>
     where
         T: Send + 'static,
-        F: FnOnce(&AtomicBool) -> T + Send + 'static,
+        F: FnOnce(&AtomicBool, Instant) -> T + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
+        let watchdog = self.watchdog.get_or_init(|| Watchdog::start(&self.shared));
         let slot = Arc::new(Slot {
             state: Mutex::new(State::Queued(tx)),
             cancelled: AtomicBool::new(false),
+            limit,
+            watchdog: Arc::clone(&watchdog.inner),
         });
         if self.shared.has_no_workers() {
-            return catch_unwind(AssertUnwindSafe(|| job(&slot.cancelled))).map_err(panic_message);
+            let now = Instant::now();
+            let deadline = now.checked_add(limit).unwrap_or(now);
+            return catch_unwind(AssertUnwindSafe(|| job(&slot.cancelled, deadline)))
+                .map_err(panic_message);
         }
-        let watchdog = self.watchdog.get_or_init(|| Watchdog::start(&self.shared));
-        let expiring: Arc<dyn Expire> = Arc::clone(&slot) as Arc<dyn Expire>;
-        watchdog.keep(deadline, Arc::downgrade(&expiring));
-        drop(expiring);
         let task_slot = Arc::clone(&slot);
         let task: Task = Box::new(move || task_slot.work(job));
         self.shared.push(task);
@@ -292,8 +313,8 @@ mod tests {
             .block_on(f)
     }
 
-    fn later() -> Instant {
-        Instant::now() + Duration::from_secs(10)
+    fn roomy() -> Duration {
+        Duration::from_secs(10)
     }
 
     #[test]
@@ -301,7 +322,7 @@ mod tests {
         let pool = Pool::new(2, 0);
         block_on(async {
             for i in 0..100 {
-                assert_eq!(pool.run_async(later(), move |_| i * 2).await, Ok(i * 2));
+                assert_eq!(pool.run_async(roomy(), move |_, _| i * 2).await, Ok(i * 2));
             }
         });
     }
@@ -310,9 +331,11 @@ mod tests {
     fn an_awaited_panic_is_reported_and_the_worker_survives() {
         let pool = Pool::new(1, 0);
         block_on(async {
-            let result = pool.run_async(later(), |_| -> u8 { panic!("boom") }).await;
+            let result = pool
+                .run_async(roomy(), |_, _| -> u8 { panic!("boom") })
+                .await;
             assert_eq!(result, Err(Failure::Panicked("boom".to_owned())));
-            assert_eq!(pool.run_async(later(), |_| 7).await, Ok(7));
+            assert_eq!(pool.run_async(roomy(), |_, _| 7).await, Ok(7));
         });
         assert_eq!(pool.live(), 1);
     }
@@ -326,16 +349,15 @@ mod tests {
         let saw_cancel = Arc::new(AtomicBool::new(false));
         let saw = Arc::clone(&saw_cancel);
         block_on(async {
-            let soon = Instant::now() + Duration::from_millis(50);
             let result = pool
-                .run_async(soon, move |cancelled| {
+                .run_async(Duration::from_millis(50), move |cancelled, _| {
                     let _ = blocked.recv();
                     saw.store(cancelled.load(Ordering::Relaxed), Ordering::Relaxed);
                 })
                 .await;
             assert_eq!(result, Err(Failure::Deadline));
             assert_eq!(pool.live(), 2);
-            assert_eq!(pool.run_async(later(), |_| 1).await, Ok(1));
+            assert_eq!(pool.run_async(roomy(), |_, _| 1).await, Ok(1));
         });
         let _ = release.send(());
         let until = Instant::now() + Duration::from_secs(5);
@@ -346,6 +368,33 @@ mod tests {
         assert!(saw_cancel.load(Ordering::Relaxed));
     }
 
+    /// A job's limit starts when a worker starts it: time spent queued behind another job
+    /// does not count against it.
+    #[test]
+    fn a_queued_job_s_limit_starts_when_it_runs() {
+        let pool = Pool::new(1, 0);
+        let (release, blocked) = mpsc::channel::<()>();
+        let limit = Duration::from_millis(50);
+        block_on(async {
+            let first = pool.run_async(roomy(), move |_, _| {
+                let _ = blocked.recv();
+                Instant::now()
+            });
+            let second = pool.run_async(limit, |cancelled, deadline| {
+                (cancelled.load(Ordering::Relaxed), deadline)
+            });
+            // Polled after both jobs are queued, behind the first on the only worker.
+            let go = async {
+                let _ = release.send(());
+            };
+            let (first, second, ()) = futures::join!(first, second, go);
+            let first_done = first.expect("the first job ran");
+            let (cancelled, deadline) = second.expect("the queued job ran");
+            assert!(!cancelled);
+            assert!(deadline >= first_done + limit);
+        });
+    }
+
     /// Dropping the awaiting future raises the job's flag.
     #[test]
     fn a_dropped_wait_cancels_the_job() {
@@ -353,7 +402,7 @@ mod tests {
         let (started_tx, started_rx) = mpsc::channel::<()>();
         let (seen_tx, seen_rx) = mpsc::channel::<bool>();
         block_on(async {
-            let waiting = pool.run_async(later(), move |cancelled| {
+            let waiting = pool.run_async(roomy(), move |cancelled, _| {
                 let _ = started_tx.send(());
                 while !cancelled.load(Ordering::Relaxed) {
                     std::thread::yield_now();
