@@ -1,19 +1,23 @@
-//! The run actor: executes one activation of a run, as a task of its own.
+//! The run actor: executes one activation of a run.
 //!
-//! Spawned by the subject for each activation, it calls the target, catches a panic as
+//! Started by the subject for each activation, it calls the target, catches a panic as
 //! a failure (a run never hangs because its target panicked), sends the `Ended` message
 //! to its subject, and ends. Along the way the target's `ask`, `call` and parked-set
 //! operations are messages to the subject too. A teardown aborts it from the subject,
 //! which drops the target's future wherever it stands.
 //!
-//! It is a plain task, not a ractor actor, on purpose: an activation only sends, it never
-//! receives a message, so a mailbox would be pure cost, and a ractor actor's cell (four
-//! channels, a supervision port, a task to start it) was the largest share of what an
-//! activation cost the subject that spawned it. The subject holds its abort handle
-//! while it runs, which is all a teardown needs.
+//! It is polled once in place by the subject, and spawned as a plain task only if it
+//! does not finish then (`docs/semantics.md`, "One message at a time per subject"). Not
+//! a ractor actor, on purpose: an activation only sends, it never receives a message, so
+//! a mailbox would be pure cost, and a ractor actor's cell (four channels, a supervision
+//! port, a task to start it) was the largest share of what an activation cost the
+//! subject that spawned it. The subject holds its [`Handle`] until the `Ended` message
+//! arrives, which is all a teardown needs.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use futures::FutureExt;
 use serde_json::Value;
@@ -35,9 +39,38 @@ pub(crate) struct Activation {
     pub(crate) extras: Stored,
 }
 
-/// Start `activation` on the current runtime; the handle aborts it.
-pub(crate) fn spawn(activation: Activation) -> AbortHandle {
-    tokio::spawn(run(activation)).abort_handle()
+/// An activation as its subject holds it until the `Ended` message arrives.
+#[derive(Debug)]
+pub(crate) enum Handle {
+    /// Executing as a task: a teardown aborts it.
+    Task(AbortHandle),
+    /// Finished when first polled: its `Ended` message is on its way, and there is
+    /// nothing left to abort.
+    Done,
+}
+
+impl Handle {
+    /// Stop the activation wherever it stands; nothing to do if it has finished.
+    pub(crate) fn abort(&self) {
+        if let Handle::Task(handle) = self {
+            handle.abort();
+        }
+    }
+}
+
+/// Start `activation`: polled once in place, and spawned as a task only if it does not
+/// finish then. Most activations finish at once (a run that asks its caller parks and
+/// ends, a replay runs to its next ask or its result), which saves a task's spawn,
+/// scheduling and teardown each; one that awaits a reply from its subject (which is
+/// busy polling it) or anything else goes on as a task, whose first poll registers its
+/// real waker.
+pub(crate) fn spawn(activation: Activation) -> Handle {
+    let mut future = Box::pin(run(activation));
+    let mut cx = Context::from_waker(Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        Poll::Ready(()) => Handle::Done,
+        Poll::Pending => Handle::Task(tokio::spawn(future).abort_handle()),
+    }
 }
 
 async fn run(activation: Activation) {

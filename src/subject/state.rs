@@ -17,7 +17,6 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::oneshot;
-use tokio::task::AbortHandle;
 
 use super::{Ack, Ending, Receiver};
 use crate::ask::{Ask, Checked, OnExpiry};
@@ -104,7 +103,7 @@ struct RunState {
     /// The executing activation, if one is: a teardown aborts it. Dropped when the
     /// activation ends, so a parked run holds nothing of its task.
     #[serde(skip)]
-    activation: Option<AbortHandle>,
+    activation: Option<activation::Handle>,
     /// Who takes the outcome of the executing activation.
     #[serde(skip)]
     receiver: Option<Receiver>,
