@@ -62,7 +62,7 @@ pub use drive::{Phase, Progress};
 pub use report::{Account, Latency, Report};
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::ManualClock;
 
@@ -82,9 +82,11 @@ pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report
     let rss_after_prefill = rss::current();
 
     progress.set_phase(Phase::Visits);
-    let started = Instant::now();
-    let drive::Measured { client, latencies } = drive::visit(&rt, config, progress).await;
-    let seconds = started.elapsed().as_secs_f64();
+    let drive::Measured {
+        client,
+        latencies,
+        seconds,
+    } = drive::visit(&rt, config, progress).await;
     follow.stop().await;
 
     progress.set_phase(Phase::Settle);

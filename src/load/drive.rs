@@ -341,6 +341,9 @@ pub(crate) struct Measured {
     pub(crate) client: Client,
     /// Their latencies.
     pub(crate) latencies: Latencies,
+    /// How long they took, from the first visit's start: the visitors' set-up (their
+    /// latency histograms are several MiB, zeroed) is not counted.
+    pub(crate) seconds: f64,
 }
 
 /// Run the measured visits: `config.concurrency` visitors until `config.stop`.
@@ -405,9 +408,11 @@ pub(crate) async fn visit(rt: &Runtime, config: &LoadConfig, progress: &Arc<Prog
         });
     }
     let client = gather(tasks).await;
+    let seconds = start.elapsed().as_secs_f64();
     Measured {
         client,
         latencies: recorder.total(),
+        seconds,
     }
 }
 
