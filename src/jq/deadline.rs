@@ -147,3 +147,10 @@ pub(super) fn tick() -> Fun<Door> {
     });
     (TICK, Box::new([]), native)
 }
+
+/// `now + after`, or a day from now if that does not fit in an `Instant`.
+pub(super) fn deadline_after(now: Instant, after: Duration) -> Instant {
+    now.checked_add(after)
+        .or_else(|| now.checked_add(Duration::from_secs(24 * 3600)))
+        .unwrap_or(now)
+}

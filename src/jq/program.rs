@@ -12,7 +12,7 @@ use jaq_core::{Compiler, Ctx, Filter, Vars};
 use jaq_json::Val;
 
 use super::check::Check;
-use super::deadline::{Deadline, HALT_CODE};
+use super::deadline::{Deadline, HALT_CODE, deadline_after};
 use super::error::{CompileError, CompileErrors, EvalError};
 use super::input::Input;
 use super::library::{self, Door, Env, Library};
@@ -168,10 +168,9 @@ impl Program {
     /// (door expressions are pure, so nothing was done twice), with the whole limit counted
     /// from when a pool thread starts it: time spent waiting for a thread on a loaded
     /// machine is not the expressions' fault, and passing the deadline breaks their door.
-    /// Each program's result
-    /// is reported at its place; when the pool gives up on the batch as a whole, every
-    /// program is reported as past the deadline. The calling thread is free while the pool
-    /// evaluates (see the `watchdog` module).
+    /// Each program's result is reported at its place; when the pool gives up on the batch
+    /// as a whole, every program is reported as past the deadline. The calling thread is
+    /// free while the pool evaluates (see the `watchdog` module).
     pub(crate) async fn run_batch(
         programs: &[&Program],
         input: &Input,
@@ -396,13 +395,6 @@ impl fmt::Write for Capped {
     }
 }
 
-/// `now + after`, or a day from now if that does not fit in an `Instant`.
-fn deadline_after(now: Instant, after: Duration) -> Instant {
-    now.checked_add(after)
-        .or_else(|| now.checked_add(Duration::from_secs(24 * 3600)))
-        .unwrap_or(now)
-}
-
 /// The deadline error: the evaluation is given up when `limit` has elapsed.
 fn passed(limit: Duration) -> EvalError {
     let elapsed_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
@@ -414,8 +406,6 @@ struct Batch {
     compiled: Vec<Arc<Compiled>>,
     input: Val,
     vars: Vec<Val>,
-    /// The in-place attempt's deadline; the pool counts the limit from its own start.
-    deadline: Instant,
     count: usize,
     limit: Duration,
 }
@@ -436,12 +426,10 @@ impl Batch {
             return Err(programs.iter().map(|_| Err(e.clone())).collect());
         }
         let limit = limits.deadline;
-        let deadline = deadline_after(Instant::now(), limit);
         Ok(Batch {
             compiled: programs.iter().map(|p| Arc::clone(&p.compiled)).collect(),
             input: input.val().clone(),
             vars: vars.iter().map(|v| v.val().clone()).collect(),
-            deadline,
             count: programs.len(),
             limit,
         })
@@ -453,7 +441,7 @@ impl Batch {
         if !self.compiled.iter().all(|c| c.shallow) {
             return None;
         }
-        let budget = deadline_after(Instant::now(), budget).min(self.deadline);
+        let budget = deadline_after(Instant::now(), budget.min(self.limit));
         let never = AtomicBool::new(false);
         let mut results = Vec::with_capacity(self.compiled.len());
         for c in &self.compiled {

@@ -13,7 +13,9 @@ const EXPR: &str = "resume_expr";
 /// An in-place budget as long as the roomy deadline, for tests of what an in-place
 /// evaluation yields: with the real one, a test thread paused by a loaded machine would
 /// send the batch to the pool.
-const WHOLE_DEADLINE: Duration = Duration::from_secs(10);
+fn whole_deadline() -> Duration {
+    roomy().deadline
+}
 
 /// A deadline no test evaluation comes near, so that tests running in parallel on a loaded
 /// machine do not fail for want of time.
@@ -910,7 +912,7 @@ fn a_shallow_batch_runs_in_place_with_the_pool_s_results() {
             &Input::from_json(&input),
             &door_vars(),
             &roomy(),
-            WHOLE_DEADLINE,
+            whole_deadline(),
         );
         let pooled = run(source, input);
         assert!(pooled.is_ok(), "{source}: {pooled:?}");
@@ -924,7 +926,7 @@ fn a_shallow_batch_runs_in_place_with_the_pool_s_results() {
         &Input::default(),
         &door_vars(),
         &roomy(),
-        WHOLE_DEADLINE,
+        whole_deadline(),
     );
     assert_eq!(in_place, None);
 }
@@ -989,7 +991,7 @@ fn an_error_naming_a_huge_shared_value_is_cut_short() {
         &Input::default(),
         &door_vars(),
         &roomy(),
-        WHOLE_DEADLINE,
+        whole_deadline(),
     );
     let pooled = program.run(&Input::default(), &door_vars(), &roomy());
     for result in [in_place.and_then(|r| r.into_iter().next()), Some(pooled)] {

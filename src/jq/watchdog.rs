@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::deadline::deadline_after;
 use super::pool::{Failure, Pool, Retire, Shared, Task, lock, panic_message};
 
 /// Where an awaited job stands.
@@ -65,11 +66,7 @@ impl<T: Send> Expire for Slot<T> {
         // The flag is raised before the caller hears of the deadline, so that whatever
         // the caller does next already finds the job cancelled.
         let replaced = match std::mem::replace(&mut *state, State::Done) {
-            State::Queued(tx) => {
-                self.cancelled.store(true, Ordering::Relaxed);
-                let _ = tx.send(Err(Failure::Deadline));
-                false
-            }
+            // Only a started job is kept by the watchdog, so a queued one never gets here.
             State::Running(tx) => {
                 // The state is locked, so the worker cannot finish in between and miss
                 // the decision.
@@ -100,11 +97,10 @@ impl<T: Send + 'static> Slot<T> {
                     return Retire::Stay;
                 }
             }
-            let now = Instant::now();
-            let deadline = now.checked_add(self.limit).unwrap_or(now);
+            let deadline = deadline_after(Instant::now(), self.limit);
             // The watchdog waits a quarter of the limit past the deadline, so that the
             // job's own checks report what ran out; the watchdog is the backstop.
-            let cut_off = deadline.checked_add(self.limit / 4).unwrap_or(deadline);
+            let cut_off = deadline_after(deadline, self.limit / 4);
             let expiring: Arc<dyn Expire> = Arc::clone(self) as Arc<dyn Expire>;
             keep(&self.watchdog, cut_off, Arc::downgrade(&expiring));
             deadline
@@ -282,8 +278,7 @@ impl Pool {
             watchdog: Arc::clone(&watchdog.inner),
         });
         if self.shared.has_no_workers() {
-            let now = Instant::now();
-            let deadline = now.checked_add(limit).unwrap_or(now);
+            let deadline = deadline_after(Instant::now(), limit);
             return catch_unwind(AssertUnwindSafe(|| job(&slot.cancelled, deadline)))
                 .map_err(panic_message);
         }
