@@ -8,6 +8,7 @@ use thiserror::Error;
 
 use crate::ask::AskProblem;
 use crate::entry::Status;
+use crate::record::RunStatus;
 
 /// A list of problems, displayed joined by `; `.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,7 +30,10 @@ impl<T: std::fmt::Display> std::fmt::Display for Problems<T> {
 /// The suspension sentinel: the run parked and its activation should end.
 ///
 /// Only the runtime makes one, so a target cannot fake a park; propagate it with `?`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// It is an error like any other on its way out of a target (through `anyhow::Error` or
+/// a `Box<dyn Error>`): [`RunError`] finds it again at the end of the way.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("the run parked on interaction {interaction}")]
 pub struct Suspension {
     /// The interaction the ask parked as.
     pub(crate) interaction: String,
@@ -73,8 +77,43 @@ pub enum AskError {
 
 /// Why a run ended without a result: what a target returns as its error.
 ///
-/// Any `std::error::Error` converts into a failure with `?`, and so does an
-/// [`AskError`] (a suspension stays a suspension).
+/// `?` converts into it from every `std::error::Error + Send + Sync + 'static` (an
+/// `std::io::Error`, a `serde_json::Error`, the runtime's own errors), from
+/// `anyhow::Error`, and from a `String` or `&str`: from whatever converts into a
+/// `Box<dyn Error + Send + Sync>`. The error becomes a failure whose message is its own
+/// followed by its sources', joined by `: `. The one exception is the suspension an
+/// [`AskError::Suspended`] carries: found as the error itself or anywhere in its source
+/// chain, it stays a suspension, whether the ask's error reached the target's end as
+/// itself, inside an `anyhow::Error` (with or without context) or in a box. (A run that
+/// raised an ask parks whatever its target returns.)
+///
+/// A target written against another error type is registered through a closure that
+/// converts at its end:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use parkway::{Ask, Ctx, RunStatus, Runtime, Start};
+/// use serde_json::{Value, json};
+///
+/// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+///
+/// async fn deploy(ctx: Ctx, kwargs: Value) -> Result<Value, BoxError> {
+///     let answer = ctx.ask(Ask::caller("proceed?").expiry_at("10m")).await?;
+///     Ok(json!({"service": kwargs["service"], "go": answer}))
+/// }
+///
+/// let rt = Runtime::builder().without_env().build().await.unwrap();
+/// rt.register("deploy", &[], |ctx, kwargs, _| async move { Ok(deploy(ctx, kwargs).await?) });
+/// let record = rt.run(Start::new("s", "deploy")).await.unwrap();
+/// assert_eq!(record.status, RunStatus::Parked);
+/// # }
+/// ```
+///
+/// Like `anyhow::Error`, `RunError` does not implement `std::error::Error` itself: a type
+/// that did could not also convert from every type that does. An embedder meets it only
+/// as what a target returns; a run that failed reaches the embedder as a
+/// [`RunRecord`](crate::RunRecord), whose
+/// [`into_result`](crate::RunRecord::into_result) gives an error that implements it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RunError {
@@ -94,43 +133,113 @@ impl RunError {
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::Suspended(s) => write!(f, "the run parked on interaction {}", s.interaction),
+            RunError::Suspended(s) => write!(f, "{s}"),
             RunError::Failed(m) => f.write_str(m),
         }
     }
 }
 
-impl From<AskError> for RunError {
-    fn from(e: AskError) -> Self {
-        match e {
-            AskError::Suspended(s) => RunError::Suspended(s),
-            other => RunError::Failed(other.to_string()),
+impl<E> From<E> for RunError
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+{
+    fn from(error: E) -> Self {
+        let error: Box<dyn std::error::Error + Send + Sync + 'static> = error.into();
+        match suspension(&*error) {
+            Some(s) => RunError::Suspended(s),
+            None => RunError::Failed(chain_message(&*error)),
         }
     }
 }
 
-impl From<Suspension> for RunError {
-    fn from(s: Suspension) -> Self {
-        RunError::Suspended(s)
+/// The suspension in `error` or in its source chain.
+fn suspension(error: &(dyn std::error::Error + 'static)) -> Option<Suspension> {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(AskError::Suspended(s)) = error.downcast_ref::<AskError>() {
+            return Some(s.clone());
+        }
+        if let Some(s) = error.downcast_ref::<Suspension>() {
+            return Some(s.clone());
+        }
+        next = error.source();
     }
+    None
 }
 
-impl From<serde_json::Error> for RunError {
-    fn from(e: serde_json::Error) -> Self {
-        RunError::Failed(e.to_string())
+/// `error`'s message followed by its sources', joined by `: `; a source whose message the
+/// text already holds (an error that prints its source itself) is not repeated.
+fn chain_message(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(source) = next {
+        let part = source.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        next = source.source();
     }
+    text
 }
 
-impl From<String> for RunError {
-    fn from(m: String) -> Self {
-        RunError::Failed(m)
-    }
+/// Why an operation a run performs through its [`Ctx`](crate::Ctx) gave no value: `step`,
+/// `call` and `list_parked` (`E` is then [`Infallible`](std::convert::Infallible)), and
+/// `resume_parked`, `take_parked` and `cancel_parked` (`E` is the resolution's own error).
+///
+/// It implements `std::error::Error`, so `?` carries it out of a target that returns a
+/// [`RunError`], an `anyhow::Error` or a `Box<dyn Error>`, and the run fails with its
+/// message.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum CtxError<E = std::convert::Infallible> {
+    /// The resolution's own error: a refusal (nothing changed), or, for a take, the
+    /// failed outcome taken.
+    #[error(transparent)]
+    Resolution(E),
+    /// The operation failed: the step's function failed, the called target could not be
+    /// started, or the replay met another operation than the one its journal recorded
+    /// at this place (the run then fails whatever the target returns).
+    #[error("{0}")]
+    Failed(String),
 }
 
-impl From<&str> for RunError {
-    fn from(m: &str) -> Self {
-        RunError::Failed(m.to_owned())
-    }
+/// Why a run record holds no result: what [`RunRecord::into_result`](crate::RunRecord::into_result)
+/// gives for a run that did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum NoResult {
+    /// The run failed.
+    #[error("run {run_id} of target {target} failed: {error}")]
+    Failed {
+        /// The run.
+        run_id: String,
+        /// Its target.
+        target: String,
+        /// Why it failed.
+        error: String,
+    },
+    /// The run was cancelled.
+    #[error("run {run_id} of target {target} was cancelled: {reason}")]
+    Cancelled {
+        /// The run.
+        run_id: String,
+        /// Its target.
+        target: String,
+        /// Why it was cancelled.
+        reason: String,
+    },
+    /// The run has not ended: it is running, parked on its caller's answer, or
+    /// suspended on a person's.
+    #[error("run {run_id} of target {target} has no result yet (status: {status})")]
+    NotEnded {
+        /// The run.
+        run_id: String,
+        /// Its target.
+        target: String,
+        /// Where it stands.
+        status: RunStatus,
+    },
 }
 
 /// Why a run could not be started.

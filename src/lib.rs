@@ -77,8 +77,8 @@ pub use door::spec::{Kind as DoorKind, Spec as DoorSpec};
 pub use door::visit::{ItemOutcome, SaveError, Visit, VisitError, VisitOutcome};
 pub use entry::{Entry, Status, To};
 pub use error::{
-    AskError, BuildError, CancelError, IdProblem, Problems, ResumeError, RunError, StartError,
-    Suspension, TakeError,
+    AskError, BuildError, CancelError, CtxError, IdProblem, NoResult, Problems, ResumeError,
+    RunError, StartError, Suspension, TakeError,
 };
 pub use event::{Event, Resolution};
 pub use ids::Ids;

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::entry::Entry;
+use crate::error::NoResult;
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -26,12 +27,30 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// The status as the record serialises it: `parked`, `failed`, ….
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Parked => "parked",
+            RunStatus::Suspended => "suspended",
+        }
+    }
+
     /// Whether the run will never run again.
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
             RunStatus::Succeeded | RunStatus::Failed | RunStatus::Cancelled
         )
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -68,6 +87,56 @@ pub struct RunRecord {
     /// The interactions this run resolved on its way.
     #[serde(default)]
     pub resumed_interactions: Vec<String>,
+}
+
+impl RunRecord {
+    /// The run's result, or why there is none: a failed run is an `Ok` record with
+    /// status `failed`, and this turns it into an error that implements
+    /// `std::error::Error`, for `?` in a function returning `anyhow::Result` or
+    /// `Result<_, Box<dyn Error>>`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use parkway::{Ids, NoResult, Runtime, RunError, Start};
+    ///
+    /// let rt = Runtime::builder().without_env().ids(Ids::sequential()).build().await.unwrap();
+    /// rt.register("broken", &[], |_, _, _| async { Err(RunError::fail("disk full")) });
+    /// let record = rt.run(Start::new("s", "broken")).await.unwrap();
+    /// let error = record.into_result().unwrap_err();
+    /// assert!(matches!(error, NoResult::Failed { .. }));
+    /// assert_eq!(error.to_string(), "run r-1 of target broken failed: disk full");
+    /// # }
+    /// ```
+    pub fn into_result(self) -> Result<Value, NoResult> {
+        let RunRecord {
+            run_id,
+            target,
+            status,
+            result,
+            error,
+            ..
+        } = self;
+        match status {
+            RunStatus::Succeeded => Ok(result.unwrap_or(Value::Null)),
+            RunStatus::Failed => Err(NoResult::Failed {
+                run_id,
+                target,
+                error: error.unwrap_or_else(|| "no error recorded".to_owned()),
+            }),
+            RunStatus::Cancelled => Err(NoResult::Cancelled {
+                run_id,
+                target,
+                reason: error.unwrap_or_else(|| "no reason recorded".to_owned()),
+            }),
+            RunStatus::Running | RunStatus::Parked | RunStatus::Suspended => {
+                Err(NoResult::NotEnded {
+                    run_id,
+                    target,
+                    status,
+                })
+            }
+        }
+    }
 }
 
 /// The suspension sentinel of a run record: the open user asks.

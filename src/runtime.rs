@@ -305,6 +305,10 @@ impl Runtime {
     }
 
     /// Register (or replace) a target that reads the `extras` keys named.
+    ///
+    /// The target returns a [`RunError`]; `?` converts every error into one, and a
+    /// function written against `anyhow` or a boxed error is registered as
+    /// `|ctx, kwargs, extras| async move { Ok(f(ctx, kwargs, extras).await?) }`.
     pub fn register<F, Fut>(&self, name: &str, extras: &[&str], f: F)
     where
         F: Fn(Ctx, Value, Value) -> Fut + Send + Sync + 'static,

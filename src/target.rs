@@ -1,8 +1,9 @@
 //! Targets: registered tools and agents, by name.
 //!
 //! A target is an async function `(ctx, kwargs, extras) -> Result<Value, RunError>` that
-//! declares at registration which `extras` keys it reads. The registry is a concurrent
-//! map, so targets can be registered while the runtime runs.
+//! declares at registration which `extras` keys it reads (`?` converts any error into a
+//! [`RunError`]: see its docs for targets written against `anyhow`). The registry is a
+//! concurrent map, so targets can be registered while the runtime runs.
 
 use std::collections::BTreeSet;
 use std::future::Future;

@@ -146,10 +146,7 @@ async fn taking_a_failed_outcome_raises() {
     // The taker is a run: it fails with the resolved run's error.
     rt.register("taker", &[], |ctx, kwargs, _| async move {
         let id = kwargs["id"].as_str().unwrap_or_default().to_owned();
-        match ctx.take_parked(&id).await? {
-            Ok(v) => Ok(v),
-            Err(e) => Err(e.to_string().into()),
-        }
+        Ok(ctx.take_parked(&id).await?)
     });
     rt.run(Start::new("s", "fails_after")).await.unwrap();
     let id = rt.list("s").await.unwrap()[0].id.clone();
@@ -411,9 +408,7 @@ async fn the_canceller_survives_a_cancel_of_its_own_child_chain() {
     rt.register("boss", &[], |ctx, _, _| async move {
         let child = ctx.call("asker", json!({})).await?;
         let id = child.asks.unwrap_or_default()[0].id.clone();
-        ctx.cancel_parked(&[&id])
-            .await?
-            .map_err(|e| e.to_string())?;
+        ctx.cancel_parked(&[&id]).await?;
         let left = ctx.list_parked().await?;
         Ok(json!({"cancelled": id, "left": left.len()}))
     });
@@ -451,9 +446,7 @@ async fn a_canceller_beside_the_park_is_torn_down_with_the_chain() {
     });
     rt.register("killer", &[], |ctx, kwargs, _| async move {
         let id = kwargs["id"].as_str().unwrap_or_default().to_owned();
-        ctx.cancel_parked(&[&id])
-            .await?
-            .map_err(|e| e.to_string())?;
+        ctx.cancel_parked(&[&id]).await?;
         ctx.ask(Ask::caller("orphan?").expiry_at("10m")).await?;
         Ok(json!("killer carried on"))
     });

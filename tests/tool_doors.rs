@@ -78,9 +78,7 @@ async fn the_record_lists_what_the_run_resolved() {
     let (rt, _clock) = common::runtime().await;
     rt.run(Start::new("s", "asker")).await.unwrap();
     rt.register("resolver", &[], |ctx, _, _| async move {
-        ctx.resume_parked("i-1", json!("ok"))
-            .await?
-            .map_err(|e| e.to_string())?;
+        ctx.resume_parked("i-1", json!("ok")).await?;
         Ok(json!("resolved"))
     });
     let id = rt.submit(Start::new("s", "resolver")).await.unwrap();

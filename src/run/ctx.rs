@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::ask::Ask;
 use crate::entry::Entry;
-use crate::error::{AskError, CancelError, ResumeError, RunError, Suspension, TakeError};
+use crate::error::{AskError, CancelError, CtxError, ResumeError, Suspension, TakeError};
 use crate::record::{Resumed, RunRecord};
 use crate::run::journal::JournalEntry;
 use crate::shared::{Parent, Shared, StartSpec};
@@ -270,7 +270,7 @@ impl Ctx {
     /// Run a side effect once: its result is journaled, and a replay returns the
     /// recorded result instead of running `f` again. Anything non-deterministic (a model
     /// call, I/O, a clock read, a random draw) belongs in a step.
-    pub async fn step<T, E, F, Fut>(&self, name: &str, f: F) -> Result<T, RunError>
+    pub async fn step<T, E, F, Fut>(&self, name: &str, f: F) -> Result<T, CtxError>
     where
         T: Serialize + DeserializeOwned,
         E: std::fmt::Display,
@@ -283,7 +283,7 @@ impl Ctx {
         });
         let result = match recorded {
             Ok(Recorded::Replayed(result)) => result,
-            Err(message) => return Err(RunError::Failed(message)),
+            Err(message) => return Err(CtxError::Failed(message)),
             Ok(Recorded::Fresh) => {
                 let result = match f().await {
                     Ok(value) => serde_json::to_value(value).map_err(|e| e.to_string()),
@@ -298,11 +298,11 @@ impl Ctx {
         };
         match result {
             Ok(value) => serde_json::from_value(value).map_err(|e| {
-                RunError::Failed(format!(
+                CtxError::Failed(format!(
                     "step {name:?} recorded a value of another type: {e}"
                 ))
             }),
-            Err(message) => Err(RunError::Failed(message)),
+            Err(message) => Err(CtxError::Failed(message)),
         }
     }
 
@@ -310,7 +310,7 @@ impl Ctx {
     /// child's activation ends: `succeeded`, `failed`, `cancelled`, or `parked` with the
     /// asks it raised to this run. Journaled: a replay returns the recorded record and
     /// never starts the child again.
-    pub async fn call(&self, target: &str, kwargs: Value) -> Result<RunRecord, RunError> {
+    pub async fn call(&self, target: &str, kwargs: Value) -> Result<RunRecord, CtxError> {
         let recorded = self.recorded(&format!("call of {target:?}"), |entry| match entry {
             JournalEntry::Call { target: t, record } if t == target => {
                 Some(RunRecord::clone(record))
@@ -319,7 +319,7 @@ impl Ctx {
         });
         match recorded {
             Ok(Recorded::Replayed(record)) => return Ok(record),
-            Err(message) => return Err(RunError::Failed(message)),
+            Err(message) => return Err(CtxError::Failed(message)),
             Ok(Recorded::Fresh) => {}
         }
         let spec = StartSpec {
@@ -338,7 +338,7 @@ impl Ctx {
             .shared
             .run_to_end(spec)
             .await
-            .map_err(|e| RunError::Failed(e.to_string()))?;
+            .map_err(|e| CtxError::Failed(e.to_string()))?;
         self.append(JournalEntry::Call {
             target: target.to_owned(),
             record: Box::new(record.clone()),
@@ -347,7 +347,7 @@ impl Ctx {
     }
 
     /// Every parked entry on this run's subject, oldest first. Journaled as a step.
-    pub async fn list_parked(&self) -> Result<Vec<Entry>, RunError> {
+    pub async fn list_parked(&self) -> Result<Vec<Entry>, CtxError> {
         let shared = Arc::clone(&self.inner.shared);
         let subject = Arc::clone(&self.inner.subject);
         self.step("list_parked", || async move {
@@ -357,12 +357,13 @@ impl Ctx {
     }
 
     /// Resume the ask `interaction` on this subject with `payload`; this run is the
-    /// receiver of the resumed run's next outcome. Journaled as a step, refusal included.
+    /// receiver of the resumed run's next outcome. Journaled as a step, refusal included:
+    /// a refusal is [`CtxError::Resolution`].
     pub async fn resume_parked(
         &self,
         interaction: &str,
         payload: Value,
-    ) -> Result<Result<Resumed, ResumeError>, RunError> {
+    ) -> Result<Resumed, CtxError<ResumeError>> {
         let shared = Arc::clone(&self.inner.shared);
         let subject = Arc::clone(&self.inner.subject);
         let run = Arc::clone(&self.inner.run_id);
@@ -374,16 +375,14 @@ impl Ctx {
                         .await,
                 )
             })
-            .await?;
-        Ok(result)
+            .await;
+        flatten(result)
     }
 
     /// Take the waiting outcome `interaction` on this subject: its result, or, for a
-    /// `failed` outcome, its error. Journaled as a step, refusal included.
-    pub async fn take_parked(
-        &self,
-        interaction: &str,
-    ) -> Result<Result<Value, TakeError>, RunError> {
+    /// `failed` outcome, its error. Journaled as a step, refusal included: a refusal or a
+    /// failed outcome is [`CtxError::Resolution`].
+    pub async fn take_parked(&self, interaction: &str) -> Result<Value, CtxError<TakeError>> {
         let shared = Arc::clone(&self.inner.shared);
         let subject = Arc::clone(&self.inner.subject);
         let run = Arc::clone(&self.inner.run_id);
@@ -391,13 +390,14 @@ impl Ctx {
             .step(&format!("take_parked {interaction}"), || async move {
                 Ok::<_, String>(shared.take(&subject, interaction, Some(run)).await)
             })
-            .await?;
-        Ok(result)
+            .await;
+        flatten(result)
     }
 
     /// Cancel each named interaction on this subject: a whole-chain kill that stops below
-    /// this run when the park was raised beneath it. Journaled as a step, refusal included.
-    pub async fn cancel_parked(&self, ids: &[&str]) -> Result<Result<(), CancelError>, RunError> {
+    /// this run when the park was raised beneath it. Journaled as a step, refusal included:
+    /// a refusal is [`CtxError::Resolution`].
+    pub async fn cancel_parked(&self, ids: &[&str]) -> Result<(), CtxError<CancelError>> {
         let shared = Arc::clone(&self.inner.shared);
         let subject = Arc::clone(&self.inner.subject);
         let run = Arc::clone(&self.inner.run_id);
@@ -406,7 +406,18 @@ impl Ctx {
             .step("cancel_parked", || async move {
                 Ok::<_, String>(shared.cancel(&subject, owned, Some(run)).await)
             })
-            .await?;
-        Ok(result)
+            .await;
+        flatten(result)
+    }
+}
+
+/// A resolution journaled as a step, refusal included: the step's failure or the
+/// resolution's own error, as one.
+fn flatten<T, E>(result: Result<Result<T, E>, CtxError>) -> Result<T, CtxError<E>> {
+    match result {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(CtxError::Resolution(e)),
+        Err(CtxError::Failed(message)) => Err(CtxError::Failed(message)),
+        Err(CtxError::Resolution(never)) => match never {},
     }
 }

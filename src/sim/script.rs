@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::scenario::{AskSpec, Op, Script};
 use super::template::{Bindings, resolve};
 use crate::ask::{Ask, Mode, OnExpiry};
-use crate::error::{RunError, TakeError};
+use crate::error::{CtxError, RunError, TakeError};
 use crate::run::Ctx;
 use crate::runtime::Runtime;
 
@@ -159,16 +159,20 @@ async fn one(ctx: &Ctx, op: &Op, bindings: &mut Bindings, notes: &Notes) -> Resu
             let value = match payload {
                 Some(payload) => {
                     let payload = fill(payload, bindings)?;
-                    match ctx.resume_parked(&id, payload).await? {
+                    match ctx.resume_parked(&id, payload).await {
                         Ok(resumed) => serde_json::to_value(resumed)?,
-                        Err(e) => error_value(e),
+                        Err(CtxError::Resolution(e)) => error_value(e),
+                        Err(e) => return Err(e.into()),
                     }
                 }
-                None => match ctx.take_parked(&id).await? {
+                None => match ctx.take_parked(&id).await {
                     Ok(result) => result,
                     // Taking a failed outcome raises: the taker fails as the run did.
-                    Err(TakeError::Failed { error, .. }) => return Err(RunError::Failed(error)),
-                    Err(e) => error_value(e),
+                    Err(CtxError::Resolution(TakeError::Failed { error, .. })) => {
+                        return Err(RunError::Failed(error));
+                    }
+                    Err(CtxError::Resolution(e)) => error_value(e),
+                    Err(e) => return Err(e.into()),
                 },
             };
             set(bindings, bind, value);
@@ -179,9 +183,10 @@ async fn one(ctx: &Ctx, op: &Op, bindings: &mut Bindings, notes: &Notes) -> Resu
                 one => vec![id_text(&one)?],
             };
             let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-            let value = match ctx.cancel_parked(&refs).await? {
+            let value = match ctx.cancel_parked(&refs).await {
                 Ok(()) => Value::Null,
-                Err(e) => error_value(e),
+                Err(CtxError::Resolution(e)) => error_value(e),
+                Err(e) => return Err(e.into()),
             };
             set(bindings, bind, value);
         }
