@@ -1,11 +1,16 @@
-//! Internals reachable from the benchmarks, which build as a crate of their own. Not part
-//! of the API: hidden from the documentation and free to change.
+//! Internals reachable from the benchmarks and from the load tool of the command line,
+//! which build as crates of their own. Not part of the API: hidden from the
+//! documentation and free to change.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use serde_json::Value;
 
+use crate::door::saved::Saved;
+use crate::jq::{Input, Limits};
 use crate::supervisor::timers::{Timer, TimerKey, Timers};
+use crate::{Entry, Runtime};
 
 /// The supervisor's timer structure holding ask expiries, as a subject arms them.
 #[derive(Debug)]
@@ -106,4 +111,72 @@ pub fn tokio() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
+}
+
+/// A subject's parked entries converted, once, to the `$parked` value its doors read.
+#[derive(Debug, Clone)]
+pub struct Parked(Input);
+
+impl Parked {
+    /// Convert `entries` as a visit converts its subject's parked set.
+    pub fn new(entries: &[Entry]) -> Self {
+        let converted: Vec<Input> = entries.iter().map(Input::from_entry).collect();
+        Parked(Input::array(&converted))
+    }
+}
+
+/// Saved doors' contracts, evaluated on the calling thread under the runtime's limits
+/// with no runtime around them: the load tool's bare baseline.
+#[derive(Debug)]
+pub struct Contracts {
+    /// The doors, in the order named.
+    doors: Vec<Arc<Saved>>,
+    /// The runtime's evaluation limits.
+    limits: Limits,
+}
+
+impl Contracts {
+    /// The doors called `names` as saved on `rt`; `None` when one of them is not.
+    pub fn of(rt: &Runtime, names: &[&str]) -> Option<Self> {
+        let shared = rt.shared();
+        let doors = names
+            .iter()
+            .map(|name| shared.doors.get(name))
+            .collect::<Option<Vec<_>>>()?;
+        let limits = Limits {
+            deadline: shared.settings.jq_deadline,
+            max_input_bytes: shared.settings.max_input_bytes,
+        };
+        Some(Self { doors, limits })
+    }
+
+    /// Evaluate the contract of door `index` (in the order named) over `input`, with
+    /// `$parked` (`null` when `None`), `$subject`, `$door` and `$now` bound and converted
+    /// as a visit converts them, and read the plan off its outputs: whether it planned
+    /// without a problem. Nothing is applied; an index past the doors plans nothing.
+    pub fn evaluate(
+        &self,
+        index: usize,
+        input: &Value,
+        parked: Option<&Parked>,
+        subject: &Value,
+        now: &str,
+    ) -> bool {
+        let Some(door) = self.doors.get(index) else {
+            return false;
+        };
+        let vars = [
+            parked
+                .map(|p| p.0.clone())
+                .unwrap_or_else(|| Input::from_json(&Value::Null)),
+            Input::from_json(subject),
+            Input::string(door.name()),
+            Input::string(now),
+        ];
+        let input = Input::from_json(input);
+        door.contract
+            .evaluate_inline(&input, &vars, &self.limits, &door.spec.kwargs)
+            .plan
+            .is_ok()
+    }
 }

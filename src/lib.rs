@@ -51,7 +51,6 @@ mod event;
 mod ids;
 mod inbox;
 mod jq;
-pub mod load;
 mod record;
 mod run;
 mod runtime;

@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use super::config::{LoadConfig, LoadError, Mix};
-use crate::{Ask, DoorSpec, ManualClock, OnExpiry, Runtime};
+use parkway::{Ask, DoorSpec, ManualClock, OnExpiry, Runtime};
 
 /// The target every visit starts.
 pub(crate) const TARGET: &str = "asker";

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use parkway::load::{self, LoadConfig, LoadError, Mix, Progress, Stop};
+use parkway_cli::load::{self, LoadConfig, LoadError, Mix, Progress, Stop};
 
 fn small() -> LoadConfig {
     LoadConfig {

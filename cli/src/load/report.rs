@@ -10,7 +10,7 @@ use super::account::{Left, Observed};
 use super::bare::Bare;
 use super::config::LoadConfig;
 use super::drive::{Client, Latencies, Prefilled};
-use crate::Stats;
+use parkway::Stats;
 
 /// Whether nothing was lost: each line of the account, with both of its sides.
 #[derive(Debug, Clone, PartialEq, Serialize)]

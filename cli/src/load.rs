@@ -64,7 +64,7 @@ pub use report::{Account, Latency, Report};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ManualClock;
+use parkway::ManualClock;
 
 /// Run the load described by `config`, reporting progress to `progress`.
 ///

@@ -119,10 +119,10 @@ pub enum LoadError {
     Invalid(String),
     /// The runtime did not build.
     #[error("the runtime did not build: {0}")]
-    Build(#[from] crate::BuildError),
+    Build(#[from] parkway::BuildError),
     /// A workload door was refused.
     #[error("a workload door was refused: {0}")]
-    Door(#[from] crate::SaveError),
+    Door(#[from] parkway::SaveError),
     /// The load tool's own machinery (a thread, a runtime) could not be set up.
     #[error("could not set up {0}")]
     Setup(String),

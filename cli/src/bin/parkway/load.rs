@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use parkway::load::{self, LoadConfig, Mix, Phase, Progress, Stop};
+use parkway_cli::load::{self, LoadConfig, Mix, Phase, Progress, Stop};
 
 /// Arguments of `parkway load`.
 #[derive(Debug, clap::Args)]

@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use super::config::LoadConfig;
 use super::workload::{self, Visits};
-use crate::Runtime;
-use crate::jq::{Input, Limits};
+use parkway::Runtime;
+use parkway::bench::{Contracts, Parked};
 
 /// How many visits each visitor stream contributes to the replayed sequence, at most.
 const PER_VISITOR: usize = 2_000;
@@ -51,17 +51,9 @@ impl Bare {
 
 /// Evaluate the workload's visits against `parked` (one per subject) on
 /// `config.workers` threads for `config.bare_for`.
-pub(crate) fn measure(rt: &Runtime, config: &LoadConfig, parked: &[Input]) -> Bare {
-    let shared = rt.shared();
-    let (Some(work), Some(sweep)) = (
-        shared.doors.get(workload::WORK),
-        shared.doors.get(workload::SWEEP),
-    ) else {
+pub(crate) fn measure(rt: &Runtime, config: &LoadConfig, parked: &[Parked]) -> Bare {
+    let Some(contracts) = Contracts::of(rt, &[workload::WORK, workload::SWEEP]) else {
         return Bare::default();
-    };
-    let limits = Limits {
-        deadline: shared.settings.jq_deadline,
-        max_input_bytes: shared.settings.max_input_bytes,
     };
     let mut streams: Vec<Visits> = (0..config.concurrency)
         .map(|i| Visits::new(config, i))
@@ -76,10 +68,7 @@ pub(crate) fn measure(rt: &Runtime, config: &LoadConfig, parked: &[Input]) -> Ba
     let names: Vec<Value> = (0..config.subjects)
         .map(|i| Value::String(workload::subject_name(i)))
         .collect();
-    let now = shared
-        .clock
-        .now()
-        .to_rfc3339_opts(SecondsFormat::AutoSi, true);
+    let now = rt.now().to_rfc3339_opts(SecondsFormat::AutoSi, true);
     let visits = AtomicU64::new(0);
     let problems = AtomicU64::new(0);
     let started = Instant::now();
@@ -87,7 +76,7 @@ pub(crate) fn measure(rt: &Runtime, config: &LoadConfig, parked: &[Input]) -> Ba
     std::thread::scope(|scope| {
         for thread in 0..config.workers {
             let (sequence, names, now) = (&sequence, &names, &now);
-            let (work, sweep, limits) = (&work, &sweep, &limits);
+            let contracts = &contracts;
             let (visits, problems) = (&visits, &problems);
             scope.spawn(move || {
                 let (mut done, mut bad) = (0u64, 0u64);
@@ -99,25 +88,15 @@ pub(crate) fn measure(rt: &Runtime, config: &LoadConfig, parked: &[Input]) -> Ba
                     }
                     let (op, subject, input) = &sequence[at % sequence.len()];
                     at += config.workers;
-                    let door = if op.door() == workload::WORK {
-                        work
-                    } else {
-                        sweep
-                    };
-                    let vars = [
-                        parked
-                            .get(*subject)
-                            .cloned()
-                            .unwrap_or_else(|| Input::from_json(&Value::Null)),
-                        Input::from_json(&names[*subject]),
-                        Input::string(door.name()),
-                        Input::string(now),
-                    ];
-                    let input = Input::from_json(input);
-                    let evaluated =
-                        door.contract
-                            .evaluate_inline(&input, &vars, limits, &door.spec.kwargs);
-                    if evaluated.plan.is_err() {
+                    let door = usize::from(op.door() != workload::WORK);
+                    let planned = contracts.evaluate(
+                        door,
+                        input,
+                        parked.get(*subject),
+                        &names[*subject],
+                        now,
+                    );
+                    if !planned {
                         bad += 1;
                     }
                     done += 1;

@@ -10,8 +10,8 @@ use tokio::sync::broadcast::error::TryRecvError;
 
 use super::config::LoadError;
 use super::workload;
-use crate::jq::Input;
-use crate::{Event, Resolution, Runtime, Status};
+use parkway::bench::Parked;
+use parkway::{Event, Resolution, Runtime, Status};
 
 /// Counts of the runtime's events.
 #[derive(Debug, Clone, Copy, Default)]
@@ -38,6 +38,8 @@ impl Observed {
                 Resolution::Resumed => self.resumed += 1,
                 Resolution::Cancelled => self.cancelled += 1,
                 Resolution::Expired => self.expired += 1,
+                // A kind this account does not know leaves it unbalanced, which shows.
+                _ => {}
             },
             Event::RunFinished { .. } => self.finished += 1,
             Event::RunFailed { .. } => self.failed += 1,
@@ -128,7 +130,7 @@ pub(crate) struct Left {
     pub(crate) waiting: u64,
     /// Each subject's `$parked`, as its door visits see it, when asked for (the bare
     /// baseline's inputs); empty otherwise.
-    pub(crate) parked: Vec<Input>,
+    pub(crate) parked: Vec<Parked>,
     /// Subjects that could not be read (the runtime stopped).
     pub(crate) unread: u64,
 }
@@ -154,11 +156,12 @@ impl Left {
                 match entry.status {
                     Status::Asking | Status::Running => left.open += 1,
                     Status::Finished | Status::Failed => left.waiting += 1,
+                    // A status this account does not know leaves it unbalanced.
+                    _ => {}
                 }
             }
             if convert {
-                let converted: Vec<Input> = entries.iter().map(Input::from_entry).collect();
-                left.parked.push(Input::array(&converted));
+                left.parked.push(Parked::new(&entries));
             }
         }
         left

@@ -12,8 +12,8 @@ use tokio::task::JoinSet;
 use super::config::{LoadConfig, Stop};
 use super::report::Latency;
 use super::workload::{self, Op, Visits};
-use crate::clock::Clock as _;
-use crate::{
+use parkway::Clock as _;
+use parkway::{
     ItemOutcome, ManualClock, Resumed, RunStatus, Runtime, Visit, VisitError, VisitOutcome,
 };
 
@@ -203,6 +203,7 @@ impl Client {
                     VisitError::InputTooLarge { .. } => "input_too_large",
                     VisitError::Refused { .. } => "refused",
                     VisitError::Stopped => "stopped",
+                    _ => "other",
                 };
                 let slot = self
                     .errors
@@ -238,9 +239,11 @@ impl Client {
                         ItemOutcome::Taken { .. } | ItemOutcome::TakeFailed { .. } => {
                             self.taken += 1;
                         }
+                        _ => self.delivered_other += 1,
                     }
                 }
             }
+            _ => {}
         }
     }
 
