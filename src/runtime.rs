@@ -104,6 +104,9 @@ pub struct Stats {
     pub linked_runs: usize,
     /// Armed timers.
     pub timers: usize,
+    /// Run records kept: every live run's, and those of runs ended within the
+    /// retention horizon.
+    pub records: usize,
     /// Passivations so far.
     pub passivations: u64,
     /// Messages that raced a passivation, were refused by the draining actor, and were
@@ -328,42 +331,21 @@ impl Runtime {
 
     /// The background tool door: start a tool and return its run id at once; its record
     /// (the same record [`Runtime::run_tool`] returns) is read later with
-    /// [`Runtime::record`], and shows `running` until the activation ends.
+    /// [`Runtime::record`], and shows `running` while an activation executes.
     pub async fn submit(&self, start: Start) -> Result<String, StartError> {
-        let shared = Arc::clone(self.shared());
-        let target = start.target.clone();
-        let (tx, rx) = oneshot::channel();
-        let id = shared.start(start.spec(), Some(tx)).await?.to_string();
-        shared.records.insert(
-            id.clone(),
-            RunRecord {
-                run_id: id.clone(),
-                target,
-                status: crate::RunStatus::Running,
-                started_at: shared.clock.now(),
-                finished_at: None,
-                result: None,
-                error: None,
-                asks: None,
-                suspension: None,
-                resumed_interactions: Vec::new(),
-            },
-        );
-        let key = id.clone();
-        // Counted in flight, so `settle` waits until the record is written.
-        shared.inflight.add();
-        tokio::spawn(async move {
-            if let Ok(record) = rx.await {
-                shared.records.insert(key, record);
-            }
-            shared.inflight.done();
-        });
-        Ok(id)
+        self.shared()
+            .start(start.spec(), None)
+            .await
+            .map(|id| id.to_string())
     }
 
-    /// The record of a run started through [`Runtime::submit`].
+    /// The record of any run, however it was started: where it stands now (`running`,
+    /// `parked`, `suspended`), or how it ended. A run's record is kept while the run lives
+    /// and for the retention horizon (`INTERACTIONS_WAITING_RETENTION`) after it ends,
+    /// then dropped with a `record_dropped` event; `None` for an unknown run or one past
+    /// that horizon.
     pub fn record(&self, run_id: &str) -> Option<RunRecord> {
-        self.shared().records.get(run_id).map(|r| r.value().clone())
+        self.shared().records.get(run_id)
     }
 
     /// Start a run with no receiver; returns its id at once.
@@ -562,6 +544,7 @@ impl Runtime {
             runs: shared.runs.load(std::sync::atomic::Ordering::Relaxed),
             linked_runs,
             timers,
+            records: shared.records.len(),
             passivations,
             redelivered,
         }

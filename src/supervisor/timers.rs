@@ -34,6 +34,13 @@ pub(crate) enum Timer {
         /// The waiting entry.
         interaction: Arc<str>,
     },
+    /// An ended run's record reached its retention horizon.
+    Record {
+        /// The run's subject.
+        subject: Arc<str>,
+        /// The run.
+        run: Arc<str>,
+    },
     /// A subject's idle check.
     Idle {
         /// The subject.
