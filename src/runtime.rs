@@ -236,6 +236,10 @@ impl Builder {
         for edit in self.edits {
             edit(&mut settings);
         }
+        let zero = settings.check();
+        if !zero.is_empty() {
+            return Err(BuildError::Settings(Problems(zero)));
+        }
         let wake = Arc::new(Wake::default());
         let (arming, armed) = arming::queue(Arc::clone(&wake));
         let (supervisor, _) =
@@ -360,6 +364,9 @@ impl Runtime {
     /// or never seen) is read as it is kept and not woken (`docs/semantics.md`,
     /// "Passivation").
     pub async fn list(&self, subject: &str) -> Result<Vec<Entry>, StartError> {
+        if subject.is_empty() {
+            return Err(StartError::EmptySubject);
+        }
         self.shared().list(&Arc::from(subject)).await
     }
 
@@ -371,6 +378,9 @@ impl Runtime {
         interaction: &str,
         payload: Value,
     ) -> Result<Resumed, ResumeError> {
+        if subject.is_empty() {
+            return Err(ResumeError::EmptySubject);
+        }
         self.shared()
             .resume(&Arc::from(subject), interaction, payload, None)
             .await
@@ -384,6 +394,9 @@ impl Runtime {
         interaction: &str,
         payload: Value,
     ) -> Result<(), ResumeError> {
+        if subject.is_empty() {
+            return Err(ResumeError::EmptySubject);
+        }
         let (reply, rx) = oneshot::channel();
         let msg = crate::subject::SubjectMsg::Resume {
             interaction: interaction.to_owned(),
@@ -407,6 +420,9 @@ impl Runtime {
     /// Take the waiting outcome `interaction`: its result, or, for a `failed` one, its
     /// error as [`TakeError::Failed`].
     pub async fn take(&self, subject: &str, interaction: &str) -> Result<Value, TakeError> {
+        if subject.is_empty() {
+            return Err(TakeError::EmptySubject);
+        }
         self.shared()
             .take(&Arc::from(subject), interaction, None)
             .await
@@ -415,6 +431,9 @@ impl Runtime {
     /// Cancel each named interaction: a whole-chain kill. All ids are checked first; any
     /// problem refuses them all and changes nothing.
     pub async fn cancel(&self, subject: &str, ids: &[&str]) -> Result<(), CancelError> {
+        if subject.is_empty() {
+            return Err(CancelError::EmptySubject);
+        }
         self.shared()
             .cancel(
                 &Arc::from(subject),
@@ -444,6 +463,9 @@ impl Runtime {
         subject: &str,
         input: Value,
     ) -> Result<crate::Visit, crate::VisitError> {
+        if subject.is_empty() {
+            return Err(crate::VisitError::EmptySubject);
+        }
         let Some(saved) = self.shared().doors.get(door) else {
             return Err(crate::VisitError::UnknownDoor {
                 door: door.to_owned(),

@@ -368,6 +368,9 @@ impl Shared {
         spec: StartSpec,
         receiver: Option<oneshot::Sender<RunRecord>>,
     ) -> Result<Arc<str>, StartError> {
+        if spec.subject.is_empty() {
+            return Err(StartError::EmptySubject);
+        }
         let target = self
             .targets
             .get(&spec.target)

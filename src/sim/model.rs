@@ -269,7 +269,11 @@ impl Model {
             Event::RecordDropped { run, .. } => {
                 let ended = self.runs.get(run).and_then(|r| r.ended);
                 match ended {
-                    None => return Err(format!("the record of {run} was dropped, but it never ended")),
+                    None => {
+                        return Err(format!(
+                            "the record of {run} was dropped, but it never ended"
+                        ));
+                    }
                     Some(at) if now < at + self.retention => {
                         return Err(format!(
                             "the record of {run} was dropped at {now}, before {}",

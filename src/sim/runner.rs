@@ -16,8 +16,8 @@ use super::transcript::{Check, Failure, Line, Transcript};
 use crate::clock::ManualClock;
 use crate::error::BuildError;
 use crate::event::Event;
-use crate::inbox::Frame;
 use crate::ids::Ids;
+use crate::inbox::Frame;
 use crate::runtime::{Runtime, Start};
 
 /// How long one step may take in real time before it is reported as hung (a `run` of a

@@ -515,8 +515,20 @@ fn settings(v: Value, p: &mut Problems) -> SimSettings {
     let Some(raw) = parse::<Raw>(v, "settings", p) else {
         return SimSettings::default();
     };
+    if raw.max_input_bytes == Some(0) {
+        p.push("settings.max_input_bytes", "0 must be more than zero");
+    }
     let mut d = |key: &str, text: Option<String>| {
         text.and_then(|t| match duration(&t) {
+            // Only an idle subject may passivate at once; the rest are refused by the
+            // runtime's builder at zero, so they are refused here, with their path.
+            Ok(d) if d.is_zero() && key != "passivate_after" => {
+                p.push(
+                    &format!("settings.{key}"),
+                    format!("{t:?} must be more than zero"),
+                );
+                None
+            }
             Ok(d) => Some(d),
             Err(e) => {
                 p.push(&format!("settings.{key}"), e);
@@ -840,7 +852,11 @@ fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
         );
     }
     let here = format!("{path}.{key}");
-    let accepted = accepted(&key, step_args(&key), &["as", "note", "expect", "expect_error"]);
+    let accepted = accepted(
+        &key,
+        step_args(&key),
+        &["as", "note", "expect", "expect_error"],
+    );
     let arg = |map: &mut Map<String, Value>, name: &str| map.remove(name);
     let name_of = |body: Value, what: &str, p: &mut Problems| match body {
         Value::String(s) => Some(s),
