@@ -44,7 +44,8 @@ pub struct RunRecord {
     pub run_id: String,
     /// The target it runs.
     pub target: String,
-    /// The principal it runs as.
+    /// The principal it runs as (read as empty from a record written without one).
+    #[serde(default)]
     pub identity: String,
     /// Where it stands.
     pub status: RunStatus,
