@@ -246,6 +246,9 @@ pub enum NoResult {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum StartError {
+    /// The subject was the empty string; a subject is a non-empty key.
+    #[error("the subject is empty: a subject must be a non-empty string")]
+    EmptySubject,
     /// No target of that name is registered.
     #[error("unknown target {0}")]
     UnknownTarget(String),
@@ -312,6 +315,9 @@ pub enum IdProblem {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ResumeError {
+    /// The subject was the empty string; a subject is a non-empty key.
+    #[error("the subject is empty: a subject must be a non-empty string")]
+    EmptySubject,
     /// The id is unknown, not asking, or the payload is reserved.
     #[error("{0}")]
     Refused(IdProblem),
@@ -325,6 +331,9 @@ pub enum ResumeError {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum TakeError {
+    /// The subject was the empty string; a subject is a non-empty key.
+    #[error("the subject is empty: a subject must be a non-empty string")]
+    EmptySubject,
     /// The id is unknown or not a waiting outcome; nothing changed.
     #[error("{0}")]
     Refused(IdProblem),
@@ -347,6 +356,9 @@ pub enum TakeError {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum CancelError {
+    /// The subject was the empty string; a subject is a non-empty key.
+    #[error("the subject is empty: a subject must be a non-empty string")]
+    EmptySubject,
     /// Every problem with the named ids.
     #[error("{0}")]
     Refused(Problems<IdProblem>),

@@ -116,6 +116,13 @@ pub enum Event {
         /// `retention` or `cancelled`.
         reason: String,
     },
+    /// An ended run's record was dropped: its retention horizon passed.
+    RecordDropped {
+        /// The run's subject.
+        subject: String,
+        /// The run.
+        run: String,
+    },
     /// A door visit was refused; nothing was applied.
     VisitRefused {
         /// The subject.

@@ -1,4 +1,6 @@
-//! A run record: what a receiver is handed when a run's activation ends.
+//! A run record: what a receiver is handed when a run's activation ends, and the
+//! runtime's store of them ([`Records`]), which keeps every run's latest record while the
+//! run lives and for the retention horizon after it ends.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -61,6 +63,9 @@ pub struct RunRecord {
     pub run_id: String,
     /// The target it runs.
     pub target: String,
+    /// The principal it runs as (read as empty from a record written without one).
+    #[serde(default)]
+    pub identity: String,
     /// Where it stands.
     pub status: RunStatus,
     /// When the run was started.
@@ -178,5 +183,50 @@ impl Resumed {
             Resumed::Outcome(record) => Some(record),
             Resumed::Buffered { .. } => None,
         }
+    }
+}
+
+/// Every run's latest record, by run id: written by the run's subject when the run
+/// starts, at each activation's start and end, and when it is torn down. A run that has
+/// ended for good keeps its record for the retention horizon; the supervisor's timer
+/// then drops it (`docs/semantics.md`, "Run records"), so the store stays bounded by the
+/// live runs plus those that ended within the horizon.
+#[derive(Debug, Default)]
+pub(crate) struct Records {
+    /// The records.
+    map: dashmap::DashMap<String, RunRecord>,
+}
+
+impl Records {
+    /// Write `record` over the run's last one.
+    pub(crate) fn put(&self, record: RunRecord) {
+        self.map.insert(record.run_id.clone(), record);
+    }
+
+    /// A new activation of `run` is executing: its record says `running` again.
+    pub(crate) fn running(&self, run: &str) {
+        if let Some(mut record) = self.map.get_mut(run) {
+            record.status = RunStatus::Running;
+            record.asks = None;
+            record.suspension = None;
+        }
+    }
+
+    /// The record of `run`, if it is kept.
+    pub(crate) fn get(&self, run: &str) -> Option<RunRecord> {
+        self.map.get(run).map(|r| r.value().clone())
+    }
+
+    /// Drop the record of `run` once its retention horizon has passed; whether it was
+    /// kept. A run that has not ended keeps its record.
+    pub(crate) fn retire(&self, run: &str) -> bool {
+        self.map
+            .remove_if(run, |_, record| record.status.is_terminal())
+            .is_some()
+    }
+
+    /// How many records are kept.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
     }
 }

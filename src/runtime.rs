@@ -104,6 +104,9 @@ pub struct Stats {
     pub linked_runs: usize,
     /// Armed timers.
     pub timers: usize,
+    /// Run records kept: every live run's, and those of runs ended within the
+    /// retention horizon.
+    pub records: usize,
     /// Passivations so far.
     pub passivations: u64,
     /// Messages that raced a passivation, were refused by the draining actor, and were
@@ -233,6 +236,10 @@ impl Builder {
         for edit in self.edits {
             edit(&mut settings);
         }
+        let zero = settings.check();
+        if !zero.is_empty() {
+            return Err(BuildError::Settings(Problems(zero)));
+        }
         let wake = Arc::new(Wake::default());
         let (arming, armed) = arming::queue(Arc::clone(&wake));
         let (supervisor, _) =
@@ -332,42 +339,21 @@ impl Runtime {
 
     /// The background tool door: start a tool and return its run id at once; its record
     /// (the same record [`Runtime::run_tool`] returns) is read later with
-    /// [`Runtime::record`], and shows `running` until the activation ends.
+    /// [`Runtime::record`], and shows `running` while an activation executes.
     pub async fn submit(&self, start: Start) -> Result<String, StartError> {
-        let shared = Arc::clone(self.shared());
-        let target = start.target.clone();
-        let (tx, rx) = oneshot::channel();
-        let id = shared.start(start.spec(), Some(tx)).await?.to_string();
-        shared.records.insert(
-            id.clone(),
-            RunRecord {
-                run_id: id.clone(),
-                target,
-                status: crate::RunStatus::Running,
-                started_at: shared.clock.now(),
-                finished_at: None,
-                result: None,
-                error: None,
-                asks: None,
-                suspension: None,
-                resumed_interactions: Vec::new(),
-            },
-        );
-        let key = id.clone();
-        // Counted in flight, so `settle` waits until the record is written.
-        shared.inflight.add();
-        tokio::spawn(async move {
-            if let Ok(record) = rx.await {
-                shared.records.insert(key, record);
-            }
-            shared.inflight.done();
-        });
-        Ok(id)
+        self.shared()
+            .start(start.spec(), None)
+            .await
+            .map(|id| id.to_string())
     }
 
-    /// The record of a run started through [`Runtime::submit`].
+    /// The record of any run, however it was started: where it stands now (`running`,
+    /// `parked`, `suspended`), or how it ended. A run's record is kept while the run lives
+    /// and for the retention horizon (`INTERACTIONS_WAITING_RETENTION`) after it ends,
+    /// then dropped with a `record_dropped` event; `None` for an unknown run or one past
+    /// that horizon.
     pub fn record(&self, run_id: &str) -> Option<RunRecord> {
-        self.shared().records.get(run_id).map(|r| r.value().clone())
+        self.shared().records.get(run_id)
     }
 
     /// Start a run with no receiver; returns its id at once.
@@ -382,6 +368,9 @@ impl Runtime {
     /// or never seen) is read as it is kept and not woken (`docs/semantics.md`,
     /// "Passivation").
     pub async fn list(&self, subject: &str) -> Result<Vec<Entry>, StartError> {
+        if subject.is_empty() {
+            return Err(StartError::EmptySubject);
+        }
         self.shared().list(&Arc::from(subject)).await
     }
 
@@ -393,6 +382,9 @@ impl Runtime {
         interaction: &str,
         payload: Value,
     ) -> Result<Resumed, ResumeError> {
+        if subject.is_empty() {
+            return Err(ResumeError::EmptySubject);
+        }
         self.shared()
             .resume(&Arc::from(subject), interaction, payload, None)
             .await
@@ -406,6 +398,9 @@ impl Runtime {
         interaction: &str,
         payload: Value,
     ) -> Result<(), ResumeError> {
+        if subject.is_empty() {
+            return Err(ResumeError::EmptySubject);
+        }
         let (reply, rx) = oneshot::channel();
         let msg = crate::subject::SubjectMsg::Resume {
             interaction: interaction.to_owned(),
@@ -429,6 +424,9 @@ impl Runtime {
     /// Take the waiting outcome `interaction`: its result, or, for a `failed` one, its
     /// error as [`TakeError::Failed`].
     pub async fn take(&self, subject: &str, interaction: &str) -> Result<Value, TakeError> {
+        if subject.is_empty() {
+            return Err(TakeError::EmptySubject);
+        }
         self.shared()
             .take(&Arc::from(subject), interaction, None)
             .await
@@ -437,6 +435,9 @@ impl Runtime {
     /// Cancel each named interaction: a whole-chain kill. All ids are checked first; any
     /// problem refuses them all and changes nothing.
     pub async fn cancel(&self, subject: &str, ids: &[&str]) -> Result<(), CancelError> {
+        if subject.is_empty() {
+            return Err(CancelError::EmptySubject);
+        }
         self.shared()
             .cancel(
                 &Arc::from(subject),
@@ -466,6 +467,9 @@ impl Runtime {
         subject: &str,
         input: Value,
     ) -> Result<crate::Visit, crate::VisitError> {
+        if subject.is_empty() {
+            return Err(crate::VisitError::EmptySubject);
+        }
         let Some(saved) = self.shared().doors.get(door) else {
             return Err(crate::VisitError::UnknownDoor {
                 door: door.to_owned(),
@@ -566,6 +570,7 @@ impl Runtime {
             runs: shared.runs.load(std::sync::atomic::Ordering::Relaxed),
             linked_runs,
             timers,
+            records: shared.records.len(),
             passivations,
             redelivered,
         }

@@ -67,6 +67,14 @@ pub enum SettingsError {
         /// What it should hold.
         expected: &'static str,
     },
+    /// A setting was zero where zero makes the runtime useless.
+    #[error("{name} must be more than zero: {why}")]
+    Zero {
+        /// The setting: its environment variable, or the builder method that sets it.
+        name: &'static str,
+        /// What a zero would do.
+        why: &'static str,
+    },
 }
 
 impl Settings {
@@ -104,11 +112,39 @@ impl Settings {
                 }),
             }
         }
+        errors.extend(settings.check());
         if errors.is_empty() {
             Ok(settings)
         } else {
             Err(errors)
         }
+    }
+
+    /// Every setting that is zero where zero makes no sense: a zero `jq_deadline` breaks
+    /// every door at its first visit, a zero retention drops every waiting outcome (and
+    /// every ended run's record) the moment it is stored, and a zero `max_input_bytes`
+    /// refuses every visit. The builder refuses such settings.
+    pub fn check(&self) -> Vec<SettingsError> {
+        let mut errors = Vec::new();
+        if self.jq_deadline.is_zero() {
+            errors.push(SettingsError::Zero {
+                name: "jq_deadline",
+                why: "every door expression would overrun it and break its door",
+            });
+        }
+        if self.waiting_retention.is_zero() {
+            errors.push(SettingsError::Zero {
+                name: WAITING_RETENTION,
+                why: "every waiting outcome would be dropped before it could be taken",
+            });
+        }
+        if self.max_input_bytes == 0 {
+            errors.push(SettingsError::Zero {
+                name: "max_input_bytes",
+                why: "every door visit's input would be refused as too large",
+            });
+        }
+        errors
     }
 
     /// The defaults overridden by the process environment.

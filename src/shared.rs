@@ -66,11 +66,18 @@ pub(crate) struct Caps {
 
 /// Messages and activations not yet handled, so a test or a simulation can wait until
 /// the runtime has nothing left to do.
+///
+/// An activation blocked in a `sync` user ask stays counted, but is also counted as
+/// `blocked` for as long as its subject holds the ask's [`Waiter`]: it waits for an answer
+/// or for its timeout, neither of which comes unless someone answers or the clock moves,
+/// so the runtime is quiet when every unit in flight is such an activation.
 #[derive(Debug, Default)]
 pub(crate) struct Inflight {
     /// How many.
     count: AtomicUsize,
-    /// Notified whenever the count returns to zero.
+    /// How many of them are activations blocked in a `sync` ask.
+    blocked: AtomicUsize,
+    /// Notified whenever the count falls to the blocked ones.
     zero: Notify,
 }
 
@@ -80,18 +87,34 @@ impl Inflight {
     }
 
     pub(crate) fn done(&self) {
-        if self.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+        let left = self.count.fetch_sub(1, Ordering::AcqRel).saturating_sub(1);
+        if left <= self.blocked.load(Ordering::Acquire) {
             self.zero.notify_waiters();
         }
     }
 
-    /// Wait until nothing is in flight.
+    /// An activation in flight is now blocked in a `sync` ask.
+    fn block(&self) {
+        self.blocked.fetch_add(1, Ordering::AcqRel);
+        if self.is_quiet() {
+            self.zero.notify_waiters();
+        }
+    }
+
+    /// The blocked activation was answered, timed out or torn down.
+    fn unblock(&self) {
+        let _ = self
+            .blocked
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    /// Wait until nothing is in flight but activations blocked in a `sync` ask.
     pub(crate) async fn quiet(&self) {
         loop {
             let notified = self.zero.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.count.load(Ordering::Acquire) == 0 {
+            if self.is_quiet() {
                 return;
             }
             notified.await;
@@ -99,7 +122,7 @@ impl Inflight {
     }
 
     pub(crate) fn is_quiet(&self) -> bool {
-        self.count.load(Ordering::Acquire) == 0
+        self.count.load(Ordering::Acquire) <= self.blocked.load(Ordering::Acquire)
     }
 
     /// Count one unit in flight until the returned guard is dropped or handed on with
@@ -136,6 +159,42 @@ impl Drop for Pending<'_> {
     }
 }
 
+/// The answer channel of an activation blocked in a `sync` user ask, as its subject holds
+/// it in the ask's entry. While it is held the activation counts as idle for `settle`;
+/// sending the answer (or the expiry marker) or dropping it (a teardown) ends that.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    /// Where the answer goes.
+    tx: Option<oneshot::Sender<Value>>,
+    /// The runtime's count of work in flight.
+    inflight: Arc<Inflight>,
+}
+
+impl Waiter {
+    /// Hold `tx` for the blocked activation.
+    pub(crate) fn new(tx: oneshot::Sender<Value>, inflight: &Arc<Inflight>) -> Self {
+        inflight.block();
+        Self {
+            tx: Some(tx),
+            inflight: Arc::clone(inflight),
+        }
+    }
+
+    /// Hand the answer to the blocked activation. Called inside a subject message, whose
+    /// own unit in flight covers the activation until it is counted busy again.
+    pub(crate) fn send(mut self, answer: Value) {
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(answer);
+        }
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        self.inflight.unblock();
+    }
+}
+
 /// The shared core of a runtime.
 pub(crate) struct Shared {
     /// The settings in force.
@@ -150,8 +209,8 @@ pub(crate) struct Shared {
     pub(crate) doors: crate::door::registry::Doors,
     /// The interactions inbox of user asks.
     pub(crate) inbox: crate::inbox::Inbox,
-    /// Records of runs started through the `submit` door, by run id.
-    pub(crate) records: dashmap::DashMap<String, RunRecord>,
+    /// Every run's latest record, kept for the retention horizon after it ends.
+    pub(crate) records: crate::record::Records,
     /// The subject registry.
     pub(crate) subjects: Subjects,
     /// The supervisor actor.
@@ -165,7 +224,7 @@ pub(crate) struct Shared {
     /// Timer sequence numbers.
     timer_seq: AtomicU64,
     /// Work not yet handled.
-    pub(crate) inflight: Inflight,
+    pub(crate) inflight: Arc<Inflight>,
     /// Runs that have not ended, on every subject.
     pub(crate) runs: AtomicUsize,
 }
@@ -193,7 +252,7 @@ impl Shared {
             events: Events::new(event_capacity),
             caps: Caps::default(),
             timer_seq: AtomicU64::new(0),
-            inflight: Inflight::default(),
+            inflight: Arc::default(),
             runs: AtomicUsize::new(0),
         }
     }
@@ -309,6 +368,9 @@ impl Shared {
         spec: StartSpec,
         receiver: Option<oneshot::Sender<RunRecord>>,
     ) -> Result<Arc<str>, StartError> {
+        if spec.subject.is_empty() {
+            return Err(StartError::EmptySubject);
+        }
         let target = self
             .targets
             .get(&spec.target)

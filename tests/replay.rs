@@ -307,6 +307,7 @@ fn journal_entries_round_trip_as_plain_data() {
     let child = RunRecord {
         run_id: "r-2".into(),
         target: "asker".into(),
+        identity: "system".into(),
         status: RunStatus::Parked,
         started_at: at(1_767_225_600),
         finished_at: None,
@@ -328,6 +329,7 @@ fn journal_entries_round_trip_as_plain_data() {
     let finished = RunRecord {
         run_id: "r-3".into(),
         target: "echo".into(),
+        identity: "system".into(),
         status: RunStatus::Succeeded,
         started_at: at(1_767_225_600),
         finished_at: Some(at(1_767_225_660)),
@@ -439,6 +441,7 @@ fn null_values_survive_the_journal_round_trip() {
         record: Box::new(RunRecord {
             run_id: "r-2".into(),
             target: "nothing".into(),
+            identity: "system".into(),
             status: RunStatus::Succeeded,
             started_at: at(1_767_225_600),
             finished_at: Some(at(1_767_225_600)),

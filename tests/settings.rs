@@ -67,3 +67,48 @@ async fn the_builder_wins() {
     assert_eq!(rt.settings().max_concurrent, 9);
     assert_eq!(rt.settings().max_concurrent_caller, 10_000);
 }
+
+/// A zero where zero makes the runtime useless is refused by the builder, each setting
+/// named, all reported together; a zero `passivate_after` stays allowed (it passivates an
+/// idle subject at once).
+#[tokio::test]
+async fn zero_durations_that_make_no_sense_are_refused() {
+    let err = Runtime::builder()
+        .without_env()
+        .jq_deadline(Duration::ZERO)
+        .waiting_retention(Duration::ZERO)
+        .max_input_bytes(0)
+        .passivate_after(Duration::ZERO)
+        .build()
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    for fragment in [
+        "jq_deadline must be more than zero",
+        "INTERACTIONS_WAITING_RETENTION must be more than zero",
+        "max_input_bytes must be more than zero",
+    ] {
+        assert!(text.contains(fragment), "missing {fragment:?} in {text:?}");
+    }
+    assert!(!text.contains("passivate_after"), "{text}");
+    let rt = Runtime::builder()
+        .without_env()
+        .passivate_after(Duration::ZERO)
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(rt.settings().passivate_after, Duration::ZERO);
+}
+
+/// A zero retention in the environment is refused like a malformed one.
+#[test]
+fn a_zero_retention_in_the_environment_is_refused() {
+    let errors =
+        Settings::from_lookup(lookup(&[("INTERACTIONS_WAITING_RETENTION", "0s")])).unwrap_err();
+    assert_eq!(
+        errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            "INTERACTIONS_WAITING_RETENTION must be more than zero: every waiting outcome would be dropped before it could be taken"
+        ]
+    );
+}

@@ -98,6 +98,67 @@ fn a_malformed_scenario_reports_every_problem_with_its_path() {
     }
 }
 
+/// An unknown key is named with every key its place accepts (it used to end with
+/// `expected ` and an empty list), and zero settings that make no sense are refused
+/// with their path.
+#[test]
+fn unknown_keys_and_zero_settings_are_refused_by_name() {
+    let err = Scenario::from_json(
+        r#"{"name": "bad",
+            "settings": {"jq_deadline": "0s", "waiting_retention": "0m", "max_input_bytes": 0,
+                         "passivate_after": "0s"},
+            "targets": {"t": {"steps": [{"return": 1, "sa": "x"}]}},
+            "timeline": [{"parked": "s", "subjct": "s"}, {"stats": {}, "asx": 1},
+                         {"visit": "d", "subject": "s", "inptu": {}}]}"#,
+    )
+    .unwrap_err();
+    let problems = err.problems;
+    for expected in [
+        "settings.jq_deadline: \"0s\" must be more than zero",
+        "settings.waiting_retention: \"0m\" must be more than zero",
+        "settings.max_input_bytes: 0 must be more than zero",
+        "targets.t.steps[0]: unknown key \"sa\"; expected return, as",
+        "timeline[0]: unknown key \"subjct\"; expected parked, as, note, expect, expect_error",
+        "timeline[1]: unknown key \"asx\"; expected stats, as, note, expect, expect_error",
+        "timeline[2]: unknown key \"inptu\"; expected visit, subject, input, as, note, expect, expect_error",
+    ] {
+        assert!(
+            problems.iter().any(|p| p == expected),
+            "missing {expected:?} in {problems:#?}"
+        );
+    }
+    assert!(
+        !problems.iter().any(|p| p.contains("passivate_after")),
+        "{problems:#?}"
+    );
+    assert!(
+        !problems.iter().any(|p| p.ends_with("expected ")),
+        "{problems:#?}"
+    );
+}
+
+/// A step that waits on something no later step can give (a `run` of a target blocked
+/// in a sync user ask) is reported `hung` rather than hanging the simulation; the
+/// runtime is left settled, so a later `answer` still releases the run. Paused time
+/// skips the 20 s the harness allows a step.
+#[tokio::test(start_paused = true)]
+async fn a_step_that_cannot_finish_is_reported_hung() {
+    let s = scenario(
+        r#"{"name": "blocked",
+            "targets": {"t": {"steps": [
+              {"ask": {"to": "user", "question": "ok?", "answer_format": "confirm",
+                       "mode": "sync", "timeout": "5m"}, "as": "ok"},
+              {"return": "$ok"}]}},
+            "timeline": [
+              {"run": "t", "subject": "s", "expect_error": {"kind": "hung"}},
+              {"answer": "i-1", "with": true, "expect": null},
+              {"record": "r-1", "expect": {"status": "succeeded", "result": true}}
+            ]}"#,
+    );
+    let transcript = run(&s).await.unwrap();
+    assert_eq!(transcript.failures(), Vec::<String>::new());
+}
+
 /// The same scenario gives the same bytes, text and JSON lines, on every run: every
 /// file in `scenarios/` is run twice and must pass.
 #[tokio::test]

@@ -264,7 +264,7 @@ fn refused(shared: &Shared, subject: &str, error: VisitError) -> VisitError {
         | VisitError::Broken { door }
         | VisitError::InputTooLarge { door, .. }
         | VisitError::Refused { door, .. } => door.clone(),
-        VisitError::Stopped => String::new(),
+        VisitError::Stopped | VisitError::EmptySubject => String::new(),
     };
     shared.events.publish(Event::VisitRefused {
         subject: subject.to_owned(),

@@ -76,6 +76,9 @@ pub struct Visit {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum VisitError {
+    /// The subject was the empty string; a subject is a non-empty key.
+    #[error("the subject is empty: a subject must be a non-empty string")]
+    EmptySubject,
     /// No door of that name is saved.
     #[error("unknown door {door}")]
     UnknownDoor {

@@ -32,6 +32,7 @@ impl From<&VisitError> for Failure {
             VisitError::InputTooLarge { .. } => "input_too_large",
             VisitError::Refused { .. } => "refused",
             VisitError::Stopped => "stopped",
+            VisitError::EmptySubject => "empty_subject",
         };
         failure(kind, e)
     }
@@ -52,6 +53,7 @@ impl From<&StartError> for Failure {
             StartError::UndeclaredExtras { .. } => "undeclared_extras",
             StartError::NotAnObject { .. } => "not_an_object",
             StartError::Stopped => "stopped",
+            StartError::EmptySubject => "empty_subject",
         };
         failure(kind, e)
     }
@@ -62,6 +64,7 @@ impl From<&ResumeError> for Failure {
         match e {
             ResumeError::Refused(p) => failure(id_kind(p), e),
             ResumeError::Stopped => failure("stopped", e),
+            ResumeError::EmptySubject => failure("empty_subject", e),
         }
     }
 }
@@ -72,6 +75,7 @@ impl From<&TakeError> for Failure {
             TakeError::Refused(p) => failure(id_kind(p), e),
             TakeError::Failed { .. } => failure("failed", e),
             TakeError::Stopped => failure("stopped", e),
+            TakeError::EmptySubject => failure("empty_subject", e),
         }
     }
 }
@@ -84,6 +88,7 @@ impl From<&CancelError> for Failure {
                 _ => failure("refused", e),
             },
             CancelError::Stopped => failure("stopped", e),
+            CancelError::EmptySubject => failure("empty_subject", e),
         }
     }
 }

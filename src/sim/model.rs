@@ -82,6 +82,8 @@ pub(crate) struct RunInfo {
     pub(crate) failed: bool,
     /// Its asks, in order.
     pub(crate) asks: Vec<String>,
+    /// When it ended for good, if it has: its record is kept for the retention horizon.
+    pub(crate) ended: Option<DateTime<Utc>>,
 }
 
 /// Counts of what happened, for the account printed at the end.
@@ -104,6 +106,8 @@ pub struct Tally {
     pub dropped: u64,
     /// Asks refused at a ceiling.
     pub cap_refused: u64,
+    /// Ended runs' records dropped at their retention horizon.
+    pub records_dropped: u64,
     /// Visits refused.
     pub visits_refused: u64,
     /// Subject passivations seen in the runtime's counters.
@@ -241,20 +245,44 @@ impl Model {
                         },
                         failed: false,
                         asks: Vec::new(),
+                        ended: None,
                     },
                 );
             }
             Event::RunFinished { run, .. } => {
                 if let Some(r) = self.runs.get_mut(run) {
                     r.failed = false;
+                    r.ended = Some(now);
                 }
             }
             Event::RunFailed { run, .. } => {
                 if let Some(r) = self.runs.get_mut(run) {
                     r.failed = true;
+                    r.ended = Some(now);
                 }
             }
-            Event::RunCancelled { .. } => {}
+            Event::RunCancelled { run, .. } => {
+                if let Some(r) = self.runs.get_mut(run) {
+                    r.ended = Some(now);
+                }
+            }
+            Event::RecordDropped { run, .. } => {
+                let ended = self.runs.get(run).and_then(|r| r.ended);
+                match ended {
+                    None => {
+                        return Err(format!(
+                            "the record of {run} was dropped, but it never ended"
+                        ));
+                    }
+                    Some(at) if now < at + self.retention => {
+                        return Err(format!(
+                            "the record of {run} was dropped at {now}, before {}",
+                            at + self.retention
+                        ));
+                    }
+                    Some(_) => self.tally.records_dropped += 1,
+                }
+            }
             Event::AskParked {
                 subject,
                 interaction,

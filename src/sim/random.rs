@@ -1073,7 +1073,8 @@ fn event_subject(event: &Event) -> Option<&str> {
         | Event::WaitingOutcomeStored { subject, .. }
         | Event::WaitingOutcomeTaken { subject, .. }
         | Event::WaitingOutcomeDropped { subject, .. }
-        | Event::VisitRefused { subject, .. } => subject,
+        | Event::VisitRefused { subject, .. }
+        | Event::RecordDropped { subject, .. } => subject,
     })
 }
 

@@ -17,6 +17,7 @@ use crate::clock::ManualClock;
 use crate::error::BuildError;
 use crate::event::Event;
 use crate::ids::Ids;
+use crate::inbox::Frame;
 use crate::runtime::{Runtime, Start};
 
 /// How long one step may take in real time before it is reported as hung (a `run` of a
@@ -54,6 +55,7 @@ pub async fn run(scenario: &Scenario) -> Result<Transcript, BuildError> {
     }
     let mut harness = Harness {
         events: rt.events(),
+        frames: rt.inbox_frames(),
         rt,
         clock,
         notes,
@@ -93,6 +95,9 @@ struct Harness {
     notes: Notes,
     /// The event stream, subscribed before anything ran.
     events: broadcast::Receiver<Event>,
+    /// The inbox's frames, subscribed before anything ran; a `frames` step reads those
+    /// not yet read.
+    frames: broadcast::Receiver<Frame>,
     /// Outputs bound with `as`.
     bindings: Bindings,
 }
@@ -125,23 +130,27 @@ fn json<T: serde::Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
+fn hung(what: &str) -> Failure {
+    Failure {
+        kind: "hung".to_owned(),
+        message: format!(
+            "the step did not complete: {what} waits on something no later step can give \
+             it (a `run` of a target blocked in a sync ask? use `submit`)"
+        ),
+    }
+}
+
 impl Harness {
     async fn step(&mut self, number: usize, step: &Step) -> Line {
-        let (summary, outcome) = match tokio::time::timeout(HANG, self.perform(&step.action)).await
-        {
-            Ok(done) => done,
-            Err(_) => (
-                describe(&step.action),
-                Err(Failure {
-                    kind: "hung".to_owned(),
-                    message: "the step did not complete: an operation waits on something \
-                                  no later step can give it (a `run` of a target blocked in a \
-                                  sync ask? use `submit`)"
-                        .to_owned(),
-                }),
-            ),
-        };
-        self.rt.settle().await;
+        let (summary, mut outcome) =
+            match tokio::time::timeout(HANG, self.perform(&step.action)).await {
+                Ok(done) => done,
+                Err(_) => (describe(&step.action), Err(hung("an operation"))),
+            };
+        // Settling is bounded too: work that never quiets is reported, not waited on.
+        if tokio::time::timeout(HANG, self.rt.settle()).await.is_err() && outcome.is_ok() {
+            outcome = Err(hung("settling the runtime"));
+        }
         let mut events = Vec::new();
         loop {
             match self.events.try_recv() {
@@ -260,7 +269,7 @@ impl Harness {
                 let run = text(&self.fill(run)?);
                 rt.record(&run).map(|r| json(&r)).ok_or_else(|| Failure {
                     kind: "unknown_run".to_owned(),
-                    message: format!("no submitted run {run}"),
+                    message: format!("no record of run {run}: never started, or dropped"),
                 })
             }
             Action::Run(spec) => {
@@ -330,8 +339,22 @@ impl Harness {
                     "passive_subjects": s.passive_subjects,
                     "runs": s.runs,
                     "timers": s.timers,
+                    "records": s.records,
                     "passivations": s.passivations,
                 }))
+            }
+            Action::Frames => {
+                let mut frames = Vec::new();
+                loop {
+                    match self.frames.try_recv() {
+                        Ok(frame) => frames.push(json(&frame)),
+                        Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                            frames.push(json!({"frame": "lagged", "missed": n}));
+                        }
+                        Err(_) => break,
+                    }
+                }
+                Ok(Value::Array(frames))
             }
         }
     }
@@ -355,6 +378,7 @@ fn key(action: &Action) -> &'static str {
         Action::RemoveDoor(_) => "remove_door",
         Action::Inbox { .. } => "inbox",
         Action::Stats => "stats",
+        Action::Frames => "frames",
     }
 }
 
@@ -396,6 +420,7 @@ fn describe(action: &Action) -> String {
         Action::RemoveDoor(name) => format!("remove door {name}"),
         Action::Inbox { page, .. } => format!("read inbox page {page}"),
         Action::Stats => "read the runtime's counters".to_owned(),
+        Action::Frames => "read the inbox frames not yet read".to_owned(),
     }
 }
 

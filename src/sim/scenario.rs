@@ -290,6 +290,8 @@ pub enum Action {
     },
     /// Read the runtime's counters.
     Stats,
+    /// Read the inbox frames published since the last `frames` step.
+    Frames,
 }
 
 /// What to start for `run` and `submit`.
@@ -334,6 +336,7 @@ const ACTIONS: &[&str] = &[
     "remove_door",
     "inbox",
     "stats",
+    "frames",
 ];
 
 /// The target step kinds, by key.
@@ -512,8 +515,20 @@ fn settings(v: Value, p: &mut Problems) -> SimSettings {
     let Some(raw) = parse::<Raw>(v, "settings", p) else {
         return SimSettings::default();
     };
+    if raw.max_input_bytes == Some(0) {
+        p.push("settings.max_input_bytes", "0 must be more than zero");
+    }
     let mut d = |key: &str, text: Option<String>| {
         text.and_then(|t| match duration(&t) {
+            // Only an idle subject may passivate at once; the rest are refused by the
+            // runtime's builder at zero, so they are refused here, with their path.
+            Ok(d) if d.is_zero() && key != "passivate_after" => {
+                p.push(
+                    &format!("settings.{key}"),
+                    format!("{t:?} must be more than zero"),
+                );
+                None
+            }
             Ok(d) => Some(d),
             Err(e) => {
                 p.push(&format!("settings.{key}"), e);
@@ -596,15 +611,47 @@ fn action_key(
     }
 }
 
-/// The keys of a map other than the allowed ones, as one problem.
-fn only(map: &Map<String, Value>, allowed: &[&str], path: &str, p: &mut Problems) {
+/// A problem for each key left in `map` once the known ones were taken out, naming
+/// every key the place accepts.
+fn only(map: &Map<String, Value>, accepted: &[&str], path: &str, p: &mut Problems) {
     for key in map.keys() {
-        if !allowed.contains(&key.as_str()) {
-            p.push(
-                path,
-                format!("unknown key {key:?}; expected {}", allowed.join(", ")),
-            );
-        }
+        p.push(
+            path,
+            format!("unknown key {key:?}; expected {}", accepted.join(", ")),
+        );
+    }
+}
+
+/// The keys a step accepts: its action key, that action's own, and those every step
+/// takes.
+fn accepted<'a>(key: &'a str, own: &[&'a str], common: &[&'a str]) -> Vec<&'a str> {
+    std::iter::once(key)
+        .chain(own.iter().copied())
+        .chain(common.iter().copied())
+        .collect()
+}
+
+/// The keys a target step takes beside its action key and `as`.
+fn op_args(key: &str) -> &'static [&'static str] {
+    match key {
+        "call" => &["kwargs"],
+        "step" => &["value"],
+        "if" => &["equals", "then", "else"],
+        _ => &[],
+    }
+}
+
+/// The keys a timeline step takes beside its action key and the common ones.
+fn step_args(key: &str) -> &'static [&'static str] {
+    match key {
+        "visit" => &["subject", "input"],
+        "fire" => &["input"],
+        "answer" => &["with"],
+        "run" | "submit" => &["subject", "kwargs", "extras", "identity"],
+        "resume" => &["subject", "payload", "detached"],
+        "take" | "cancel" => &["subject"],
+        "inbox" => &["page_size"],
+        _ => &[],
     }
 }
 
@@ -634,9 +681,10 @@ fn op(v: Value, path: &str, p: &mut Problems) -> Option<Op> {
     let body = map.remove(&key).unwrap_or(Value::Null);
     let bind = bind(&mut map, path, p);
     let here = format!("{path}.{key}");
+    let accepted = accepted(&key, op_args(&key), &["as"]);
     let op = match key.as_str() {
         "ask" => {
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             let ask = parse::<AskSpec>(body, &here, p)?;
             check_ask(&ask, &here, p);
             Op::Ask {
@@ -646,7 +694,7 @@ fn op(v: Value, path: &str, p: &mut Problems) -> Option<Op> {
             }
         }
         "ask_all" => {
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             let asks = parse::<Vec<AskSpec>>(body, &here, p)?;
             for (i, ask) in asks.iter().enumerate() {
                 check_ask(ask, &format!("{here}[{i}]"), p);
@@ -668,7 +716,7 @@ fn op(v: Value, path: &str, p: &mut Problems) -> Option<Op> {
             let kwargs = map
                 .remove("kwargs")
                 .unwrap_or_else(|| Value::Object(Map::new()));
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Op::Call {
                 target,
                 kwargs,
@@ -684,19 +732,19 @@ fn op(v: Value, path: &str, p: &mut Problems) -> Option<Op> {
                 }
             };
             let value = map.remove("value").unwrap_or(Value::Null);
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Op::Step { name, value, bind }
         }
         "return" => {
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Op::Return(body)
         }
         "fail" => {
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Op::Fail(body)
         }
         "list_parked" => {
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Op::ListParked { bind }
         }
         "resume_parked" => {
@@ -706,8 +754,8 @@ fn op(v: Value, path: &str, p: &mut Problems) -> Option<Op> {
             };
             let id = args.remove("id");
             let payload = args.remove("payload");
-            only(&args, &[], &here, p);
-            only(&map, &[], path, p);
+            only(&args, &["id", "payload"], &here, p);
+            only(&map, &accepted, path, p);
             let Some(id) = id else {
                 p.push(&here, "needs an \"id\"");
                 return None;
@@ -715,7 +763,7 @@ fn op(v: Value, path: &str, p: &mut Problems) -> Option<Op> {
             Op::ResumeParked { id, payload, bind }
         }
         "take_parked" => {
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Op::ResumeParked {
                 id: body,
                 payload: None,
@@ -723,7 +771,7 @@ fn op(v: Value, path: &str, p: &mut Problems) -> Option<Op> {
             }
         }
         "cancel_parked" => {
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Op::CancelParked { ids: body, bind }
         }
         "if" => {
@@ -744,7 +792,7 @@ fn op(v: Value, path: &str, p: &mut Problems) -> Option<Op> {
                     Vec::new()
                 }
             };
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Op::If {
                 value: body,
                 equals,
@@ -804,6 +852,11 @@ fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
         );
     }
     let here = format!("{path}.{key}");
+    let accepted = accepted(
+        &key,
+        step_args(&key),
+        &["as", "note", "expect", "expect_error"],
+    );
     let arg = |map: &mut Map<String, Value>, name: &str| map.remove(name);
     let name_of = |body: Value, what: &str, p: &mut Problems| match body {
         Value::String(s) => Some(s),
@@ -817,7 +870,7 @@ fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
             let door = name_of(body, "a door name", p);
             let subject = arg(&mut map, "subject");
             let input = arg(&mut map, "input").unwrap_or_else(|| Value::Object(Map::new()));
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             let Some(subject) = subject else {
                 p.push(path, "a visit needs a \"subject\"");
                 return None;
@@ -831,7 +884,7 @@ fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
         "fire" => {
             let topic = name_of(body, "a topic", p);
             let input = arg(&mut map, "input").unwrap_or_else(|| Value::Object(Map::new()));
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Action::Fire {
                 topic: topic?,
                 input,
@@ -839,7 +892,7 @@ fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
         }
         "advance" => {
             let text = name_of(body, "a duration such as 10m", p)?;
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             match duration(&text) {
                 Ok(by) => Action::Advance { text, by },
                 Err(e) => {
@@ -850,7 +903,7 @@ fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
         }
         "answer" => {
             let answer = arg(&mut map, "with");
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             let Some(answer) = answer else {
                 p.push(path, "an answer needs \"with\": the answer");
                 return None;
@@ -858,11 +911,11 @@ fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
             Action::Answer { id: body, answer }
         }
         "parked" => {
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Action::Parked { subject: body }
         }
         "record" => {
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Action::Record { run: body }
         }
         "run" | "submit" => {
@@ -871,7 +924,7 @@ fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
             let kwargs = arg(&mut map, "kwargs").unwrap_or_else(|| Value::Object(Map::new()));
             let extras = arg(&mut map, "extras").unwrap_or_else(|| Value::Object(Map::new()));
             let identity = take_str(&mut map, "identity", path, p);
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             let Some(subject) = subject else {
                 p.push(path, format!("a {key} needs a \"subject\""));
                 return None;
@@ -900,7 +953,7 @@ fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
                     false
                 }
             };
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             let (Some(subject), Some(payload)) = (subject, payload) else {
                 p.push(path, "a resume needs a \"subject\" and a \"payload\"");
                 return None;
@@ -914,7 +967,7 @@ fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
         }
         "take" => {
             let subject = arg(&mut map, "subject");
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             let Some(subject) = subject else {
                 p.push(path, "a take needs a \"subject\"");
                 return None;
@@ -923,7 +976,7 @@ fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
         }
         "cancel" => {
             let subject = arg(&mut map, "subject");
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             let Some(subject) = subject else {
                 p.push(path, "a cancel needs a \"subject\"");
                 return None;
@@ -931,12 +984,12 @@ fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
             Action::Cancel { subject, ids: body }
         }
         "save_door" => {
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Action::SaveDoor(Box::new(parse::<DoorSpec>(body, &here, p)?))
         }
         "remove_door" => {
             let name = name_of(body, "a door name", p)?;
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Action::RemoveDoor(name)
         }
         "inbox" => {
@@ -952,12 +1005,16 @@ fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
                 None => None,
                 Some(v) => parse::<usize>(v, &format!("{path}.page_size"), p),
             };
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Action::Inbox { page, page_size }
         }
         "stats" => {
-            only(&map, &[], path, p);
+            only(&map, &accepted, path, p);
             Action::Stats
+        }
+        "frames" => {
+            only(&map, &accepted, path, p);
+            Action::Frames
         }
         _ => return None,
     };

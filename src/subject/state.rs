@@ -58,7 +58,7 @@ pub(crate) struct Parked {
     outcome: Option<Box<Result<Value, String>>>,
     /// A `sync` user ask: the blocked activation waiting for the answer.
     #[serde(skip)]
-    waiter: Option<oneshot::Sender<Value>>,
+    waiter: Option<crate::shared::Waiter>,
     /// The entry converted for jq, kept until the entry changes: `$parked` is rebuilt
     /// from these whenever the set changes.
     #[serde(skip)]
@@ -284,6 +284,9 @@ impl SubjectState {
                 resumed_interactions: Vec::new(),
             }),
         );
+        if let Some(record) = self.record(&run, RunStatus::Running, None, None, None) {
+            shared.records.put(record);
+        }
         self.activate(shared, &run);
         run
     }
@@ -295,6 +298,9 @@ impl SubjectState {
         };
         run.epoch += 1;
         run.status = RunStatus::Running;
+        if run.epoch > 1 {
+            shared.records.running(run_id);
+        }
         self.live += 1;
         shared.inflight.add();
         let ctx = Ctx::new(
@@ -376,8 +382,11 @@ impl SubjectState {
                 }
                 r
             });
-            if let (Some(receiver), Some(record)) = (receiver, record) {
-                let _ = receiver.send(record);
+            if let Some(record) = record {
+                shared.records.put(record.clone());
+                if let Some(receiver) = receiver {
+                    let _ = receiver.send(record);
+                }
             }
             if let Some((receiver, last)) = pending {
                 return self.prepare_resume(&run_id, &gid, receiver, last);
@@ -409,6 +418,7 @@ impl SubjectState {
         };
         let mut record = self.record(run_id, status, result, error.clone(), None)?;
         record.finished_at = Some(now);
+        self.keep_ended(shared, &record, now);
         let run = self.runs.remove(run_id)?;
         shared.runs.fetch_sub(1, Ordering::Relaxed);
         if run.linked {
@@ -504,6 +514,7 @@ impl SubjectState {
         Some(RunRecord {
             run_id: run_id.to_owned(),
             target: run.target.to_string(),
+            identity: run.identity.to_string(),
             status,
             started_at: run.started_at,
             finished_at: None,
@@ -513,6 +524,22 @@ impl SubjectState {
             suspension: None,
             resumed_interactions: run.resumed_interactions.clone(),
         })
+    }
+
+    /// Keep the record of a run that ended for good, and arm its retention horizon.
+    fn keep_ended(&self, shared: &Shared, record: &RunRecord, now: DateTime<Utc>) {
+        let horizon = chrono::Duration::from_std(shared.settings.waiting_retention)
+            .ok()
+            .and_then(|d| now.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        shared.timers.arm(
+            shared.timer_key(horizon),
+            Timer::Record {
+                subject: Arc::clone(&self.name),
+                run: Arc::from(record.run_id.as_str()),
+            },
+        );
+        shared.records.put(record.clone());
     }
 
     // ----- asks ----------------------------------------------------------------------
@@ -601,7 +628,7 @@ impl SubjectState {
                 timer: Some(key),
                 answer: None,
                 outcome: None,
-                waiter,
+                waiter: waiter.map(|tx| crate::shared::Waiter::new(tx, &shared.inflight)),
                 input: None,
             }),
         );
@@ -744,7 +771,7 @@ impl SubjectState {
         if let Some(waiter) = parked.waiter.take() {
             // A sync ask: hand the answer to the blocked activation; no group resumes.
             self.remove_entry(shared, id);
-            let _ = waiter.send(answer);
+            waiter.send(answer);
             self.resolved(shared, id, how);
             return (Ack::Started, None);
         }
@@ -1026,6 +1053,7 @@ impl SubjectState {
             let record = RunRecord {
                 run_id: run_id.to_string(),
                 target: run.target.to_string(),
+                identity: run.identity.to_string(),
                 status: RunStatus::Cancelled,
                 started_at: run.started_at,
                 finished_at: Some(now),
@@ -1035,6 +1063,7 @@ impl SubjectState {
                 suspension: None,
                 resumed_interactions: run.resumed_interactions,
             };
+            self.keep_ended(shared, &record, now);
             let receivers = run
                 .receiver
                 .into_iter()

@@ -79,6 +79,16 @@ async fn deliver(shared: &Arc<Shared>, timer: Fired) {
             interaction,
         } => (subject, SubjectMsg::Retire { interaction, key }),
         Timer::Idle { subject } => (subject, SubjectMsg::Idle { key }),
+        Timer::Record { subject, run } => {
+            // The record store is the runtime's, not the subject's: no message needed.
+            if shared.records.retire(&run) {
+                shared.events.publish(crate::event::Event::RecordDropped {
+                    subject: subject.to_string(),
+                    run: run.to_string(),
+                });
+            }
+            return;
+        }
         Timer::Schedule { door, generation } => {
             crate::door::registry::fire_schedule(shared, &door, generation, key.at).await;
             return;

@@ -1,5 +1,6 @@
-//! The timer structure: every armed expiry, retention horizon, idle check and schedule
-//! fire, ordered by (instant, sequence number).
+//! The timer structure: every armed expiry, retention horizon (of a waiting outcome or an
+//! ended run's record), idle check and schedule fire, ordered by (instant, sequence
+//! number).
 //!
 //! One structure rather than a task per timer: arming and disarming are `O(log n)`,
 //! firing pops from the front. The order is a B-tree of keys, each pointing at its timer
@@ -33,6 +34,13 @@ pub(crate) enum Timer {
         subject: Arc<str>,
         /// The waiting entry.
         interaction: Arc<str>,
+    },
+    /// An ended run's record reached its retention horizon.
+    Record {
+        /// The run's subject.
+        subject: Arc<str>,
+        /// The run.
+        run: Arc<str>,
     },
     /// A subject's idle check.
     Idle {

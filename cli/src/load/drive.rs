@@ -203,6 +203,7 @@ impl Client {
                     VisitError::InputTooLarge { .. } => "input_too_large",
                     VisitError::Refused { .. } => "refused",
                     VisitError::Stopped => "stopped",
+                    VisitError::EmptySubject => "empty_subject",
                     _ => "other",
                 };
                 let slot = self
