@@ -116,8 +116,8 @@ async fn a_resolved_ask_does_not_expire() {
     );
     assert_eq!(
         rt.stats().await.timers,
-        1,
-        "only the idle check stays armed"
+        2,
+        "only the idle check and the ended run's record horizon stay armed"
     );
 }
 
