@@ -48,9 +48,11 @@
 //! * decide what outputs mean (none, one or several): [`Outputs`] only reports them;
 //! * know about doors, hooks or subjects beyond the names of the variables they declare.
 
+mod budget;
 mod check;
 mod deadline;
 mod error;
+mod guard;
 mod input;
 mod library;
 mod limits;
