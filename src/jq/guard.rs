@@ -569,7 +569,9 @@ fn prechecks() -> Vec<Fun<Door>> {
     macro_rules! pre {
         ($name:literal, $args:expr, $check:expr) => {{
             let native = Native::<Door>::new(|mut cv| {
-                let args: Vec<Val> = (0..$args).map(|_| cv.0.pop_var()).rev().collect();
+                // The last argument is popped first.
+                let mut args: Vec<Val> = (0..$args).map(|_| cv.0.pop_var()).collect();
+                args.reverse();
                 let deadline = cv.0.data().deadline;
                 let mut meter = Meter::new(deadline, &$name[1..]);
                 let check: fn(&Val, &[Val], &mut Meter<'_>) -> Result<(), Exn<'static, Val>> =
@@ -732,7 +734,7 @@ fn regex_weight(re: &[u8]) -> u64 {
 fn epoch(v: &Val) -> Result<(), Exn<'static, Val>> {
     match v.as_f64() {
         Some(t) if !(t.abs() <= MAX_EPOCH) => Err(error(format!(
-            "cannot use {t} as a time: more than {MAX_EPOCH} seconds from 1970"
+            "cannot use {t:e} as a time: more than {MAX_EPOCH:e} seconds from 1970"
         ))),
         _ => Ok(()),
     }

@@ -151,6 +151,12 @@ fn multiply() -> Fun<Door> {
             );
             return box_once(Err(Exn::from(jaq_core::Error::str(message))));
         }
+        if let Some((len, times)) = repetition(&value, &factor) {
+            let bytes = len.saturating_mul(times) as u64;
+            if let Err(stop) = cv.0.data().deadline.allocate(bytes, "*") {
+                return box_once(Err(stop.exn()));
+            }
+        }
         if let Err(stop) = guard::multiply_cost(&value, &factor, cv.0.data().deadline) {
             return box_once(Err(stop.exn()));
         }

@@ -1018,3 +1018,10 @@ fn an_error_naming_a_huge_shared_value_is_cut_short() {
         }
     }
 }
+
+#[test]
+fn zz_debug() {
+    for s in ["jn(2000000000; 1.5)", "1e308 | todateiso8601", "1e308 | todate", "1 as $x | jn(2000000000; 1.5)", "yn(2000000000; 1.5)"] {
+        eprintln!("{s}: {:?}", run(s, Value::Null));
+    }
+}
