@@ -287,14 +287,17 @@ fn order(a: &Val, b: &Val, meter: &mut Meter<'_>, depth: usize) -> Result<Orderi
 }
 
 /// The entries of an object sorted by key, as jaq compares objects.
-fn sorted<'v>(map: &'v jaq_json::Map, meter: &mut Meter<'_>) -> Result<Vec<(&'v Val, &'v Val)>, Stop> {
+fn sorted<'v>(
+    map: &'v jaq_json::Map,
+    meter: &mut Meter<'_>,
+) -> Result<Vec<(&'v Val, &'v Val)>, Stop> {
     let mut entries: Vec<(&Val, &Val)> = map.iter().collect();
     let n = entries.len() as u64;
     let keys: u64 = entries.iter().map(|(k, _)| key_units(k)).sum();
     meter.charge(n * (1 + u64::from(n.max(1).ilog2())) + keys)?;
     // Keys are scalars (see `KEY`): comparing two is constant or linear in them, which was
     // just charged.
-    entries.sort_by(|(k, _), (l, _)| k.cmp(l));
+    entries.sort_by_key(|(k, _)| *k);
     Ok(entries)
 }
 
@@ -392,7 +395,12 @@ fn comparison(name: &'static str) -> Fun<Door> {
 }
 
 /// The work and allocation of `l op r` (`+`, `-`, `/`, `%`), charged before jaq computes it.
-fn arithmetic_cost(op: &'static str, l: &Val, r: &Val, deadline: &Deadline<'_>) -> Result<(), Stop> {
+fn arithmetic_cost(
+    op: &'static str,
+    l: &Val,
+    r: &Val,
+    deadline: &Deadline<'_>,
+) -> Result<(), Stop> {
     let mut meter = Meter::new(deadline, op);
     match (op, l, r) {
         ("+", Val::TStr(x) | Val::BStr(x), Val::TStr(y) | Val::BStr(y)) => {
@@ -401,7 +409,11 @@ fn arithmetic_cost(op: &'static str, l: &Val, r: &Val, deadline: &Deadline<'_>) 
                 return Err(deadline.budget.reach(Limit::Value(op)));
             }
             // Appending to a string no one else holds grows it in place.
-            let copied = if x.is_unique() { y.len() } else { x.len() + y.len() };
+            let copied = if x.is_unique() {
+                y.len()
+            } else {
+                x.len() + y.len()
+            };
             meter.charge(bytes_units(copied))?;
             deadline.allocate(copied as u64, op)?;
         }
@@ -410,12 +422,20 @@ fn arithmetic_cost(op: &'static str, l: &Val, r: &Val, deadline: &Deadline<'_>) 
             if total > MAX_VALUE_BYTES {
                 return Err(deadline.budget.reach(Limit::Value(op)));
             }
-            let copied = if Rc::strong_count(x) == 1 { y.len() } else { x.len() + y.len() };
+            let copied = if Rc::strong_count(x) == 1 {
+                y.len()
+            } else {
+                x.len() + y.len()
+            };
             meter.charge(1 + copied as u64)?;
             deadline.allocate(copied as u64 * VAL_BYTES, op)?;
         }
         ("+", Val::Obj(x), Val::Obj(y)) => {
-            let copied = if Rc::strong_count(x) == 1 { y.len() } else { x.len() + y.len() };
+            let copied = if Rc::strong_count(x) == 1 {
+                y.len()
+            } else {
+                x.len() + y.len()
+            };
             let keys: u64 = y.iter().map(|(k, _)| key_units(k)).sum();
             meter.charge(1 + copied as u64 + keys)?;
             deadline.allocate(copied as u64 * ENTRY_BYTES, op)?;
@@ -512,7 +532,8 @@ fn show() -> Fun<Door> {
             Val::TStr(s) | Val::BStr(s) => deadline.make(s.len() as u64, "string interpolation"),
             v => {
                 let mut meter = Meter::new(deadline, "string interpolation");
-                measure(v, &mut meter).and_then(|size| deadline.make(size.text, "string interpolation"))
+                measure(v, &mut meter)
+                    .and_then(|size| deadline.make(size.text, "string interpolation"))
             }
         };
         match result {
@@ -546,9 +567,9 @@ fn index() -> Fun<Door> {
             Val::Arr(_) => Err(error(
                 "cannot index with an array in a door expression: use indices(...)".to_owned(),
             )),
-            v @ Val::Obj(_) => {
-                measure(v, &mut Meter::new(deadline, "an index")).map_err(fail).map(drop)
-            }
+            v @ Val::Obj(_) => measure(v, &mut Meter::new(deadline, "an index"))
+                .map_err(fail)
+                .map(drop),
             _ => Ok(()),
         };
         box_once(result.map(|()| cv.1))
@@ -631,7 +652,9 @@ fn prechecks() -> Vec<Fun<Door>> {
         pre!("!implode", 0, |v, _, m| match v {
             Val::Arr(items) => {
                 m.charge(1 + items.len() as u64).map_err(fail)?;
-                m.deadline.make(items.len() as u64 * 4, "implode").map_err(fail)
+                m.deadline
+                    .make(items.len() as u64 * 4, "implode")
+                    .map_err(fail)
             }
             _ => Ok(()),
         }),
@@ -659,7 +682,10 @@ fn prechecks() -> Vec<Fun<Door>> {
 fn text(v: &Val, meter: &mut Meter<'_>, factor: u64) -> Result<(), Exn<'static, Val>> {
     let size = measure(v, meter).map_err(fail)?;
     let op = meter.op;
-    meter.deadline.make(size.text.saturating_mul(factor), op).map_err(fail)
+    meter
+        .deadline
+        .make(size.text.saturating_mul(factor), op)
+        .map_err(fail)
 }
 
 /// A string about to be transformed into at most `factor` bytes per byte.
@@ -681,7 +707,10 @@ fn regex(v: &Val, args: &[Val], meter: &mut Meter<'_>) -> Result<(), Exn<'static
     };
     let weight = regex_weight(re);
     if weight > MAX_REGEX_WEIGHT {
-        let limit = Limit::Other("a regular expression", "100000 states (its length times its counted repetitions)");
+        let limit = Limit::Other(
+            "a regular expression",
+            "100000 states (its length times its counted repetitions)",
+        );
         return Err(fail(meter.deadline.budget.reach(limit)));
     }
     let work = (text.len() as u64 + 1).saturating_mul(weight);
@@ -714,7 +743,9 @@ fn regex_weight(re: &[u8]) -> u64 {
                     largest = largest.max(count);
                     count = 0;
                 } else {
-                    count = count.saturating_mul(10).saturating_add(u64::from(re[j] - b'0'));
+                    count = count
+                        .saturating_mul(10)
+                        .saturating_add(u64::from(re[j] - b'0'));
                 }
                 j += 1;
             }
@@ -733,7 +764,7 @@ fn regex_weight(re: &[u8]) -> u64 {
 /// A time in seconds from the epoch that the time functions can take.
 fn epoch(v: &Val) -> Result<(), Exn<'static, Val>> {
     match v.as_f64() {
-        Some(t) if !(t.abs() <= MAX_EPOCH) => Err(error(format!(
+        Some(t) if t.is_nan() || t.abs() > MAX_EPOCH => Err(error(format!(
             "cannot use {t:e} as a time: more than {MAX_EPOCH:e} seconds from 1970"
         ))),
         _ => Ok(()),
@@ -743,7 +774,7 @@ fn epoch(v: &Val) -> Result<(), Exn<'static, Val>> {
 /// The order of a Bessel function.
 fn bessel(n: &Val) -> Result<(), Exn<'static, Val>> {
     match n.as_f64() {
-        Some(n) if !(n.abs() <= MAX_BESSEL_ORDER) => Err(error(format!(
+        Some(n) if n.is_nan() || n.abs() > MAX_BESSEL_ORDER => Err(error(format!(
             "cannot use {n} as the order of a Bessel function: more than {MAX_BESSEL_ORDER}"
         ))),
         _ => Ok(()),
@@ -770,9 +801,11 @@ fn replaced() -> Vec<Fun<Door>> {
         let deadline = cv.0.data().deadline;
         let result = keyed(cv.1, |v| f.run((fc.clone(), v)).collect()).and_then(|mut pairs| {
             let mut meter = Meter::new(deadline, "sort_by");
-            merge_sort(&mut pairs, |a, b| sequence(a.0.iter(), b.0.iter(), &mut meter, 0))
-                .and_then(|()| meter.flush())
-                .map_err(fail)?;
+            merge_sort(&mut pairs, |a, b| {
+                sequence(a.0.iter(), b.0.iter(), &mut meter, 0)
+            })
+            .and_then(|()| meter.flush())
+            .map_err(fail)?;
             Ok(pairs.into_iter().map(|(_, x)| x).collect())
         });
         box_once(result)
@@ -782,8 +815,10 @@ fn replaced() -> Vec<Fun<Door>> {
         let deadline = cv.0.data().deadline;
         let result = keyed(cv.1, |v| f.run((fc.clone(), v)).collect()).and_then(|mut pairs| {
             let mut meter = Meter::new(deadline, "group_by");
-            merge_sort(&mut pairs, |a, b| sequence(a.0.iter(), b.0.iter(), &mut meter, 0))
-                .map_err(fail)?;
+            merge_sort(&mut pairs, |a, b| {
+                sequence(a.0.iter(), b.0.iter(), &mut meter, 0)
+            })
+            .map_err(fail)?;
             let mut groups: Vec<Val> = Vec::new();
             let mut group: Vec<Val> = Vec::new();
             let mut last: Option<Vec<Val>> = None;
@@ -916,4 +951,99 @@ pub(super) fn natives() -> Vec<Fun<Door>> {
     natives.extend(prechecks());
     natives.extend(replaced());
     natives
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn val() -> impl Strategy<Value = Val> {
+        let leaf = prop_oneof![
+            Just(Val::Null),
+            any::<bool>().prop_map(Val::Bool),
+            (-3isize..3).prop_map(Val::from),
+            prop_oneof![Just(0.5), Just(-0.0), Just(f64::NAN), Just(f64::INFINITY)]
+                .prop_map(Val::from),
+            "[ab]{0,2}".prop_map(Val::from),
+        ];
+        leaf.prop_recursive(4, 24, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(|v| v.into_iter().collect()),
+                prop::collection::vec(("[ab]{0,1}", inner), 0..3).prop_map(|entries| {
+                    Val::obj(
+                        entries
+                            .into_iter()
+                            .map(|(k, v)| (Val::from(k), v))
+                            .collect(),
+                    )
+                }),
+            ]
+        })
+    }
+
+    fn with_meter<T>(f: impl FnOnce(&mut Meter<'_>) -> T) -> T {
+        let never = AtomicBool::new(false);
+        let deadline = Deadline::new(Instant::now() + Duration::from_secs(3600), &never);
+        let mut meter = Meter::new(&deadline, "test");
+        f(&mut meter)
+    }
+
+    proptest! {
+        #[test]
+        fn budgeted_comparisons_agree_with_jaq(a in val(), b in val()) {
+            with_meter(|m| {
+                prop_assert_eq!(equal(&a, &b, m).ok(), Some(a == b));
+                prop_assert_eq!(equal(&a, &a.clone(), m).ok(), Some(a == a.clone()));
+                prop_assert_eq!(order(&a, &b, m, 0).ok(), Some(a.cmp(&b)));
+                Ok(())
+            })?;
+        }
+
+        #[test]
+        fn the_merge_sort_sorts_as_jaq_does(items in prop::collection::vec(val(), 0..12)) {
+            let mut expected = items.clone();
+            expected.sort();
+            let mut sorted = items;
+            with_meter(|m| merge_sort(&mut sorted, |a, b| order(a, b, m, 0)))
+                .map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+            // Equal by order is not always the same value (1 and 1.0): compare as printed,
+            // which a stable sort keeps in the same order.
+            let shown = |v: &[Val]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+            prop_assert_eq!(shown(&sorted), shown(&expected));
+        }
+    }
+
+    #[test]
+    fn a_shared_value_runs_out_of_budget_not_of_time() {
+        let mut v = Val::from(0isize);
+        for _ in 0..40 {
+            v = [v.clone(), v].into_iter().collect();
+        }
+        let mut w = Val::from(0isize);
+        for _ in 0..40 {
+            w = [w.clone(), w].into_iter().collect();
+        }
+        let never = AtomicBool::new(false);
+        let deadline = Deadline::new(Instant::now() + Duration::from_secs(3600), &never);
+        let mut meter = Meter::new(&deadline, "==");
+        assert_eq!(equal(&v, &w, &mut meter), Err(Stop::Limit));
+        assert_eq!(deadline.budget.reached(), Some(Limit::Work("==")));
+        // The same value is equal to itself without a walk, as in jaq.
+        let deadline = Deadline::new(Instant::now() + Duration::from_secs(3600), &never);
+        let mut meter = Meter::new(&deadline, "==");
+        assert_eq!(equal(&v, &v.clone(), &mut meter), Ok(true));
+    }
+
+    #[test]
+    fn the_regex_weight_counts_repetitions() {
+        assert_eq!(regex_weight(b"ab"), 3);
+        assert_eq!(regex_weight(b"a{10}"), 6 * 10);
+        assert_eq!(regex_weight(b"(a{10,20}){3}"), 14 * 20 * 3);
+        assert_eq!(regex_weight(b"\\{5}"), 5);
+    }
 }

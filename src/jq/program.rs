@@ -401,7 +401,9 @@ impl fmt::Write for Capped {
 fn limited(deadline: &Deadline<'_>) -> EvalError {
     match deadline.budget.reached() {
         Some(limit) => EvalError::Limit(limit.message()),
-        None => EvalError::Internal("a limit stopped the evaluation, but none was reached".to_owned()),
+        None => {
+            EvalError::Internal("a limit stopped the evaluation, but none was reached".to_owned())
+        }
     }
 }
 

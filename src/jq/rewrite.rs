@@ -357,7 +357,9 @@ impl<'s> Rewrite<'s> {
         let constant = |name: &str| {
             matches!(name, "true" | "false" | "null") && !self.shadowed.contains(&name)
         };
-        number(t) || literal(t) || matches!(t, Term::Call(name, args) if args.is_empty() && constant(name))
+        number(t)
+            || literal(t)
+            || matches!(t, Term::Call(name, args) if args.is_empty() && constant(name))
     }
 
     /// The precheck of a call of `name/arity`, if it is surely the library native of that
@@ -366,7 +368,9 @@ impl<'s> Rewrite<'s> {
         if self.shadowed.contains(&name) {
             return None;
         }
-        let found = PRECHECKED.iter().find(|(n, a, _)| *n == name && *a == arity);
+        let found = PRECHECKED
+            .iter()
+            .find(|(n, a, _)| *n == name && *a == arity);
         found.map(|(_, _, check)| *check)
     }
 
@@ -378,7 +382,11 @@ impl<'s> Rewrite<'s> {
 
 /// `t | name`.
 fn then<'s>(t: Term<&'s str>, name: &'s str) -> Term<&'s str> {
-    Term::BinOp(Box::new(t), BinaryOp::Pipe(None), Box::new(Term::Call(name, Vec::new())))
+    Term::BinOp(
+        Box::new(t),
+        BinaryOp::Pipe(None),
+        Box::new(Term::Call(name, Vec::new())),
+    )
 }
 
 /// `a0 as $a0 | ... | check($a0; ...) | name($a0; ...)`: the precheck sees the values the
@@ -390,10 +398,13 @@ fn prechecked<'s>(name: &'s str, check: &'s str, args: Vec<Term<&'s str>>) -> Te
         BinaryOp::Pipe(None),
         Box::new(Term::Call(name, vars)),
     );
-    args.into_iter().zip(ARGS).rev().fold(call, |body, (arg, var)| {
-        let bind = BinaryOp::Pipe(Some(Pattern::Var(*var)));
-        Term::BinOp(Box::new(arg), bind, Box::new(body))
-    })
+    args.into_iter()
+        .zip(ARGS)
+        .rev()
+        .fold(call, |body, (arg, var)| {
+            let bind = BinaryOp::Pipe(Some(Pattern::Var(*var)));
+            Term::BinOp(Box::new(arg), bind, Box::new(body))
+        })
 }
 
 /// `def !recurse: ., (.[]? | !recurse); !recurse`, which is `..`.
@@ -436,7 +447,6 @@ fn number(t: &Term<&str>) -> bool {
         _ => false,
     }
 }
-
 
 /// A number literal or a string literal without interpolation.
 fn literal(t: &Term<&str>) -> bool {

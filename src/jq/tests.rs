@@ -666,7 +666,10 @@ fn deep_values_are_built_on_large_stacks() {
     ] {
         match run(source, Value::Null) {
             Err(EvalError::Limit(message)) => {
-                assert!(message.contains("nested deeper than the limit of 10000 levels"), "{message}")
+                assert!(
+                    message.contains("nested deeper than the limit of 10000 levels"),
+                    "{message}"
+                )
             }
             other => panic!("{source}: {other:?}"),
         }
@@ -828,7 +831,9 @@ fn a_program_stuck_in_one_native_step_does_not_hold_the_caller() {
     let stuck = "[range(40000)] | contains([range(40000)])";
     let started = Instant::now();
     match run_with(stuck, Value::Null, &deadline_limits()) {
-        Err(EvalError::Limit(message)) => assert!(message.starts_with("contains exceeds"), "{message}"),
+        Err(EvalError::Limit(message)) => {
+            assert!(message.starts_with("contains exceeds"), "{message}")
+        }
         other => panic!("{other:?}"),
     }
     assert!(started.elapsed() < Duration::from_secs(10));
@@ -1016,12 +1021,5 @@ fn an_error_naming_a_huge_shared_value_is_cut_short() {
             }
             other => panic!("expected a runtime error, got {other:?}"),
         }
-    }
-}
-
-#[test]
-fn zz_debug() {
-    for s in ["jn(2000000000; 1.5)", "1e308 | todateiso8601", "1e308 | todate", "1 as $x | jn(2000000000; 1.5)", "yn(2000000000; 1.5)"] {
-        eprintln!("{s}: {:?}", run(s, Value::Null));
     }
 }
