@@ -16,9 +16,9 @@
 //! rewritten programs. Its cost is a few boxed iterators and an atomic load per call, plus a
 //! clock read at most every [`CHECK_EVERY`] calls.
 //!
-//! What the tick cannot interrupt is a single native step: one comparison, `contains`, `sort`
-//! or `tojson` over a huge (or exponentially shared) value runs to completion without passing
-//! through the program. [`Pool`](super::pool::Pool) covers that case.
+//! A tick is also a unit of the evaluation's [`Budget`]. A single native step does not pass
+//! through the program: the guarded ones ([`guard`](super::guard)) charge the same budget
+//! and read the clock through [`Deadline::spend`] instead.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -13,10 +13,16 @@
 //! `$parked | length`), where a tick would cost without ever being needed. The library's own
 //! definitions (`map`, `recurse`, `to_entries`, ...) are instrumented the same way.
 //!
-//! What is left unticked are loops inside one step of jaq: `..` and `.[]` enumerating a value,
-//! and native functions. They take time in proportion to the size of the values involved,
-//! which jaq's sharing can make exponential in the number of steps that built them; only the
-//! deadline's thread hand-off bounds those.
+//! What is left unticked are loops inside one step of jaq: `.[]` enumerating one level of a
+//! value, and native functions. `..`, which jaq enumerates natively through every level,
+//! becomes a definition whose recursion is ticked. The natives that walk a value are guarded
+//! (next paragraph and [`guard`](super::guard)).
+//!
+//! **Sandbox.** Comparisons and arithmetic whose sides are not literal scalars become
+//! calls of the guarded natives of [`OPERATORS`]; the parts of an interpolated string pass
+//! through [`SHOW`], computed object keys through [`KEY`], computed indices through
+//! [`INDEX`]; a call of one of [`PRECHECKED`] gets its precheck in front, with its
+//! arguments bound once so that both see the same values.
 //!
 //! **Guards.** `s * n` repeats a string `n` times in one allocation, and an allocation that
 //! fails aborts the process: `"x" * 100000000000` is one expression away. Multiplication is
