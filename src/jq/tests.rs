@@ -1023,3 +1023,36 @@ fn an_error_naming_a_huge_shared_value_is_cut_short() {
         }
     }
 }
+
+#[test]
+fn guarded_steps_keep_jq_s_answers() {
+    let cases = [
+        (
+            r#"[range(10000) | tostring] | join(",") | length"#,
+            json!(48889),
+        ),
+        (
+            "reduce range(10000) as $i ([]; . + [$i]) | length",
+            json!(10000),
+        ),
+        (
+            r#"[{a: 2}, {a: 1}, {a: 2}] | group_by(.a) | map(length)"#,
+            json!([1, 2]),
+        ),
+        (
+            "[3, 1, 2] | sort, ([[1], [0]] | min), ([1, 2, 3] | bsearch(2))",
+            json!([1, 2, 3]),
+        ),
+        (r#"{a: [1, {b: 2}]} == {a: [1, {b: 2}]}"#, json!(true)),
+        (
+            r#""abc" | contains("b"), ("a,b" | indices(","))"#,
+            json!(true),
+        ),
+        ("[1, 2, 3] - [2], ({a: 1} + {b: 2})", json!([1, 3])),
+        (r#""\([1, "x"])""#, json!("[1,\"x\"]")),
+    ];
+    for (source, expected) in cases {
+        let outputs = run(source, Value::Null).unwrap_or_else(|e| panic!("{source}: {e}"));
+        assert_eq!(outputs.first, Some(expected), "{source}");
+    }
+}
