@@ -40,6 +40,17 @@ fn runtime(tokio: &tokio::runtime::Runtime, parked: usize) -> Runtime {
                 .start_expr("null"),
         )
         .expect("saves");
+        // Guarded steps: a comparison of two computed values, a sort and a print, each
+        // charging the evaluation's budget (`docs/doors.md`, the sandbox).
+        rt.save_door(
+            DoorSpec::route("guarded", "asker")
+                .resume_expr(
+                    r#"($parked | map(.id) | sort | tojson) as $ids
+                       | if .pick == $ids then {id: .pick, payload: 1} else null end"#,
+                )
+                .start_expr("null"),
+        )
+        .expect("saves");
         rt
     })
 }
@@ -51,7 +62,7 @@ fn visit_by_parked_size(c: &mut Criterion) {
     for size in [1usize, 10, 100, 1000] {
         let rt = runtime(&tokio, size);
         let input = json!({"pick": Value::Null});
-        for door in ["flat", "scan"] {
+        for door in ["flat", "scan", "guarded"] {
             group.bench_with_input(
                 BenchmarkId::new(format!("parked/{door}"), size),
                 &size,

@@ -16,9 +16,9 @@
 //! rewritten programs. Its cost is a few boxed iterators and an atomic load per call, plus a
 //! clock read at most every [`CHECK_EVERY`] calls.
 //!
-//! What the tick cannot interrupt is a single native step: one comparison, `contains`, `sort`
-//! or `tojson` over a huge (or exponentially shared) value runs to completion without passing
-//! through the program. [`Pool`](super::pool::Pool) covers that case.
+//! A tick is also a unit of the evaluation's [`Budget`]. A single native step does not pass
+//! through the program: the guarded ones ([`guard`](super::guard)) charge the same budget
+//! and read the clock through [`Deadline::spend`] instead.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,7 +27,9 @@ use std::time::{Duration, Instant};
 use jaq_core::box_iter::box_once;
 use jaq_core::native::Fun;
 use jaq_core::{Exn, Native};
+use jaq_json::Val;
 
+use super::budget::Budget;
 use super::library::Door;
 
 /// Name of the tick filter. It cannot be lexed as an identifier, so no door expression can
@@ -36,6 +38,10 @@ pub(super) const TICK: &str = "!tick";
 
 /// Exit code carried by the exception that ends an evaluation whose deadline has passed.
 pub(super) const HALT_CODE: i32 = -0x0dead;
+
+/// Exit code carried by the exception that ends an evaluation past one of its limits (see
+/// [`budget`](super::budget)); the limit is kept in the evaluation's [`Deadline`].
+pub(super) const LIMIT_CODE: i32 = -0x0b16;
 
 /// The most ticks between two clock reads.
 ///
@@ -64,6 +70,8 @@ pub(super) struct Deadline<'a> {
     checked: Cell<Instant>,
     /// Once passed, stays passed, so that every later tick fails without reading the clock.
     passed: Cell<bool>,
+    /// The evaluation's work and memory budget, charged by the ticks and the guarded natives.
+    pub(super) budget: Budget,
 }
 
 impl<'a> Deadline<'a> {
@@ -77,27 +85,26 @@ impl<'a> Deadline<'a> {
             interval: Cell::new(1),
             checked: Cell::new(Instant::now()),
             passed: Cell::new(false),
+            budget: Budget::default(),
         }
     }
 
-    /// Whether the evaluation may go on.
-    pub(super) fn tick(&self) -> bool {
-        if self.passed.get() {
-            return false;
-        }
-        if self.cancelled.load(Ordering::Relaxed) {
+    /// Whether the evaluation may go on: one step of its budget, and the deadline.
+    pub(super) fn tick(&self) -> Result<(), Stop> {
+        if self.passed.get() || self.cancelled.load(Ordering::Relaxed) {
             self.passed.set(true);
-            return false;
+            return Err(Stop::Deadline);
         }
+        self.budget.step()?;
         let left = self.countdown.get();
         if left > 0 {
             self.countdown.set(left - 1);
-            return true;
+            return Ok(());
         }
         let now = Instant::now();
         if now >= self.at {
             self.passed.set(true);
-            return false;
+            return Err(Stop::Deadline);
         }
         // Double the interval while ticks come fast; back to every tick as soon as they
         // do not, so that slow ticks cannot overshoot the deadline by many of them.
@@ -110,12 +117,42 @@ impl<'a> Deadline<'a> {
         self.interval.set(interval);
         self.countdown.set(interval - 1);
         self.checked.set(now);
-        true
+        Ok(())
     }
 
     /// Whether the deadline has passed, reading the clock.
     pub(super) fn has_passed(&self) -> bool {
-        self.passed.get() || self.cancelled.load(Ordering::Relaxed) || Instant::now() >= self.at
+        let passed = self.passed.get()
+            || self.cancelled.load(Ordering::Relaxed)
+            || Instant::now() >= self.at;
+        self.passed.set(passed);
+        passed
+    }
+
+    /// Charge `units` of work done by `op` (see [`budget`](super::budget)), reading the
+    /// clock every [`CHECK_UNITS`](super::budget::CHECK_UNITS) units or so: a long native
+    /// step stops at the deadline too.
+    pub(super) fn spend(&self, units: u64, op: &'static str) -> Result<(), Stop> {
+        if self.budget.spend(units, op)? && self.has_passed() {
+            return Err(Stop::Deadline);
+        }
+        Ok(())
+    }
+
+    /// Charge `bytes` of memory that `op` is about to allocate.
+    pub(super) fn allocate(&self, bytes: u64, op: &'static str) -> Result<(), Stop> {
+        self.budget.allocate(bytes, op)
+    }
+
+    /// Refuse a value `op` would make of more than
+    /// [`MAX_VALUE_BYTES`](super::budget::MAX_VALUE_BYTES), and charge the rest.
+    pub(super) fn make(&self, bytes: u64, op: &'static str) -> Result<(), Stop> {
+        self.budget.make(bytes, op)
+    }
+
+    /// Refuse a value nested deeper than [`MAX_DEPTH`](super::budget::MAX_DEPTH).
+    pub(super) fn nest(&self, depth: usize, op: &'static str) -> Result<(), Stop> {
+        self.budget.nest(depth, op)
     }
 }
 
@@ -124,28 +161,38 @@ impl<'a> Deadline<'a> {
 pub(super) fn tick() -> Fun<Door> {
     // Closures rather than functions: jaq does not export the types of a path's value or of
     // an update function, so only inference can name them.
-    let native = Native::<Door>::new(|cv| {
-        if cv.0.data().deadline.tick() {
-            box_once(Ok(cv.1))
-        } else {
-            box_once(Err(Exn::halt(HALT_CODE)))
-        }
+    let native = Native::<Door>::new(|cv| match cv.0.data().deadline.tick() {
+        Ok(()) => box_once(Ok(cv.1)),
+        Err(stop) => box_once(Err(stop.exn())),
     })
-    .with_paths(|cv| {
-        if cv.0.data().deadline.tick() {
-            box_once(Ok(cv.1))
-        } else {
-            box_once(Err(Exn::halt(HALT_CODE)))
-        }
+    .with_paths(|cv| match cv.0.data().deadline.tick() {
+        Ok(()) => box_once(Ok(cv.1)),
+        Err(stop) => box_once(Err(stop.exn())),
     })
-    .with_update(|cv, f| {
-        if cv.0.data().deadline.tick() {
-            f(cv.1)
-        } else {
-            box_once(Err(Exn::halt(HALT_CODE)))
-        }
+    .with_update(|cv, f| match cv.0.data().deadline.tick() {
+        Ok(()) => f(cv.1),
+        Err(stop) => box_once(Err(stop.exn())),
     });
     (TICK, Box::new([]), native)
+}
+
+/// Why a guarded step refused to go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// The deadline passed (or the caller stopped waiting).
+    Deadline,
+    /// A limit of the budget was reached; the budget keeps which.
+    Limit,
+}
+
+impl Stop {
+    /// The uncatchable exception that ends the evaluation.
+    pub(super) fn exn<'a>(self) -> Exn<'a, Val> {
+        Exn::halt(match self {
+            Stop::Deadline => HALT_CODE,
+            Stop::Limit => LIMIT_CODE,
+        })
+    }
 }
 
 /// `now + after`, or a day from now if that does not fit in an `Instant`.

@@ -141,6 +141,11 @@ pub enum EvalError {
         /// How many values were passed.
         given: usize,
     },
+    /// The evaluation reached one of its limits of work, memory or nesting (see the
+    /// sandbox section of the doors documentation); the message names the limit and the
+    /// operation that reached it.
+    #[error("door expression stopped: {0}")]
+    Limit(String),
     /// An output nests arrays and objects deeper than can be handed on safely.
     #[error("output of door expression nests deeper than {max} arrays or objects")]
     TooDeep {

@@ -12,6 +12,7 @@ use jaq_json::{Num, Val};
 use jaq_std::ValT as _;
 
 use super::deadline::{self, Deadline};
+use super::guard;
 use super::rewrite;
 
 /// Builtin functions that door expressions may not call, whatever their arity.
@@ -95,7 +96,8 @@ impl Library {
             .iter()
             .map(|def| (def.name, def.args.len()))
             .chain(natives)
-            .filter(|(name, _)| ![deadline::TICK, rewrite::MULTIPLY].contains(name))
+            // The natives of the rewrite and the guards cannot be lexed as names.
+            .filter(|(name, _)| !name.starts_with('!'))
             .collect();
         Library { defs, names }
     }
@@ -121,6 +123,7 @@ pub(super) fn natives() -> Vec<Fun<Door>> {
     // shadows jaq-json's.
     [fromjson(), multiply(), deadline::tick()]
         .into_iter()
+        .chain(guard::natives())
         .chain(jaq_core::funs())
         .chain(jaq_std::funs())
         .chain(jaq_json::funs())
@@ -147,6 +150,15 @@ fn multiply() -> Fun<Door> {
                  the result would exceed {MAX_REPEAT_BYTES} bytes"
             );
             return box_once(Err(Exn::from(jaq_core::Error::str(message))));
+        }
+        if let Some((len, times)) = repetition(&value, &factor) {
+            let bytes = len.saturating_mul(times) as u64;
+            if let Err(stop) = cv.0.data().deadline.allocate(bytes, "*") {
+                return box_once(Err(stop.exn()));
+            }
+        }
+        if let Err(stop) = guard::multiply_cost(&value, &factor, cv.0.data().deadline) {
+            return box_once(Err(stop.exn()));
         }
         bome(value * factor)
     });
@@ -178,6 +190,9 @@ fn repetition(l: &Val, r: &Val) -> Option<(usize, usize)> {
 /// is jq's own.
 pub(super) const MAX_PARSE_DEPTH: usize = 10_000;
 
+/// Bytes of memory charged per byte of text `fromjson` parses.
+const PARSED_BYTES_PER_BYTE: u64 = 32;
+
 /// `fromjson` as jaq-json has it, refusing documents nested deeper than [`MAX_PARSE_DEPTH`].
 fn fromjson() -> Fun<Door> {
     let native = Native::<Door>::new(|cv| {
@@ -191,6 +206,12 @@ fn fromjson() -> Fun<Door> {
         let Some(text) = cv.1.as_utf8_bytes() else {
             return box_once(Err(Exn::from(jaq_core::Error::typ(cv.1.clone(), "string"))));
         };
+        // A parsed value takes up to this many times its text (`[[[[...]]]]`: an array per
+        // two bytes).
+        let bytes = (text.len() as u64).saturating_mul(PARSED_BYTES_PER_BYTE);
+        if let Err(stop) = cv.0.data().deadline.allocate(bytes, "fromjson") {
+            return box_once(Err(stop.exn()));
+        }
         if nesting(text) > MAX_PARSE_DEPTH {
             let message = format!("nested deeper than {MAX_PARSE_DEPTH} levels");
             return box_once(Err(fail(&message)));

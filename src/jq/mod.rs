@@ -11,13 +11,20 @@
 //!   otherwise abort the process;
 //! * evaluation: [`Input`] converts a value to jaq's representation once, [`Program::run`]
 //!   yields the first output and whether there is a second, and converts back to JSON;
-//! * the deadline guard, in two layers:
-//!   - evaluations run on a small pool of dedicated threads ([`pool`]), and the caller
-//!     waits no longer than the deadline, whatever the evaluation does; a worker left running
-//!     an abandoned evaluation is replaced at once, so other evaluations are not stalled;
-//!   - the program itself checks the deadline (and the caller's cancellation) wherever jaq
-//!     repeats a sub-term ([`rewrite`], [`deadline`]), so that an abandoned evaluation stops
-//!     soon after its deadline instead of holding its thread;
+//! * the sandbox, in three layers:
+//!   - the program checks the deadline (and the caller's cancellation) wherever jaq repeats
+//!     a sub-term ([`rewrite`], [`deadline`]), so the interpreter stops soon after it;
+//!   - every native step that walks a value (comparisons, sorting, printing, searching,
+//!     concatenating, ...) is guarded ([`guard`]): it charges the evaluation's
+//!     [`budget`] of work and memory as it goes, reads the clock every few thousand
+//!     units, and refuses values nested deeper than the budget allows, so no single step
+//!     outlives the deadline or grows memory past the budget, however the value was built
+//!     (jaq shares values: `[., .] | [., .] | ...` is small in memory and astronomically
+//!     large walked);
+//!   - evaluations run on a small pool of dedicated threads with large stacks ([`pool`]),
+//!     and the caller waits no longer than the deadline; a worker still finishing an
+//!     abandoned evaluation is replaced, so others are not stalled behind it (and,
+//!     thanks to the guards, it is not busy for long);
 //! * the shortcut past the pool: a door visit's batch of *shallow* programs ([`shallow`]: no
 //!   deep walk of a value, no repetition, bounded nesting, so the ticks alone bound them) is
 //!   first evaluated in place, on the caller's thread, under a budget of
@@ -25,32 +32,33 @@
 //!   batch evaluated again on the pool (the expressions are pure). The hand-off to a pool
 //!   thread and back is most of what a small expression costs, so the common case pays none.
 //!
-//! Why both: jaq-core 3 has no fuel or interrupt hook, but it takes the program as a syntax
-//! tree, and a native filter inserted into the tree can raise an exception nothing catches
-//! (the one `halt` uses). That costs next to nothing (a few percent on the seed examples) and
-//! stops everything the interpreter loops over. It cannot stop a single long native step
-//! (`contains` on two long arrays, sorting, comparing or printing a huge or exponentially
-//! shared value), and jaq recurses deeply enough on nested values to overflow the 2 MiB stack
-//! of an async runtime's worker (`reduce range(100000) as $i (0; [.]) | length` does), which
-//! aborts the process. Threads of our own, with large stacks, close both gaps, for a hand-off
-//! of a few microseconds per evaluation (which a shallow batch skips).
+//! Why bound the work rather than isolate it: a library cannot kill a thread, fork, or
+//! impose an allocator on its embedder. jaq-core 3 has no fuel or interrupt hook, but it
+//! takes the program as a syntax tree, so operators and calls can be rewritten into guarded
+//! natives, and a native can raise an exception nothing catches (the one `halt` uses). The
+//! threads of the pool remain for the deadline of an awaited evaluation on a loaded
+//! machine, and for the stack: jaq recurses on nested values and programs, and a value an
+//! expression builds by nesting (`reduce range(100000) as $i (0; [.])`) can be dropped
+//! only on a large stack.
 //!
-//! What remains: an evaluation stuck in a native step keeps its CPU and memory until it ends
-//! by itself (at most [`pool::MAX_STUCK`] such workers are replaced at a time; past that,
-//! evaluations queue and meet their deadlines); and values nested deeper than the workers'
-//! stacks hold (about a quarter of a million levels for the deepest-recursing builtins, more
-//! than a program builds within the default deadline) still overflow them.
+//! What remains: the interpreter's own allocations (collecting `[f]`, slices, paths) are
+//! bounded by the deadline, not by the budget; and a value nested deeper than the workers'
+//! stacks can drop (millions of levels, more than a program builds within the default
+//! deadline) would still overflow them. The guarded steps never recurse past
+//! [`MAX_DEPTH`](budget::MAX_DEPTH) levels.
 //!
 //! It deliberately does not:
 //!
 //! * measure or limit input sizes ([`Limits::max_input_bytes`] is for the caller to check);
-//! * limit memory: an evaluation can allocate until its deadline;
+//! * limit the memory the interpreter itself allocates: only guarded steps charge it;
 //! * decide what outputs mean (none, one or several): [`Outputs`] only reports them;
 //! * know about doors, hooks or subjects beyond the names of the variables they declare.
 
+mod budget;
 mod check;
 mod deadline;
 mod error;
+mod guard;
 mod input;
 mod library;
 mod limits;

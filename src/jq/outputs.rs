@@ -3,7 +3,7 @@
 use jaq_json::{Num, Val};
 use serde_json::{Map, Number, Value};
 
-use super::deadline::Deadline;
+use super::deadline::{Deadline, Stop};
 
 /// What one evaluation produced, as far as the caller needs it: the first output, and whether
 /// there was a second one.
@@ -34,6 +34,8 @@ pub(super) enum Unconvertible {
     TooDeep,
     /// The deadline passed while converting it.
     Deadline,
+    /// The evaluation's budget ran out while converting it.
+    Limit,
 }
 
 /// Convert a jaq value to JSON, refusing values nested deeper than [`Outputs::MAX_DEPTH`].
@@ -47,8 +49,10 @@ pub(super) fn to_json(v: &Val, deadline: &Deadline<'_>) -> Result<Value, Unconve
 
 fn convert(v: &Val, depth: usize, deadline: &Deadline<'_>) -> Result<Value, Unconvertible> {
     let nested = |depth: usize| {
-        if !deadline.tick() {
-            return Err(Unconvertible::Deadline);
+        match deadline.tick() {
+            Ok(()) => {}
+            Err(Stop::Deadline) => return Err(Unconvertible::Deadline),
+            Err(Stop::Limit) => return Err(Unconvertible::Limit),
         }
         depth.checked_sub(1).ok_or(Unconvertible::TooDeep)
     };
@@ -56,7 +60,15 @@ fn convert(v: &Val, depth: usize, deadline: &Deadline<'_>) -> Result<Value, Unco
         Val::Null => Value::Null,
         Val::Bool(b) => Value::Bool(*b),
         Val::Num(n) => number(n),
-        Val::TStr(b) | Val::BStr(b) => Value::String(String::from_utf8_lossy(b).into_owned()),
+        Val::TStr(b) | Val::BStr(b) => {
+            // A copy: charged like any other allocation of the evaluation.
+            match deadline.allocate(b.len() as u64, "the output's conversion") {
+                Ok(()) => {}
+                Err(Stop::Deadline) => return Err(Unconvertible::Deadline),
+                Err(Stop::Limit) => return Err(Unconvertible::Limit),
+            }
+            Value::String(String::from_utf8_lossy(b).into_owned())
+        }
         Val::Arr(items) => {
             let depth = nested(depth)?;
             let items = items.iter().map(|item| convert(item, depth, deadline));

@@ -1,9 +1,9 @@
 //! The hard half of the deadline guard: evaluations run on a few dedicated threads, and the
 //! caller stops waiting when the deadline passes.
 //!
-//! The ticks of [`deadline`](super::deadline) stop almost every runaway soon after its
-//! deadline, but not a single long native step (comparing or sorting a huge value, `contains`
-//! on two long arrays). Running evaluations on threads of their own means:
+//! The ticks of [`deadline`](super::deadline) stop the interpreter soon after its deadline,
+//! and the guarded natives ([`guard`](super::guard)) every long native step. Running
+//! evaluations on threads of their own still means:
 //!
 //! * the caller (typically an async task on a runtime worker) waits at most until the
 //!   deadline, whatever the evaluation does. When it stops waiting it raises the job's
@@ -22,8 +22,8 @@
 //! many busy threads as cores (async workers and evaluation workers together), a
 //! spinning thread takes the core from the one it waits for, which measured as a loss of
 //! about a quarter of a loaded door's throughput (`docs/benchmarks.md`). Threads cannot be
-//! interrupted, so an abandoned evaluation stuck in a native step keeps its CPU (and
-//! memory) until it ends by itself.
+//! interrupted: an abandoned evaluation keeps its worker until its next tick or guarded
+//! step sees the deadline, a few thousand units of work later.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};

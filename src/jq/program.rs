@@ -12,7 +12,7 @@ use jaq_core::{Compiler, Ctx, Filter, Vars};
 use jaq_json::Val;
 
 use super::check::Check;
-use super::deadline::{Deadline, HALT_CODE, deadline_after};
+use super::deadline::{Deadline, HALT_CODE, LIMIT_CODE, deadline_after};
 use super::error::{CompileError, CompileErrors, EvalError};
 use super::input::Input;
 use super::library::{self, Door, Env, Library};
@@ -325,13 +325,13 @@ impl Compiled {
                     more: false,
                 });
             }
-            Some(first) => first.map_err(|e| exception(e, limit))?,
+            Some(first) => first.map_err(|e| exception(e, limit, &deadline))?,
         };
         let more = match outputs.next() {
             None => false,
             Some(second) => second
                 .map(drop)
-                .map_err(|e| exception(e, limit))
+                .map_err(|e| exception(e, limit, &deadline))
                 .map(|()| true)?,
         };
         let first = outputs::to_json(&first, &deadline).map_err(|e| match e {
@@ -339,6 +339,7 @@ impl Compiled {
                 max: Outputs::MAX_DEPTH,
             },
             Unconvertible::Deadline => passed(limit),
+            Unconvertible::Limit => limited(&deadline),
         })?;
         Ok(Outputs {
             first: Some(first),
@@ -348,12 +349,13 @@ impl Compiled {
 }
 
 /// What a jaq exception means for the caller.
-fn exception(exn: jaq_core::Exn<'_, Val>, limit: Duration) -> EvalError {
+fn exception(exn: jaq_core::Exn<'_, Val>, limit: Duration, deadline: &Deadline<'_>) -> EvalError {
     match exn.get_err() {
         Ok(error) => EvalError::Runtime(render(&error)),
         Err(exn) => match exn.get_halt() {
-            // Door expressions cannot call `halt`, so this is the deadline's tick.
+            // Door expressions cannot call `halt`, so this is the deadline's tick or a guard.
             Ok(HALT_CODE) => passed(limit),
+            Ok(LIMIT_CODE) => limited(deadline),
             Ok(code) => EvalError::Internal(format!("unexpected halt with code {code}")),
             Err(_) => EvalError::Internal("unexpected control flow exception".to_owned()),
         },
@@ -392,6 +394,16 @@ impl fmt::Write for Capped {
         }
         self.0.push_str(&s[..end]);
         Err(fmt::Error)
+    }
+}
+
+/// The error for a limit of the budget.
+fn limited(deadline: &Deadline<'_>) -> EvalError {
+    match deadline.budget.reached() {
+        Some(limit) => EvalError::Limit(limit.message()),
+        None => {
+            EvalError::Internal("a limit stopped the evaluation, but none was reached".to_owned())
+        }
     }
 }
 

@@ -13,10 +13,16 @@
 //! `$parked | length`), where a tick would cost without ever being needed. The library's own
 //! definitions (`map`, `recurse`, `to_entries`, ...) are instrumented the same way.
 //!
-//! What is left unticked are loops inside one step of jaq: `..` and `.[]` enumerating a value,
-//! and native functions. They take time in proportion to the size of the values involved,
-//! which jaq's sharing can make exponential in the number of steps that built them; only the
-//! deadline's thread hand-off bounds those.
+//! What is left unticked are loops inside one step of jaq: `.[]` enumerating one level of a
+//! value, and native functions. `..`, which jaq enumerates natively through every level,
+//! becomes a definition whose recursion is ticked. The natives that walk a value are guarded
+//! (next paragraph and [`guard`](super::guard)).
+//!
+//! **Sandbox.** Comparisons and arithmetic whose sides are not literal scalars become
+//! calls of the guarded natives of [`OPERATORS`]; the parts of an interpolated string pass
+//! through [`SHOW`], computed object keys through [`KEY`], computed indices through
+//! [`INDEX`]; a call of one of [`PRECHECKED`] gets its precheck in front, with its
+//! arguments bound once so that both see the same values.
 //!
 //! **Guards.** `s * n` repeats a string `n` times in one allocation, and an allocation that
 //! fails aborts the process: `"x" * 100000000000` is one expression away. Multiplication is
@@ -26,10 +32,11 @@
 
 use jaq_core::load::lex::StrPart;
 use jaq_core::load::parse::{BinaryOp, Def, Pattern, Term};
-use jaq_core::ops::Math;
-use jaq_core::path::{Part, Path};
+use jaq_core::ops::{Cmp, Math};
+use jaq_core::path::{Opt, Part, Path};
 
 use super::deadline::TICK;
+use super::guard::{INDEX, KEY, OPERATORS, PRECHECKED, SHOW};
 
 /// Name of the guarded multiplication. Like [`TICK`], it cannot be lexed, so no door
 /// expression can call or shadow it.
@@ -37,6 +44,13 @@ pub(super) const MULTIPLY: &str = "!multiply";
 
 /// The variable `l *= r` binds `r` to. Not lexable either.
 const FACTOR: &str = "$!factor";
+
+/// The variables a prechecked call binds its arguments to, so that the precheck and the call
+/// see the same values.
+const ARGS: &[&str] = &["$!arg0", "$!arg1", "$!arg2"];
+
+/// The definition `..` becomes, so that its recursion is ticked like any other.
+const RECURSE: &str = "!recurse";
 
 /// Builtins that yield at most one output for each combination of their arguments' outputs
 /// (and whose own loops, if any, are ticked inside or are native steps). A call to one of
@@ -140,10 +154,14 @@ impl<'s> Rewrite<'s> {
         let once = |t: Box<Term<&'s str>>| Box::new(self.term(*t));
         let again = |t: Box<Term<&'s str>>| Box::new(self.repeated(*t));
         match t {
-            Term::Id | Term::Recurse | Term::Num(_) | Term::Var(_) | Term::Break(_) => t,
+            Term::Id | Term::Num(_) | Term::Var(_) | Term::Break(_) => t,
+            // jaq enumerates `..` natively, without passing through the program: a value
+            // shared exponentially would be walked whole in one step.
+            Term::Recurse => self.term(recurse()),
             Term::Str(format, parts) => {
+                // jaq prints a non-string part as JSON: measured first (`guard`).
                 let parts = parts.into_iter().map(|part| match part {
-                    StrPart::Term(t) => StrPart::Term(self.repeated(t)),
+                    StrPart::Term(t) => StrPart::Term(then(self.repeated(t), SHOW)),
                     part => part,
                 });
                 Term::Str(format, parts.collect())
@@ -152,7 +170,14 @@ impl<'s> Rewrite<'s> {
             Term::Obj(entries) => Term::Obj(
                 entries
                     .into_iter()
-                    .map(|(k, v)| (self.repeated(k), v.map(|v| self.repeated(v))))
+                    .map(|(k, v)| {
+                        // A computed key is hashed by jaq, whatever it is: scalars only.
+                        let k = match (&v, literal(&k)) {
+                            (Some(_), false) => then(self.repeated(k), KEY),
+                            _ => self.repeated(k),
+                        };
+                        (k, v.map(|v| self.repeated(v)))
+                    })
                     .collect(),
             ),
             Term::Neg(t) => Term::Neg(once(t)),
@@ -186,15 +211,21 @@ impl<'s> Rewrite<'s> {
                 Term::Def(defs.collect(), once(t))
             }
             Term::Call(name, args) => {
-                let args = args.into_iter().map(|arg| self.repeated(arg));
-                Term::Call(name, args.collect())
+                let args: Vec<_> = args.into_iter().map(|arg| self.repeated(arg)).collect();
+                match self.precheck(name, args.len()) {
+                    Some(check) => prechecked(name, check, args),
+                    None => Term::Call(name, args),
+                }
             }
             Term::Path(t, path) => {
                 // An index with one output is kept; any other runs again for every
                 // combination of the indices before it, and for every output of `t`.
                 let parts = path.0.into_iter().map(|(part, opt)| {
                     let part = match part {
-                        Part::Index(i) => Part::Index(self.repeated(i)),
+                        Part::Index(i) if literal(&i) => Part::Index(i),
+                        // `.[x]` searches an array for an array `x`, and hashes an object
+                        // key: checked first (`guard`).
+                        Part::Index(i) => Part::Index(then(self.repeated(i), INDEX)),
                         Part::Range(from, upto) => Part::Range(
                             from.map(|f| self.repeated(f)),
                             upto.map(|u| self.repeated(u)),
@@ -216,15 +247,27 @@ impl<'s> Rewrite<'s> {
             }
             BinaryOp::Comma | BinaryOp::Alt => bin(self.term(l), op, self.term(r)),
             BinaryOp::Math(Math::Mul) => Term::Call(MULTIPLY, vec![self.term(l), self.repeated(r)]),
+            // With a literal scalar on one side, an operator looks at one string at most:
+            // jaq's own is kept. Otherwise the guarded native (`guard`).
+            BinaryOp::Math(math) if !number(&l) && !number(&r) => {
+                Term::Call(guarded(math.as_str()), vec![self.term(l), self.repeated(r)])
+            }
+            BinaryOp::Cmp(cmp) if !self.scalar(&l) && !self.scalar(&r) => {
+                Term::Call(guarded(cmp_str(cmp)), vec![self.term(l), self.repeated(r)])
+            }
             BinaryOp::Or | BinaryOp::And | BinaryOp::Math(_) | BinaryOp::Cmp(_) => {
                 bin(self.term(l), op, self.repeated(r))
             }
             // `l |= f` runs `f` once per path of `l`.
             BinaryOp::Update => bin(self.term(l), op, self.repeated(r)),
-            // `l *= r` is `r as $x | l |= . * $x`.
-            BinaryOp::UpdateMath(Math::Mul) => {
-                let multiply = Term::Call(MULTIPLY, vec![Term::Id, Term::Var(FACTOR)]);
-                let update = bin(self.repeated(l), BinaryOp::Update, multiply);
+            // `l op= r` is `r as $x | l |= . op $x`: guarded like `op` (`*` always).
+            BinaryOp::UpdateMath(math) if math == Math::Mul || !number(&r) => {
+                let name = match math {
+                    Math::Mul => MULTIPLY,
+                    other => guarded(other.as_str()),
+                };
+                let apply = Term::Call(name, vec![Term::Id, Term::Var(FACTOR)]);
+                let update = bin(self.repeated(l), BinaryOp::Update, ticked(apply));
                 let factor = BinaryOp::Pipe(Some(Pattern::Var(FACTOR)));
                 bin(self.term(r), factor, update)
             }
@@ -315,9 +358,108 @@ impl<'s> Rewrite<'s> {
         }
     }
 
+    /// A literal scalar: a number, a plain string, or the builtin `true`, `false` or `null`.
+    fn scalar(&self, t: &Term<&str>) -> bool {
+        let constant = |name: &str| {
+            matches!(name, "true" | "false" | "null") && !self.shadowed.contains(&name)
+        };
+        number(t)
+            || literal(t)
+            || matches!(t, Term::Call(name, args) if args.is_empty() && constant(name))
+    }
+
+    /// The precheck of a call of `name/arity`, if it is surely the library native of that
+    /// name and has one.
+    fn precheck(&self, name: &str, arity: usize) -> Option<&'static str> {
+        if self.shadowed.contains(&name) {
+            return None;
+        }
+        let found = PRECHECKED
+            .iter()
+            .find(|(n, a, _)| *n == name && *a == arity);
+        found.map(|(_, _, check)| *check)
+    }
+
     /// Whether a call of `name/arity` is surely the single-output builtin of that name.
     fn single_output(&self, name: &str, arity: usize) -> bool {
         SINGLE_OUTPUT.contains(&(name, arity)) && !self.shadowed.contains(&name)
+    }
+}
+
+/// `t | name`.
+fn then<'s>(t: Term<&'s str>, name: &'s str) -> Term<&'s str> {
+    Term::BinOp(
+        Box::new(t),
+        BinaryOp::Pipe(None),
+        Box::new(Term::Call(name, Vec::new())),
+    )
+}
+
+/// `a0 as $a0 | ... | check($a0; ...) | name($a0; ...)`: the precheck sees the values the
+/// call will (each argument is evaluated once, as before).
+fn prechecked<'s>(name: &'s str, check: &'s str, args: Vec<Term<&'s str>>) -> Term<&'s str> {
+    let vars: Vec<Term<&'s str>> = ARGS[..args.len()].iter().map(|v| Term::Var(*v)).collect();
+    let call = Term::BinOp(
+        Box::new(Term::Call(check, vars.clone())),
+        BinaryOp::Pipe(None),
+        Box::new(Term::Call(name, vars)),
+    );
+    args.into_iter()
+        .zip(ARGS)
+        .rev()
+        .fold(call, |body, (arg, var)| {
+            let bind = BinaryOp::Pipe(Some(Pattern::Var(*var)));
+            Term::BinOp(Box::new(arg), bind, Box::new(body))
+        })
+}
+
+/// `def !recurse: ., (.[]? | !recurse); !recurse`, which is `..`.
+fn recurse<'s>() -> Term<&'s str> {
+    let children = Term::Path(
+        Box::new(Term::Id),
+        Path(vec![(Part::Range(None, None), Opt::Optional)]),
+    );
+    let deeper = Term::BinOp(
+        Box::new(children),
+        BinaryOp::Pipe(None),
+        Box::new(Term::Call(RECURSE, Vec::new())),
+    );
+    let body = Term::BinOp(Box::new(Term::Id), BinaryOp::Comma, Box::new(deeper));
+    let def = Def {
+        name: RECURSE,
+        args: Vec::new(),
+        body,
+    };
+    Term::Def(vec![def], Box::new(Term::Call(RECURSE, Vec::new())))
+}
+
+/// The guarded native of operator `op`.
+fn guarded(op: &str) -> &'static str {
+    OPERATORS
+        .iter()
+        .find(|(o, _)| *o == op)
+        .map_or(MULTIPLY, |(_, native)| native)
+}
+
+fn cmp_str(cmp: Cmp) -> &'static str {
+    cmp.as_str()
+}
+
+/// A number literal, possibly negated.
+fn number(t: &Term<&str>) -> bool {
+    match t {
+        Term::Num(_) => true,
+        Term::Neg(t) => number(t),
+        _ => false,
+    }
+}
+
+/// A number literal or a string literal without interpolation.
+fn literal(t: &Term<&str>) -> bool {
+    match t {
+        Term::Num(_) => true,
+        Term::Str(None, parts) => parts.iter().all(|p| !matches!(p, StrPart::Term(_))),
+        _ => false,
     }
 }
 

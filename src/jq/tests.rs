@@ -638,11 +638,11 @@ fn deep_values_are_built_on_large_stacks() {
     let deep = [
         ("reduce range(100000) as $i (0; [.]) | length", json!(1)),
         (
-            "reduce range(20000) as $i (0; [.]) | tojson | length",
-            json!(40001),
+            "reduce range(9000) as $i (0; [.]) | tojson | length",
+            json!(18001),
         ),
         (
-            "reduce range(20000) as $i (0; {a: .}) | walk(.) | . == .",
+            "reduce range(9000) as $i (0; {a: .}) | walk(.) | . == .",
             json!(true),
         ),
         (
@@ -657,6 +657,22 @@ fn deep_values_are_built_on_large_stacks() {
     ];
     for (source, expected) in deep {
         assert_eq!(one(source, Value::Null), expected, "{source}");
+    }
+    // Deeper than the guarded steps walk: refused, naming the limit.
+    for source in [
+        "reduce range(20000) as $i (0; [.]) | tojson | length",
+        "reduce range(20000) as $i (0; {a: .}) as $x | reduce range(20000) as $i (0; {a: .}) \
+         | . == $x",
+    ] {
+        match run(source, Value::Null) {
+            Err(EvalError::Limit(message)) => {
+                assert!(
+                    message.contains("nested deeper than the limit of 10000 levels"),
+                    "{message}"
+                )
+            }
+            other => panic!("{source}: {other:?}"),
+        }
     }
     let limit = Outputs::MAX_DEPTH;
     let at_limit = format!("reduce range({limit}) as $i (0; [.]) | [.] | .[0]");
@@ -811,14 +827,16 @@ fn an_abandoned_evaluation_frees_its_worker_soon() {
 #[test]
 fn a_program_stuck_in_one_native_step_does_not_hold_the_caller() {
     // One `contains` over two long arrays: quadratic work inside a single native call, which
-    // no tick can interrupt. The caller is released at the deadline all the same.
+    // no tick can interrupt. Its precheck refuses it before it starts.
     let stuck = "[range(40000)] | contains([range(40000)])";
     let started = Instant::now();
-    assert_prompt_deadline(
-        run_with(stuck, Value::Null, &deadline_limits()),
-        started,
-        stuck,
-    );
+    match run_with(stuck, Value::Null, &deadline_limits()) {
+        Err(EvalError::Limit(message)) => {
+            assert!(message.starts_with("contains exceeds"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
 
     // The stuck worker was replaced: evaluations go on at once.
     for _ in 0..4 {
@@ -1003,5 +1021,38 @@ fn an_error_naming_a_huge_shared_value_is_cut_short() {
             }
             other => panic!("expected a runtime error, got {other:?}"),
         }
+    }
+}
+
+#[test]
+fn guarded_steps_keep_jq_s_answers() {
+    let cases = [
+        (
+            r#"[range(10000) | tostring] | join(",") | length"#,
+            json!(48889),
+        ),
+        (
+            "reduce range(10000) as $i ([]; . + [$i]) | length",
+            json!(10000),
+        ),
+        (
+            r#"[{a: 2}, {a: 1}, {a: 2}] | group_by(.a) | map(length)"#,
+            json!([1, 2]),
+        ),
+        (
+            "[3, 1, 2] | sort, ([[1], [0]] | min), ([1, 2, 3] | bsearch(2))",
+            json!([1, 2, 3]),
+        ),
+        (r#"{a: [1, {b: 2}]} == {a: [1, {b: 2}]}"#, json!(true)),
+        (
+            r#""abc" | contains("b"), ("a,b" | indices(","))"#,
+            json!(true),
+        ),
+        ("[1, 2, 3] - [2], ({a: 1} + {b: 2})", json!([1, 3])),
+        (r#""\([1, "x"])""#, json!("[1,\"x\"]")),
+    ];
+    for (source, expected) in cases {
+        let outputs = run(source, Value::Null).unwrap_or_else(|e| panic!("{source}: {e}"));
+        assert_eq!(outputs.first, Some(expected), "{source}");
     }
 }
