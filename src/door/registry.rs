@@ -429,3 +429,52 @@ async fn one(
         expr: expr.to_owned(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use chrono::{DateTime, TimeDelta, Utc};
+
+    use super::next_fire;
+
+    fn at(secs: i64, nanos: u32) -> DateTime<Utc> {
+        DateTime::from_timestamp(secs, nanos).unwrap_or_default()
+    }
+
+    #[test]
+    fn the_next_fire_is_the_first_boundary_after_now() {
+        let minute = Duration::from_secs(60);
+        // On time: one interval on.
+        assert_eq!(next_fire(at(0, 0), at(0, 0), minute), Some(at(60, 0)));
+        // Late by less than an interval, or exactly on a later boundary.
+        assert_eq!(next_fire(at(0, 0), at(59, 0), minute), Some(at(60, 0)));
+        assert_eq!(next_fire(at(0, 0), at(120, 0), minute), Some(at(180, 0)));
+        // A clock behind the boundary still moves forward by one interval.
+        assert_eq!(next_fire(at(100, 0), at(40, 0), minute), Some(at(160, 0)));
+        // Sub-second parts of the interval and of the clock are kept.
+        let odd = Duration::from_millis(1500);
+        assert_eq!(next_fire(at(0, 0), at(4, 0), odd), Some(at(4, 500_000_000)));
+    }
+
+    /// A year's jump over a one-nanosecond interval (shorter than any schedule may have)
+    /// is one division, not 3e16 steps.
+    #[test]
+    fn a_jump_is_computed_in_one_step() {
+        let start = at(1_000, 0);
+        let year = TimeDelta::days(365);
+        let now = start + year + TimeDelta::nanoseconds(7);
+        assert_eq!(
+            next_fire(start, now, Duration::from_nanos(1)),
+            Some(now + TimeDelta::nanoseconds(1))
+        );
+    }
+
+    #[test]
+    fn past_the_end_of_time_nothing_is_armed() {
+        let end = DateTime::<Utc>::MAX_UTC;
+        assert_eq!(next_fire(end, end, Duration::from_secs(1)), None);
+        assert_eq!(next_fire(at(0, 0), at(0, 0), Duration::ZERO), None);
+        assert_eq!(next_fire(at(0, 0), at(0, 0), Duration::MAX), None);
+    }
+}
