@@ -160,6 +160,14 @@ pub(crate) enum SubjectMsg {
         /// What was applied, or every problem.
         reply: oneshot::Sender<Result<state::Applied, Vec<crate::door::plan::VisitProblem>>>,
     },
+    /// A schedule fired: visit with no receiver, without anybody waiting on the visit; a
+    /// refusal is published as an event.
+    Scheduled {
+        /// The schedule.
+        door: Arc<crate::door::saved::Saved>,
+        /// The fire's input document.
+        input: Value,
+    },
     /// The idle check fired.
     Idle {
         /// The timer.

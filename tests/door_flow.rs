@@ -204,3 +204,32 @@ async fn doors_are_replaced_and_removed_at_run_time() {
     rt.settle().await;
     assert_eq!(started(&mut events), 0);
 }
+
+/// A hook's condition is evaluated on the visits' async path: one that evaluates until
+/// its (long) deadline leaves the runtime's only worker thread free for everything else.
+#[tokio::test(flavor = "current_thread")]
+async fn a_slow_hook_condition_blocks_no_worker() {
+    let (rt, _clock) = common::runtime_with(|b| b.jq_deadline(Duration::from_secs(60))).await;
+    // Runs about 1e10 steps and allocates nothing: it ends at its deadline, long after
+    // this test.
+    rt.save_door(
+        DoorSpec::hook("slow", "t", "s", "echo")
+            .condition("reduce (range(100000) as $a | range(100000)) as $i (0; . + 1) | . > 0"),
+    )
+    .unwrap();
+    let fire = {
+        let rt = rt.clone();
+        tokio::spawn(async move { rt.fire("t", json!({})).await })
+    };
+    tokio::task::yield_now().await;
+    let record = tokio::time::timeout(
+        Duration::from_secs(10),
+        rt.run(parkway::Start::new("other", "echo")),
+    )
+    .await
+    .expect("the worker thread is free while the condition evaluates")
+    .unwrap();
+    assert_eq!(record.status, RunStatus::Succeeded);
+    assert!(!fire.is_finished(), "the condition is still evaluating");
+    fire.abort();
+}

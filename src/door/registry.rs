@@ -18,7 +18,7 @@ use super::spec::{Kind, Spec};
 use super::visit::{ItemOutcome, SaveError, Visit, VisitError, VisitOutcome};
 use crate::error::Problems;
 use crate::event::Event;
-use crate::jq::{Input, Limits};
+use crate::jq::{EvalError, Input, Limits, Program};
 use crate::record::{Buffered, Resumed};
 use crate::shared::Shared;
 use crate::subject::SubjectMsg;
@@ -94,10 +94,12 @@ fn arm_schedule(
     from: chrono::DateTime<chrono::Utc>,
     interval: std::time::Duration,
 ) {
-    let at = chrono::Duration::from_std(interval)
-        .ok()
-        .and_then(|d| from.checked_add_signed(d))
-        .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
+    if let Some(at) = next_fire(from, from, interval) {
+        arm_schedule_at(shared, door, at);
+    }
+}
+
+fn arm_schedule_at(shared: &Shared, door: &Saved, at: chrono::DateTime<chrono::Utc>) {
     shared.timers.arm(
         shared.timer_key(at),
         Timer::Schedule {
@@ -107,43 +109,96 @@ fn arm_schedule(
     );
 }
 
-/// A schedule's timer fired at `at`: visit, then arm the next fire. A clock that jumped
-/// several intervals fires once, and the next fire is the first interval boundary after
-/// now.
-pub(crate) async fn fire_schedule(
+/// The first fire of a schedule whose boundaries are `boundary + k * interval` that is
+/// strictly after `now`, computed in one step however far the clock jumped; `None` past
+/// the end of time (the schedule fires no more).
+pub(crate) fn next_fire(
+    boundary: chrono::DateTime<chrono::Utc>,
+    now: chrono::DateTime<chrono::Utc>,
+    interval: std::time::Duration,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    const NANOS: i128 = 1_000_000_000;
+    let step = i128::try_from(interval.as_nanos())
+        .ok()
+        .filter(|s| *s > 0)?;
+    let behind = now.signed_duration_since(boundary);
+    let behind = i128::from(behind.num_seconds()) * NANOS + i128::from(behind.subsec_nanos());
+    // Every boundary up to now is missed but the one that fires: skipped, not replayed.
+    let steps = if behind < 0 { 1 } else { behind / step + 1 };
+    let ahead = steps.checked_mul(step)?;
+    let secs = i64::try_from(ahead / NANOS).ok()?;
+    let nanos = u32::try_from(ahead % NANOS).ok()?;
+    let ahead = chrono::TimeDelta::new(secs, nanos)?;
+    boundary.checked_add_signed(ahead)
+}
+
+/// A schedule's timer, armed for the boundary `at`, fired: arm the next fire and return
+/// the visit as a message for the schedule's subject, which evaluates and applies it
+/// without the ticker waiting (`None` when the door was replaced or removed, or the visit
+/// is refused before it reaches the subject). A clock that jumped several intervals fires
+/// once, and the next fire is the first boundary after now.
+pub(crate) fn schedule_fired(
     shared: &Arc<Shared>,
     name: &str,
     generation: u64,
     at: chrono::DateTime<chrono::Utc>,
-) {
-    let Some(door) = shared
+) -> Option<(Arc<str>, SubjectMsg)> {
+    let door = shared
         .doors
         .get(name)
-        .filter(|d| d.generation == generation)
-    else {
-        return;
-    };
+        .filter(|d| d.generation == generation)?;
     let (Kind::Schedule { subject, .. }, Some(interval)) = (&door.spec.kind, door.interval) else {
-        return;
+        return None;
     };
     let now = shared.clock.now();
+    if let Some(next) = next_fire(at, now, interval) {
+        arm_schedule_at(shared, &door, next);
+    }
     let input = json!({
         "schedule": name,
         "fired_at": now.to_rfc3339_opts(SecondsFormat::AutoSi, true),
     });
     let subject: Arc<str> = Arc::from(subject.as_str());
-    // A refusal is published as an event by the visit; a schedule has nobody to tell.
-    let _ = visit(shared, &door, &subject, input).await;
-    let step = chrono::Duration::from_std(interval).unwrap_or(chrono::Duration::MAX);
-    let mut next = at;
-    while next <= now {
-        match next.checked_add_signed(step) {
-            Some(n) => next = n,
-            None => return,
-        }
+    // A refusal is published as an event; a schedule has nobody to tell.
+    if let Err(error) = admit(&door, &input, shared.settings.max_input_bytes) {
+        refused(shared, &subject, error);
+        return None;
     }
-    let from = next.checked_sub_signed(step).unwrap_or(now);
-    arm_schedule(shared, &door, from, interval);
+    Some((subject, SubjectMsg::Scheduled { door, input }))
+}
+
+/// A schedule's visit, at its subject: `visit`'s refusals are published as events.
+pub(crate) async fn scheduled_visit(
+    shared: &Arc<Shared>,
+    state: &mut crate::subject::state::SubjectState,
+    door: &Saved,
+    input: Value,
+) {
+    if let Err(problems) = state.visit(shared, door, input).await {
+        let error = VisitError::Refused {
+            door: door.name().to_owned(),
+            problems: Problems(problems),
+        };
+        refused(shared, &state.name, error);
+    }
+}
+
+/// Whether a visit of `door` with `input` may go to its subject: the door is not broken
+/// and the input is within the cap.
+fn admit(door: &Saved, input: &Value, max: usize) -> Result<(), VisitError> {
+    let name = door.name().to_owned();
+    if door.is_broken() {
+        return Err(VisitError::Broken { door: name });
+    }
+    let bytes = json_len(input);
+    if bytes > max {
+        return Err(VisitError::InputTooLarge {
+            door: name,
+            bytes,
+            max,
+        });
+    }
+    Ok(())
 }
 
 /// Visit `door` on `subject` with `input`.
@@ -154,22 +209,8 @@ pub(crate) async fn visit(
     input: Value,
 ) -> Result<Visit, VisitError> {
     let name = door.name().to_owned();
-    if door.is_broken() {
-        return Err(refused(shared, subject, VisitError::Broken { door: name }));
-    }
-    let max = shared.settings.max_input_bytes;
-    let bytes = json_len(&input);
-    if bytes > max {
-        return Err(refused(
-            shared,
-            subject,
-            VisitError::InputTooLarge {
-                door: name,
-                bytes,
-                max,
-            },
-        ));
-    }
+    admit(door, &input, shared.settings.max_input_bytes)
+        .map_err(|error| refused(shared, subject, error))?;
     let (reply, rx) = oneshot::channel();
     let msg = SubjectMsg::Visit {
         door: Arc::clone(door),
@@ -290,23 +331,6 @@ pub(crate) async fn fire(shared: &Arc<Shared>, topic: &str, input: Value) -> Vec
             continue;
         };
         let vars = [Input::string(door.name()), now_text.clone()];
-        let one = |expr: &str, program: &crate::jq::Program| -> Result<Value, VisitProblem> {
-            let out = program
-                .run(&doc, &vars, &limits)
-                .map_err(|e| VisitProblem::Eval {
-                    expr: expr.to_owned(),
-                    error: e.to_string(),
-                })?;
-            if out.more {
-                return Err(VisitProblem::Many {
-                    expr: expr.to_owned(),
-                    first: out.first.as_ref().map(plan::shown).unwrap_or_default(),
-                });
-            }
-            out.first.ok_or_else(|| VisitProblem::NoOutput {
-                expr: expr.to_owned(),
-            })
-        };
         let shape = |expr: &str, v: &Value, why: &str| VisitProblem::Shape {
             expr: expr.to_owned(),
             emitted: plan::shown(v),
@@ -314,32 +338,35 @@ pub(crate) async fn fire(shared: &Arc<Shared>, topic: &str, input: Value) -> Vec
         };
         let holds = match &door.condition {
             None => Ok(true),
-            Some(p) => one("condition", p).and_then(|v| match v {
-                Value::Bool(b) => Ok(b),
-                other => Err(shape(
-                    "condition",
-                    &other,
-                    "condition must yield one boolean",
-                )),
-            }),
-        };
-        let target = holds.and_then(|holds| {
-            if !holds {
-                return Ok(None);
-            }
-            match (&door.subject_expr, subject) {
-                (Some(p), _) => one("subject_expr", p).and_then(|v| match v {
-                    Value::String(s) if !s.is_empty() => Ok(Some(s)),
+            Some(p) => one("condition", p, &doc, &vars, &limits)
+                .await
+                .and_then(|v| match v {
+                    Value::Bool(b) => Ok(b),
                     other => Err(shape(
-                        "subject_expr",
+                        "condition",
                         &other,
-                        "subject_expr must yield one non-empty string",
+                        "condition must yield one boolean",
                     )),
                 }),
+        };
+        let target = match holds {
+            Err(problem) => Err(problem),
+            Ok(false) => Ok(None),
+            Ok(true) => match (&door.subject_expr, subject) {
+                (Some(p), _) => one("subject_expr", p, &doc, &vars, &limits)
+                    .await
+                    .and_then(|v| match v {
+                        Value::String(s) if !s.is_empty() => Ok(Some(s)),
+                        other => Err(shape(
+                            "subject_expr",
+                            &other,
+                            "subject_expr must yield one non-empty string",
+                        )),
+                    }),
                 (None, Some(s)) => Ok(Some(s.clone())),
                 (None, None) => Ok(None),
-            }
-        });
+            },
+        };
         let fire = match target {
             Ok(None) => HookFire {
                 door: door.name().to_owned(),
@@ -370,4 +397,84 @@ pub(crate) async fn fire(shared: &Arc<Shared>, topic: &str, input: Value) -> Vec
         fires.push(fire);
     }
     fires
+}
+
+/// Evaluate a hook's `condition` or `subject_expr` through the visits' evaluation path (in
+/// place when shallow, else awaited on the evaluation pool): it must emit exactly one value.
+async fn one(
+    expr: &str,
+    program: &Program,
+    doc: &Input,
+    vars: &[Input],
+    limits: &Limits,
+) -> Result<Value, VisitProblem> {
+    let result = Program::run_batch(&[program], doc, vars, limits)
+        .await
+        .into_iter()
+        .next()
+        .unwrap_or(Err(EvalError::Internal(
+            "the evaluation reported no result".to_owned(),
+        )));
+    let out = result.map_err(|e| VisitProblem::Eval {
+        expr: expr.to_owned(),
+        error: e.to_string(),
+    })?;
+    if out.more {
+        return Err(VisitProblem::Many {
+            expr: expr.to_owned(),
+            first: out.first.as_ref().map(plan::shown).unwrap_or_default(),
+        });
+    }
+    out.first.ok_or_else(|| VisitProblem::NoOutput {
+        expr: expr.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use chrono::{DateTime, TimeDelta, Utc};
+
+    use super::next_fire;
+
+    fn at(secs: i64, nanos: u32) -> DateTime<Utc> {
+        DateTime::from_timestamp(secs, nanos).unwrap_or_default()
+    }
+
+    #[test]
+    fn the_next_fire_is_the_first_boundary_after_now() {
+        let minute = Duration::from_secs(60);
+        // On time: one interval on.
+        assert_eq!(next_fire(at(0, 0), at(0, 0), minute), Some(at(60, 0)));
+        // Late by less than an interval, or exactly on a later boundary.
+        assert_eq!(next_fire(at(0, 0), at(59, 0), minute), Some(at(60, 0)));
+        assert_eq!(next_fire(at(0, 0), at(120, 0), minute), Some(at(180, 0)));
+        // A clock behind the boundary still moves forward by one interval.
+        assert_eq!(next_fire(at(100, 0), at(40, 0), minute), Some(at(160, 0)));
+        // Sub-second parts of the interval and of the clock are kept.
+        let odd = Duration::from_millis(1500);
+        assert_eq!(next_fire(at(0, 0), at(4, 0), odd), Some(at(4, 500_000_000)));
+    }
+
+    /// A year's jump over a one-nanosecond interval (shorter than any schedule may have)
+    /// is one division, not 3e16 steps.
+    #[test]
+    fn a_jump_is_computed_in_one_step() {
+        let start = at(1_000, 0);
+        let year = TimeDelta::days(365);
+        let now = start + year + TimeDelta::nanoseconds(7);
+        assert_eq!(
+            next_fire(start, now, Duration::from_nanos(1)),
+            Some(now + TimeDelta::nanoseconds(1))
+        );
+    }
+
+    #[test]
+    fn past_the_end_of_time_nothing_is_armed() {
+        let end = DateTime::<Utc>::MAX_UTC;
+        assert_eq!(next_fire(end, end, Duration::from_secs(1)), None);
+        assert_eq!(next_fire(at(0, 0), at(0, 0), Duration::ZERO), None);
+        assert_eq!(next_fire(at(0, 0), at(0, 0), Duration::MAX), None);
+    }
 }

@@ -18,6 +18,12 @@ use crate::target::Targets;
 /// The variables a hook's `condition` and `subject_expr` may use.
 pub(crate) const HOOK_VARS: &[&str] = &["door", "now"];
 
+/// The shortest schedule interval accepted. A fire is a visit of the schedule's subject,
+/// whose expressions may take up to the evaluation deadline (100 ms by default): a schedule
+/// meant to run faster than once a second would keep its subject busy visiting, and is a
+/// loop, not a schedule.
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
 /// One thing wrong with a door definition; nothing was saved.
 #[derive(Debug, Clone, PartialEq, Eq, Error, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -53,6 +59,12 @@ pub enum SaveProblem {
     /// A schedule's interval is not a positive humantime duration.
     #[error("schedule interval {interval:?} is not a positive duration such as 5m")]
     Interval {
+        /// The text given.
+        interval: String,
+    },
+    /// A schedule's interval is shorter than the minimum, one second.
+    #[error("schedule interval {interval:?} is shorter than the minimum of 1s")]
+    IntervalTooShort {
         /// The text given.
         interval: String,
     },
@@ -153,7 +165,10 @@ impl Saved {
                 subject,
             } => {
                 match humantime::parse_duration(text.trim()) {
-                    Ok(d) if !d.is_zero() => interval = Some(d),
+                    Ok(d) if d >= MIN_INTERVAL => interval = Some(d),
+                    Ok(d) if !d.is_zero() => problems.push(SaveProblem::IntervalTooShort {
+                        interval: text.clone(),
+                    }),
                     _ => problems.push(SaveProblem::Interval {
                         interval: text.clone(),
                     }),

@@ -28,7 +28,7 @@ pub enum Kind {
     /// Fired by the runtime clock every `interval`; no receiver. Its input document is
     /// `{"schedule": name, "fired_at": RFC 3339}`.
     Schedule {
-        /// A humantime interval such as `5m`.
+        /// A humantime interval such as `5m`, at least `1s`.
         interval: String,
         /// The subject it visits.
         subject: String,
@@ -104,7 +104,8 @@ impl Spec {
         )
     }
 
-    /// A schedule visiting `subject` every `interval` (humantime, e.g. `5m`).
+    /// A schedule visiting `subject` every `interval` (humantime, e.g. `5m`; at least
+    /// `1s`, or the save is refused).
     pub fn schedule(name: &str, interval: &str, subject: &str, target: &str) -> Self {
         Self::new(
             name,

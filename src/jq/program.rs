@@ -119,7 +119,9 @@ impl Program {
     /// second. An error raised before then is returned instead, even after a first output.
     ///
     /// The evaluation runs on a dedicated thread; this call blocks until it is done or until
-    /// `limits.deadline` has passed, whichever comes first (see the module docs).
+    /// `limits.deadline` has passed, whichever comes first (see the module docs). It blocks
+    /// its thread, so no door calls it: doors evaluate through [`Program::run_batch`].
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn run(
         &self,
         input: &Input,

@@ -181,6 +181,9 @@ async fn handle(
         SubjectMsg::Visit { door, input, reply } => {
             let _ = reply.send(state.visit(shared, &door, input).await);
         }
+        SubjectMsg::Scheduled { door, input } => {
+            crate::door::registry::scheduled_visit(shared, state, &door, input).await;
+        }
         SubjectMsg::Idle { key } => return Some(key),
     }
     None

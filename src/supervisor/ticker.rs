@@ -1,7 +1,9 @@
 //! The ticker: the one task that waits on the clock for the supervisor's timers.
 //!
 //! Each round it asks the supervisor for what is due at the clock's now and delivers
-//! each fired timer to its subject through the registry (waking a passive subject).
+//! each fired timer to its subject through the registry (waking a passive subject). A
+//! fire is only a message: a schedule's next fire is armed here and its visit is
+//! evaluated by its subject, so a slow or stuck evaluation never holds up the ticker.
 //! Then it waits on the clock until the next deadline, a clock move, a kick (an earlier
 //! timer was armed, or many changes wait to be drained: [`arming`](super::arming)), or a request for a round, which [`Runtime::settle`] sends to
 //! learn that the clock's present has been handled.
@@ -89,9 +91,13 @@ async fn deliver(shared: &Arc<Shared>, timer: Fired) {
             }
             return;
         }
+        // The next fire is armed here and the visit is a message to the schedule's
+        // subject: the ticker never waits on an evaluation.
         Timer::Schedule { door, generation } => {
-            crate::door::registry::fire_schedule(shared, &door, generation, key.at).await;
-            return;
+            match crate::door::registry::schedule_fired(shared, &door, generation, key.at) {
+                Some(visit) => visit,
+                None => return,
+            }
         }
     };
     // A runtime that is stopping drops its timers; nothing is waiting for them then.
