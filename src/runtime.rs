@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::clock::{Clock, SystemClock};
+use crate::depth;
 use crate::entry::Entry;
 use crate::error::{
     BuildError, CancelError, Problems, ResumeError, RunError, StartError, TakeError,
@@ -402,6 +403,7 @@ impl Runtime {
         interaction: &str,
         payload: Value,
     ) -> Result<(), ResumeError> {
+        let payload = crate::shared::checked_payload(interaction, payload)?;
         let (reply, rx) = oneshot::channel();
         let msg = crate::subject::SubjectMsg::Resume {
             interaction: interaction.to_owned(),
@@ -462,6 +464,10 @@ impl Runtime {
         subject: &str,
         input: Value,
     ) -> Result<crate::Visit, crate::VisitError> {
+        let input = depth::check(input, || crate::VisitError::InputTooDeep {
+            door: door.to_owned(),
+            limit: depth::MAX_VALUE_DEPTH,
+        })?;
         let Some(saved) = self.shared().doors.get(door) else {
             return Err(crate::VisitError::UnknownDoor {
                 door: door.to_owned(),
@@ -472,7 +478,27 @@ impl Runtime {
 
     /// Fire `topic`: every hook on it checks its condition and visits its subject with
     /// no receiver, in name order.
+    ///
+    /// An input nested deeper than [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH) checks no
+    /// condition: each hook on the topic reports it as its visit's error.
     pub async fn fire(&self, topic: &str, input: Value) -> Vec<crate::HookFire> {
+        if depth::too_deep(&input) {
+            depth::drop_deep(input);
+            return self
+                .shared()
+                .doors
+                .hooks(topic)
+                .into_iter()
+                .map(|door| crate::HookFire {
+                    door: door.name().to_owned(),
+                    subject: None,
+                    visit: Some(Err(crate::VisitError::InputTooDeep {
+                        door: door.name().to_owned(),
+                        limit: depth::MAX_VALUE_DEPTH,
+                    })),
+                })
+                .collect();
+        }
         crate::door::registry::fire(self.shared(), topic, input).await
     }
 
@@ -500,6 +526,13 @@ impl Runtime {
     /// options, `form` an object valid against its schema; `external` is refused here).
     /// A caller ask, an answered ask and an unknown id all answer `unknown interaction`.
     pub async fn answer(&self, interaction: &str, answer: Value) -> Result<(), crate::AnswerError> {
+        let answer = depth::check(answer, || crate::AnswerError::Invalid {
+            id: interaction.to_owned(),
+            problems: vec![format!(
+                "the answer is nested deeper than {} levels",
+                depth::MAX_VALUE_DEPTH
+            )],
+        })?;
         let unknown = || crate::AnswerError::Unknown {
             id: interaction.to_owned(),
         };

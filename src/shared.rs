@@ -14,7 +14,10 @@ use tokio::sync::{Notify, oneshot};
 use crate::ask::Ask;
 use crate::clock::Clock;
 use crate::entry::{Entry, To};
-use crate::error::{AskError, CancelError, Problems, ResumeError, StartError, TakeError};
+use crate::depth;
+use crate::error::{
+    AskError, CancelError, IdProblem, Problems, ResumeError, StartError, TakeError,
+};
 use crate::event::{Event, Events};
 use crate::ids::{Ids, Kind};
 use crate::record::{Buffered, Resumed, RunRecord};
@@ -53,6 +56,37 @@ pub(crate) struct StartSpec {
     pub(crate) identity: Arc<str>,
     /// Who started it.
     pub(crate) parent: Parent,
+}
+
+impl StartSpec {
+    /// The spec back if its kwargs and extras are within the depth limit; else both are
+    /// dropped level by level and the start is refused (`crate::depth`).
+    fn checked(mut self) -> Result<Self, StartError> {
+        let what = if depth::too_deep(&self.kwargs) {
+            "kwargs"
+        } else if depth::too_deep(&self.extras) {
+            "extras"
+        } else {
+            return Ok(self);
+        };
+        depth::drop_deep(std::mem::take(&mut self.kwargs));
+        depth::drop_deep(std::mem::take(&mut self.extras));
+        Err(StartError::TooDeep {
+            what,
+            limit: depth::MAX_VALUE_DEPTH,
+        })
+    }
+}
+
+/// The resume payload for `interaction` if it is within the depth limit; else it is
+/// dropped level by level and the resume refused (`crate::depth`).
+pub(crate) fn checked_payload(interaction: &str, payload: Value) -> Result<Value, ResumeError> {
+    depth::check(payload, || {
+        ResumeError::Refused(IdProblem::TooDeep {
+            id: interaction.to_owned(),
+            limit: depth::MAX_VALUE_DEPTH,
+        })
+    })
 }
 
 /// The two concurrency ceilings, counted atomically so admission under a burst is exact.
@@ -272,9 +306,13 @@ impl Shared {
         ask: Ask,
         waiter: Option<oneshot::Sender<Value>>,
     ) -> Result<String, AskError> {
-        let checked = ask
-            .validate(self.clock.now(), self.settings.max_question_chars)
-            .map_err(|p| AskError::Invalid(Problems(p)))?;
+        let checked = match ask.validate(self.clock.now(), self.settings.max_question_chars) {
+            Ok(checked) => checked,
+            Err(problems) => {
+                ask.drop_deep();
+                return Err(AskError::Invalid(Problems(problems)));
+            }
+        };
         self.admit(subject, ask.to)?;
         let to = ask.to;
         let id = self.id(Kind::Interaction);
@@ -309,6 +347,7 @@ impl Shared {
         spec: StartSpec,
         receiver: Option<oneshot::Sender<RunRecord>>,
     ) -> Result<Arc<str>, StartError> {
+        let spec = spec.checked()?;
         let target = self
             .targets
             .get(&spec.target)
@@ -383,6 +422,7 @@ impl Shared {
         payload: Value,
         resumer: Option<Arc<str>>,
     ) -> Result<Resumed, ResumeError> {
+        let payload = checked_payload(interaction, payload)?;
         let (tx, outcome) = oneshot::channel();
         let (reply, rx) = oneshot::channel();
         let msg = SubjectMsg::Resume {
