@@ -136,7 +136,7 @@ mod tests {
             (json!([]), 1),
             (json!({}), 1),
             (json!([[1]]), 2),
-            (json!({"a": [1, {"b": []}], "c": 2}), 3),
+            (json!({"a": [1, {"b": []}], "c": 2}), 4),
             (json!([1, 2, [3, [4, [5]]], 6]), 4),
         ] {
             assert!(!exceeds(&value, depth), "{value} fits {depth}");
