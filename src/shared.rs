@@ -4,12 +4,13 @@
 //! Each operation is a message to the subject's actor through the registry, then an
 //! await on the reply. Nothing here holds subject state; that is the actor's alone.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use ractor::ActorRef;
 use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
 
 use crate::ask::Ask;
 use crate::clock::Clock;
@@ -170,6 +171,43 @@ impl Drop for Pending<'_> {
     }
 }
 
+/// Tasks a shutdown waits for, kept by their join handles. Finished ones are pruned
+/// as new ones come, so the list stays about as long as the tasks alive.
+#[derive(Debug, Default)]
+pub(crate) struct Tasks {
+    /// The handles, and the length at which the next push prunes finished ones.
+    list: Mutex<(Vec<JoinHandle<()>>, usize)>,
+}
+
+impl Tasks {
+    /// Keep `task`, to be waited for at shutdown.
+    pub(crate) fn push(&self, task: JoinHandle<()>) {
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        let (handles, prune_at) = &mut *list;
+        if handles.len() >= *prune_at {
+            handles.retain(|h| !h.is_finished());
+            *prune_at = (handles.len() * 2).max(64);
+        }
+        handles.push(task);
+    }
+
+    /// Wait until every task kept, including any kept meanwhile, has ended.
+    pub(crate) async fn join(&self) {
+        loop {
+            let handles = std::mem::take(
+                &mut self.list.lock().unwrap_or_else(PoisonError::into_inner).0,
+            );
+            if handles.is_empty() {
+                return;
+            }
+            for handle in handles {
+                // A task that panicked or was aborted has ended all the same.
+                let _ = handle.await;
+            }
+        }
+    }
+}
+
 /// The shared core of a runtime.
 pub(crate) struct Shared {
     /// The settings in force.
@@ -202,6 +240,12 @@ pub(crate) struct Shared {
     pub(crate) inflight: Inflight,
     /// Runs that have not ended, on every subject.
     pub(crate) runs: AtomicUsize,
+    /// Set once the runtime stops taking work (`docs/semantics.md`, "Shutdown").
+    closed: AtomicBool,
+    /// Notified when `closed` is set.
+    closing: Notify,
+    /// Background tasks a shutdown waits for: the `submit` door's record writers.
+    pub(crate) tasks: Tasks,
 }
 
 impl Shared {
@@ -229,7 +273,33 @@ impl Shared {
             timer_seq: AtomicU64::new(0),
             inflight: Inflight::default(),
             runs: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            closing: Notify::new(),
+            tasks: Tasks::default(),
         }
+    }
+
+    /// Stop taking work: every operation from now on is refused as stopped.
+    pub(crate) fn close(&self) {
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            self.closing.notify_waiters();
+        }
+    }
+
+    /// Whether the runtime has stopped taking work.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Wait until the runtime stops taking work.
+    pub(crate) async fn closed(&self) {
+        let closing = self.closing.notified();
+        tokio::pin!(closing);
+        closing.as_mut().enable();
+        if self.is_closed() {
+            return;
+        }
+        closing.await;
     }
 
     /// A fresh id.
@@ -348,6 +418,9 @@ impl Shared {
         receiver: Option<oneshot::Sender<RunRecord>>,
     ) -> Result<Arc<str>, StartError> {
         let spec = spec.checked()?;
+        if self.is_closed() {
+            return Err(StartError::Stopped);
+        }
         let target = self
             .targets
             .get(&spec.target)
@@ -403,6 +476,9 @@ impl Shared {
         self: &Arc<Self>,
         subject: &Arc<str>,
     ) -> Result<Vec<Entry>, StartError> {
+        if self.is_closed() {
+            return Err(StartError::Stopped);
+        }
         if let Some(entries) = self.subjects.read_idle(subject, SubjectState::list) {
             return Ok(entries);
         }
@@ -423,6 +499,9 @@ impl Shared {
         resumer: Option<Arc<str>>,
     ) -> Result<Resumed, ResumeError> {
         let payload = checked_payload(interaction, payload)?;
+        if self.is_closed() {
+            return Err(ResumeError::Stopped);
+        }
         let (tx, outcome) = oneshot::channel();
         let (reply, rx) = oneshot::channel();
         let msg = SubjectMsg::Resume {
@@ -456,6 +535,9 @@ impl Shared {
         interaction: &str,
         taker: Option<Arc<str>>,
     ) -> Result<Value, TakeError> {
+        if self.is_closed() {
+            return Err(TakeError::Stopped);
+        }
         let (reply, rx) = oneshot::channel();
         let msg = SubjectMsg::Take {
             interaction: interaction.to_owned(),
@@ -483,6 +565,9 @@ impl Shared {
         ids: Vec<String>,
         canceller: Option<Arc<str>>,
     ) -> Result<(), CancelError> {
+        if self.is_closed() {
+            return Err(CancelError::Stopped);
+        }
         let (reply, rx) = oneshot::channel();
         let msg = SubjectMsg::Cancel {
             ids,
