@@ -14,8 +14,8 @@ use tokio::task::JoinHandle;
 
 use crate::ask::Ask;
 use crate::clock::Clock;
-use crate::entry::{Entry, To};
 use crate::depth;
+use crate::entry::{Entry, To};
 use crate::error::{
     AskError, CancelError, IdProblem, Problems, ResumeError, StartError, TakeError,
 };
@@ -194,9 +194,8 @@ impl Tasks {
     /// Wait until every task kept, including any kept meanwhile, has ended.
     pub(crate) async fn join(&self) {
         loop {
-            let handles = std::mem::take(
-                &mut self.list.lock().unwrap_or_else(PoisonError::into_inner).0,
-            );
+            let handles =
+                std::mem::take(&mut self.list.lock().unwrap_or_else(PoisonError::into_inner).0);
             if handles.is_empty() {
                 return;
             }

@@ -96,17 +96,15 @@ async fn run(activation: Activation) {
     let target = shared.targets.get(ctx.target());
     let result = match (target, kwargs.read(), extras.read()) {
         (Some(target), Ok(kwargs), Ok(extras)) => {
-            call(&ctx, &target, kwargs, extras)
-                .await
-                .and_then(|value| {
-                    crate::depth::check(value, || {
-                        RunError::Failed(format!(
-                            "target {} returned a value nested deeper than {} levels",
-                            target.name,
-                            crate::MAX_VALUE_DEPTH
-                        ))
-                    })
+            call(&ctx, &target, kwargs, extras).await.and_then(|value| {
+                crate::depth::check(value, || {
+                    RunError::Failed(format!(
+                        "target {} returned a value nested deeper than {} levels",
+                        target.name,
+                        crate::MAX_VALUE_DEPTH
+                    ))
                 })
+            })
         }
         (None, ..) => Err(RunError::Failed(format!(
             "target {:?} of run {} is not registered",

@@ -195,7 +195,8 @@ impl Subjects {
         let result = match spawned {
             Ok((actor, task)) => {
                 self.tasks.push(task);
-                self.slots.insert(Arc::clone(subject), Slot::Live(actor.clone()));
+                self.slots
+                    .insert(Arc::clone(subject), Slot::Live(actor.clone()));
                 // Checked after the slot is live: a shutdown that began meanwhile either
                 // finds the slot live and stops the actor, or is seen closed here.
                 if shared.is_closed() {
