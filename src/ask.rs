@@ -198,7 +198,7 @@ impl Ask {
             "form" => match &self.schema {
                 None => problems.push(AskProblem::FormWithoutSchema),
                 // Refused by `validate` already: the schema compiler recurses per level.
-                Some(schema) if crate::depth::too_deep(schema) => {}
+                Some(schema) if crate::depth::exceeds(schema, crate::MAX_SCHEMA_DEPTH) => {}
                 Some(schema) => {
                     if let Err(e) = jsonschema::validator_for(schema) {
                         problems.push(AskProblem::BadSchema {
@@ -234,12 +234,15 @@ impl Ask {
         max_question_chars: usize,
     ) -> Result<Checked, Vec<AskProblem>> {
         let mut problems = Vec::new();
-        for (field, value) in [("payload", &self.payload), ("schema", &self.schema)] {
-            if value.as_ref().is_some_and(crate::depth::too_deep) {
-                problems.push(AskProblem::TooDeep {
-                    field,
-                    limit: crate::MAX_VALUE_DEPTH,
-                });
+        for (field, value, limit) in [
+            ("payload", &self.payload, crate::MAX_VALUE_DEPTH),
+            ("schema", &self.schema, crate::MAX_SCHEMA_DEPTH),
+        ] {
+            if value
+                .as_ref()
+                .is_some_and(|v| crate::depth::exceeds(v, limit))
+            {
+                problems.push(AskProblem::TooDeep { field, limit });
             }
         }
         if self.to == To::Caller && self.mode == Mode::Sync {
@@ -394,8 +397,8 @@ pub enum AskProblem {
         /// The format given.
         format: String,
     },
-    /// The payload or the form's schema nests deeper than
-    /// [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH).
+    /// The payload nests deeper than [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH), or the
+    /// form's schema deeper than [`MAX_SCHEMA_DEPTH`](crate::MAX_SCHEMA_DEPTH).
     #[error("{field} is nested deeper than {limit} levels")]
     TooDeep {
         /// `payload` or `schema`.

@@ -26,6 +26,11 @@ use serde_json::Value;
 /// (`docs/semantics.md`, "Value depth").
 pub const MAX_VALUE_DEPTH: usize = 128;
 
+/// The deepest nesting a `form` ask's JSON schema may have. Lower than
+/// [`MAX_VALUE_DEPTH`]: compiling a schema validates it against the meta-schema, which
+/// costs several stack frames per level of the schema, and real forms are shallow.
+pub const MAX_SCHEMA_DEPTH: usize = 32;
+
 /// The children still to visit at one level of the walk.
 enum Level<'a> {
     Array(std::slice::Iter<'a, Value>),
@@ -59,7 +64,7 @@ pub(crate) fn too_deep(value: &Value) -> bool {
 }
 
 /// Whether `value` nests deeper than `limit` levels.
-fn exceeds(value: &Value, limit: usize) -> bool {
+pub(crate) fn exceeds(value: &Value, limit: usize) -> bool {
     let Some(top) = Level::open(value) else {
         return false;
     };

@@ -9,8 +9,8 @@
 mod common;
 
 use parkway::{
-    Ask, AskError, DoorSpec, IdProblem, MAX_VALUE_DEPTH, Mode, ResumeError, RunStatus, Runtime,
-    Start, StartError, VisitError, VisitProblem,
+    Ask, AskError, DoorSpec, IdProblem, MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH, Mode, ResumeError,
+    RunStatus, Runtime, Start, StartError, VisitError, VisitProblem,
 };
 use serde_json::{Value, json};
 
@@ -249,9 +249,12 @@ async fn deep_ask_payloads_and_schemas_are_refused() {
                 .run(Start::new("s", "deep-asker").kwargs(json!({ "what": what, "depth": depth })))
                 .await
                 .unwrap();
+            let limit = if what == "schema" { 32 } else { 128 };
             assert_eq!(
                 record.result,
-                Some(json!(format!("{what} is nested deeper than 128 levels")))
+                Some(json!(format!(
+                    "{what} is nested deeper than {limit} levels"
+                )))
             );
         }
     }
@@ -361,4 +364,89 @@ async fn deep_step_and_target_results_fail_the_run() {
     }
     rt.settle().await;
     assert_eq!(rt.stats().await.runs, 0);
+}
+
+/// Values at the limit through every recursive path (start, ask, packing and unpacking,
+/// list, a door's `$parked` and input, resume and replay, a step, a form's schema and
+/// its answer, the result), on Tokio workers with a third of the usual 2 MiB stack, in
+/// a debug build: the limit leaves a wide margin. (The heaviest path, unpacking a
+/// passive subject's state, needs about 400 KiB here.) An overflow aborts the test
+/// binary.
+#[test]
+fn values_at_the_limit_fit_a_third_of_a_worker_stack() {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_stack_size(2 * 1024 * 1024 / 3)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let body = tokio.spawn(at_the_limit());
+    tokio.block_on(body).expect("the body ran to its end");
+}
+
+async fn at_the_limit() {
+    let (rt, _clock) = common::runtime_with(|b| b.passivate_after(std::time::Duration::ZERO)).await;
+    let limit = MAX_VALUE_DEPTH;
+    rt.register("deep", &[], move |ctx, kwargs, _| async move {
+        let payload = ctx
+            .ask(Ask::caller_payload(nested(limit)).expiry_at("10m"))
+            .await?;
+        let stepped: Value = ctx
+            .step("again", || async move { Ok::<_, String>(nested(limit)) })
+            .await?;
+        // `{"items": {"items": … {"type": "integer"}}}`, as deep as a schema may be;
+        // the answer it takes is arrays that deep around an integer.
+        let mut schema = json!({"type": "integer"});
+        for _ in 0..MAX_SCHEMA_DEPTH - 1 {
+            schema = object("items", schema);
+        }
+        let answer = ctx
+            .ask(
+                Ask::user("form?")
+                    .answer_format("form")
+                    .schema(schema)
+                    .expiry_at("10m"),
+            )
+            .await?;
+        assert_eq!(stepped, nested(limit));
+        assert_eq!(kwargs["v"], nested(limit - 1));
+        Ok(Value::Array(vec![payload, answer]))
+    });
+    rt.save_door(
+        DoorSpec::route("pass", "asker").resume_expr("{id: $parked[0].id, payload: .payload}"),
+    )
+    .unwrap();
+
+    let record = rt
+        .run(Start::new("s", "deep").kwargs(object("v", nested(limit - 1))))
+        .await
+        .unwrap();
+    assert_eq!(record.status, RunStatus::Parked);
+    rt.settle().await;
+    assert_eq!(rt.stats().await.passive_subjects, 1, "packed");
+    let listed = rt.list("s").await.unwrap();
+    assert_eq!(listed[0].payload, Some(nested(limit)));
+
+    // The door reads the deep `$parked` and passes a payload (nested as deep as a jq
+    // output may be) from its input on.
+    let visit = rt
+        .visit("pass", "s", object("payload", nested(limit - 2)))
+        .await
+        .unwrap();
+    assert!(
+        matches!(visit.outcome, parkway::VisitOutcome::Resolved { .. }),
+        "{visit:?}"
+    );
+    rt.settle().await;
+    let id = rt.inbox(1, None).unwrap().items[0].id.clone();
+    rt.answer(&id, nested(MAX_SCHEMA_DEPTH - 1)).await.unwrap();
+    rt.settle().await;
+    assert_eq!(rt.stats().await.runs, 0, "the run finished");
+    let outcome = rt.list("s").await.unwrap();
+    assert_eq!(outcome.len(), 1, "its outcome waits: {outcome:?}");
+    let result = rt.take("s", &outcome[0].id).await.unwrap();
+    assert_eq!(
+        result,
+        Value::Array(vec![nested(limit - 2), nested(MAX_SCHEMA_DEPTH - 1)])
+    );
 }
