@@ -197,6 +197,8 @@ impl Ask {
             }
             "form" => match &self.schema {
                 None => problems.push(AskProblem::FormWithoutSchema),
+                // Refused by `validate` already: the schema compiler recurses per level.
+                Some(schema) if crate::depth::exceeds(schema, crate::MAX_SCHEMA_DEPTH) => {}
                 Some(schema) => {
                     if let Err(e) = jsonschema::validator_for(schema) {
                         problems.push(AskProblem::BadSchema {
@@ -212,6 +214,14 @@ impl Ask {
         problems
     }
 
+    /// Drop a refused ask: its payload and schema level by level, since either may be
+    /// deeper than a recursive drop can bear (`crate::depth`).
+    pub(crate) fn drop_deep(self) {
+        for value in [self.payload, self.schema].into_iter().flatten() {
+            crate::depth::drop_deep(value);
+        }
+    }
+
     /// The answer format a user ask is validated by (`text` when unset).
     pub(crate) fn format(&self) -> &str {
         self.answer_format.as_deref().unwrap_or("text")
@@ -224,6 +234,17 @@ impl Ask {
         max_question_chars: usize,
     ) -> Result<Checked, Vec<AskProblem>> {
         let mut problems = Vec::new();
+        for (field, value, limit) in [
+            ("payload", &self.payload, crate::MAX_VALUE_DEPTH),
+            ("schema", &self.schema, crate::MAX_SCHEMA_DEPTH),
+        ] {
+            if value
+                .as_ref()
+                .is_some_and(|v| crate::depth::exceeds(v, limit))
+            {
+                problems.push(AskProblem::TooDeep { field, limit });
+            }
+        }
         if self.to == To::Caller && self.mode == Mode::Sync {
             problems.push(AskProblem::SyncCaller);
         }
@@ -375,6 +396,15 @@ pub enum AskProblem {
     UnknownFormat {
         /// The format given.
         format: String,
+    },
+    /// The payload nests deeper than [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH), or the
+    /// form's schema deeper than [`MAX_SCHEMA_DEPTH`](crate::MAX_SCHEMA_DEPTH).
+    #[error("{field} is nested deeper than {limit} levels")]
+    TooDeep {
+        /// `payload` or `schema`.
+        field: &'static str,
+        /// The limit.
+        limit: usize,
     },
     /// A deadline that has already passed.
     #[error("expiry_at {at} is not in the future")]

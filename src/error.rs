@@ -266,8 +266,16 @@ pub enum StartError {
         /// `kwargs` or `extras`.
         what: &'static str,
     },
-    /// The runtime is shutting down.
-    #[error("the runtime is stopped")]
+    /// The kwargs or extras nest deeper than [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH).
+    #[error("{what} are nested deeper than {limit} levels")]
+    TooDeep {
+        /// `kwargs` or `extras`.
+        what: &'static str,
+        /// The limit.
+        limit: usize,
+    },
+    /// The runtime is shut down (or shutting down): nothing more is taken.
+    #[error("the runtime is shut down")]
     Stopped,
 }
 
@@ -302,6 +310,14 @@ pub enum IdProblem {
         /// The key.
         key: String,
     },
+    /// A resume payload nests deeper than [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH).
+    #[error("payload for interaction {id} is nested deeper than {limit} levels")]
+    TooDeep {
+        /// The id.
+        id: String,
+        /// The limit.
+        limit: usize,
+    },
     /// The same id was named twice in one action.
     #[error("interaction {id} is named more than once")]
     Duplicate {
@@ -321,8 +337,8 @@ pub enum ResumeError {
     /// The id is unknown, not asking, or the payload is reserved.
     #[error("{0}")]
     Refused(IdProblem),
-    /// The runtime is shutting down.
-    #[error("the runtime is stopped")]
+    /// The runtime is shut down (or shutting down): nothing more is taken.
+    #[error("the runtime is shut down")]
     Stopped,
 }
 
@@ -346,8 +362,8 @@ pub enum TakeError {
         /// The resolved run's error.
         error: String,
     },
-    /// The runtime is shutting down.
-    #[error("the runtime is stopped")]
+    /// The runtime is shut down (or shutting down): nothing more is taken.
+    #[error("the runtime is shut down")]
     Stopped,
 }
 
@@ -362,8 +378,8 @@ pub enum CancelError {
     /// Every problem with the named ids.
     #[error("{0}")]
     Refused(Problems<IdProblem>),
-    /// The runtime is shutting down.
-    #[error("the runtime is stopped")]
+    /// The runtime is shut down (or shutting down): nothing more is taken.
+    #[error("the runtime is shut down")]
     Stopped,
 }
 

@@ -109,8 +109,8 @@ pub enum AnswerError {
     /// Page numbers start at 1.
     #[error("page numbers start at 1, not 0")]
     BadPage,
-    /// The runtime is shutting down.
-    #[error("the runtime is stopped")]
+    /// The runtime is shut down (or shutting down): nothing more is taken.
+    #[error("the runtime is shut down")]
     Stopped,
 }
 

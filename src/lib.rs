@@ -44,6 +44,7 @@ mod ask;
 #[doc(hidden)]
 pub mod bench;
 mod clock;
+mod depth;
 mod door;
 mod entry;
 mod error;
@@ -69,6 +70,7 @@ pub struct ReadmeDoctests;
 
 pub use ask::{Ask, AskProblem, Expiry, Mode, OnExpiry};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use depth::{MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH};
 pub use door::plan::VisitProblem;
 pub use door::registry::HookFire;
 pub use door::saved::SaveProblem;

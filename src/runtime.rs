@@ -3,14 +3,16 @@
 //! A runtime is cheap to clone (a handle); every clone drives the same subjects.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use ractor::Actor;
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
+use crate::depth;
 use crate::entry::Entry;
 use crate::error::{
     BuildError, CancelError, Problems, ResumeError, RunError, StartError, TakeError,
@@ -242,7 +244,7 @@ impl Builder {
         }
         let wake = Arc::new(Wake::default());
         let (arming, armed) = arming::queue(Arc::clone(&wake));
-        let (supervisor, _) =
+        let (supervisor, supervisor_task) =
             Actor::spawn(None, Supervisor, armed)
                 .await
                 .map_err(|e| BuildError::Spawn {
@@ -259,21 +261,68 @@ impl Builder {
         ));
         crate::tools::register(&shared.targets);
         let (rounds, requests) = mpsc::unbounded_channel();
-        tokio::spawn(ticker::run(Arc::downgrade(&shared), wake, requests));
+        let ticker = tokio::spawn(ticker::run(Arc::downgrade(&shared), wake, requests));
         Ok(Runtime {
-            inner: Arc::new(Handle { shared, rounds }),
+            inner: Arc::new(Handle {
+                shared,
+                rounds,
+                ticker: Mutex::new(Some(ticker)),
+                supervisor: Mutex::new(Some(supervisor_task)),
+                shutdown: tokio::sync::OnceCell::new(),
+            }),
         })
     }
 }
 
+/// What every clone of a [`Runtime`] shares; dropping the last one stops everything.
 struct Handle {
     shared: Arc<Shared>,
     rounds: mpsc::UnboundedSender<RoundRequest>,
+    /// The ticker's task, until a shutdown waits for it.
+    ticker: Mutex<Option<JoinHandle<()>>>,
+    /// The supervisor actor's task, until a shutdown waits for it.
+    supervisor: Mutex<Option<JoinHandle<()>>>,
+    /// Set once a shutdown has waited for everything; later calls wait on the first.
+    shutdown: tokio::sync::OnceCell<()>,
+}
+
+impl Handle {
+    /// Stop everything without waiting: refuse new work, abort the ticker, stop every
+    /// subject's actor (each aborts its activations) and the supervisor.
+    fn stop(&self) {
+        self.shared.close();
+        if let Some(ticker) = lock(&self.ticker).as_ref() {
+            ticker.abort();
+        }
+        self.shared.subjects.stop_all();
+        self.shared.supervisor.stop(None);
+    }
+
+    /// Stop everything and wait until every task of the runtime has ended.
+    async fn shut_down(&self) {
+        self.stop();
+        let ticker = lock(&self.ticker).take();
+        if let Some(ticker) = ticker {
+            // Aborted, or ended first: either way it has ended.
+            let _ = ticker.await;
+        }
+        self.shared.subjects.stopped().await;
+        let supervisor = lock(&self.supervisor).take();
+        if let Some(supervisor) = supervisor {
+            let _ = supervisor.await;
+        }
+        self.shared.tasks.join().await;
+    }
+}
+
+/// A handle's task slot; poisoning cannot leave it half-written.
+fn lock(slot: &Mutex<Option<JoinHandle<()>>>) -> MutexGuard<'_, Option<JoinHandle<()>>> {
+    slot.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        self.shared.supervisor.stop(None);
+        self.stop();
     }
 }
 
@@ -401,6 +450,10 @@ impl Runtime {
         if subject.is_empty() {
             return Err(ResumeError::EmptySubject);
         }
+        let payload = crate::shared::checked_payload(interaction, payload)?;
+        if self.shared().is_closed() {
+            return Err(ResumeError::Stopped);
+        }
         let (reply, rx) = oneshot::channel();
         let msg = crate::subject::SubjectMsg::Resume {
             interaction: interaction.to_owned(),
@@ -470,6 +523,13 @@ impl Runtime {
         if subject.is_empty() {
             return Err(crate::VisitError::EmptySubject);
         }
+        let input = depth::check(input, || crate::VisitError::InputTooDeep {
+            door: door.to_owned(),
+            limit: depth::MAX_VALUE_DEPTH,
+        })?;
+        if self.shared().is_closed() {
+            return Err(crate::VisitError::Stopped);
+        }
         let Some(saved) = self.shared().doors.get(door) else {
             return Err(crate::VisitError::UnknownDoor {
                 door: door.to_owned(),
@@ -480,8 +540,64 @@ impl Runtime {
 
     /// Fire `topic`: every hook on it checks its condition and visits its subject with
     /// no receiver, in name order.
+    ///
+    /// An input nested deeper than [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH), or a fire
+    /// after [`Runtime::shutdown`], checks no condition: each hook on the topic reports
+    /// the refusal as its visit's error.
     pub async fn fire(&self, topic: &str, input: Value) -> Vec<crate::HookFire> {
-        crate::door::registry::fire(self.shared(), topic, input).await
+        let refusal = if depth::too_deep(&input) {
+            depth::drop_deep(input);
+            |door: &str| crate::VisitError::InputTooDeep {
+                door: door.to_owned(),
+                limit: depth::MAX_VALUE_DEPTH,
+            }
+        } else if self.shared().is_closed() {
+            |_: &str| crate::VisitError::Stopped
+        } else {
+            return crate::door::registry::fire(self.shared(), topic, input).await;
+        };
+        self.shared()
+            .doors
+            .hooks(topic)
+            .into_iter()
+            .map(|door| crate::HookFire {
+                door: door.name().to_owned(),
+                subject: None,
+                visit: Some(Err(refusal(door.name()))),
+            })
+            .collect()
+    }
+
+    /// Stop the runtime and wait until everything of it has ended (`docs/semantics.md`,
+    /// "Shutdown"): every operation from now on is refused as stopped (each in its own
+    /// error type); executing activations are aborted, and whoever waits on one (a
+    /// `run`, a `resume`, a visit) gets the stopped error; every subject's actor, the
+    /// supervisor and the ticker stop, and this returns once all their tasks have ended.
+    /// Parked entries and passive subjects are plain data and simply go with the
+    /// runtime. Calling it again, from any clone, waits for the same shutdown.
+    ///
+    /// Dropping the last clone of a runtime stops everything the same way, without
+    /// waiting.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use parkway::{Runtime, Start, StartError};
+    /// let runtime = Runtime::builder().without_env().build().await.unwrap();
+    /// runtime.shutdown().await;
+    /// let refused = runtime.spawn(Start::new("s", "t")).await;
+    /// assert_eq!(refused, Err(StartError::Stopped));
+    /// # }
+    /// ```
+    pub async fn shutdown(&self) {
+        self.inner
+            .shutdown
+            .get_or_init(|| self.inner.shut_down())
+            .await;
+    }
+
+    /// Whether [`Runtime::shutdown`] was called (or is under way).
+    pub fn is_shut_down(&self) -> bool {
+        self.shared().is_closed()
     }
 
     /// One page of the interactions inbox: pending user asks, oldest first. Pages are
@@ -508,6 +624,16 @@ impl Runtime {
     /// options, `form` an object valid against its schema; `external` is refused here).
     /// A caller ask, an answered ask and an unknown id all answer `unknown interaction`.
     pub async fn answer(&self, interaction: &str, answer: Value) -> Result<(), crate::AnswerError> {
+        let answer = depth::check(answer, || crate::AnswerError::Invalid {
+            id: interaction.to_owned(),
+            problems: vec![format!(
+                "the answer is nested deeper than {} levels",
+                depth::MAX_VALUE_DEPTH
+            )],
+        })?;
+        if self.shared().is_closed() {
+            return Err(crate::AnswerError::Stopped);
+        }
         let unknown = || crate::AnswerError::Unknown {
             id: interaction.to_owned(),
         };
@@ -536,7 +662,12 @@ impl Runtime {
     /// consequence of the move has happened.
     pub async fn settle(&self) {
         loop {
-            self.shared().inflight.quiet().await;
+            let shared = self.shared();
+            // A stopped runtime has nothing left to do: what was in flight is gone.
+            tokio::select! {
+                _ = shared.inflight.quiet() => {}
+                _ = shared.closed() => return,
+            }
             let (tx, rx) = oneshot::channel();
             if self.inner.rounds.send(tx).is_err() {
                 return;

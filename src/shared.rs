@@ -4,17 +4,21 @@
 //! Each operation is a message to the subject's actor through the registry, then an
 //! await on the reply. Nothing here holds subject state; that is the actor's alone.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use ractor::ActorRef;
 use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
 
 use crate::ask::Ask;
 use crate::clock::Clock;
+use crate::depth;
 use crate::entry::{Entry, To};
-use crate::error::{AskError, CancelError, Problems, ResumeError, StartError, TakeError};
+use crate::error::{
+    AskError, CancelError, IdProblem, Problems, ResumeError, StartError, TakeError,
+};
 use crate::event::{Event, Events};
 use crate::ids::{Ids, Kind};
 use crate::record::{Buffered, Resumed, RunRecord};
@@ -53,6 +57,37 @@ pub(crate) struct StartSpec {
     pub(crate) identity: Arc<str>,
     /// Who started it.
     pub(crate) parent: Parent,
+}
+
+impl StartSpec {
+    /// The spec back if its kwargs and extras are within the depth limit; else both are
+    /// dropped level by level and the start is refused (`crate::depth`).
+    fn checked(mut self) -> Result<Self, StartError> {
+        let what = if depth::too_deep(&self.kwargs) {
+            "kwargs"
+        } else if depth::too_deep(&self.extras) {
+            "extras"
+        } else {
+            return Ok(self);
+        };
+        depth::drop_deep(std::mem::take(&mut self.kwargs));
+        depth::drop_deep(std::mem::take(&mut self.extras));
+        Err(StartError::TooDeep {
+            what,
+            limit: depth::MAX_VALUE_DEPTH,
+        })
+    }
+}
+
+/// The resume payload for `interaction` if it is within the depth limit; else it is
+/// dropped level by level and the resume refused (`crate::depth`).
+pub(crate) fn checked_payload(interaction: &str, payload: Value) -> Result<Value, ResumeError> {
+    depth::check(payload, || {
+        ResumeError::Refused(IdProblem::TooDeep {
+            id: interaction.to_owned(),
+            limit: depth::MAX_VALUE_DEPTH,
+        })
+    })
 }
 
 /// The two concurrency ceilings, counted atomically so admission under a burst is exact.
@@ -189,6 +224,42 @@ impl Waiter {
     }
 }
 
+/// Tasks a shutdown waits for, kept by their join handles. Finished ones are pruned
+/// as new ones come, so the list stays about as long as the tasks alive.
+#[derive(Debug, Default)]
+pub(crate) struct Tasks {
+    /// The handles, and the length at which the next push prunes finished ones.
+    list: Mutex<(Vec<JoinHandle<()>>, usize)>,
+}
+
+impl Tasks {
+    /// Keep `task`, to be waited for at shutdown.
+    pub(crate) fn push(&self, task: JoinHandle<()>) {
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        let (handles, prune_at) = &mut *list;
+        if handles.len() >= *prune_at {
+            handles.retain(|h| !h.is_finished());
+            *prune_at = (handles.len() * 2).max(64);
+        }
+        handles.push(task);
+    }
+
+    /// Wait until every task kept, including any kept meanwhile, has ended.
+    pub(crate) async fn join(&self) {
+        loop {
+            let handles =
+                std::mem::take(&mut self.list.lock().unwrap_or_else(PoisonError::into_inner).0);
+            if handles.is_empty() {
+                return;
+            }
+            for handle in handles {
+                // A task that panicked or was aborted has ended all the same.
+                let _ = handle.await;
+            }
+        }
+    }
+}
+
 impl Drop for Waiter {
     fn drop(&mut self) {
         self.inflight.unblock();
@@ -227,6 +298,12 @@ pub(crate) struct Shared {
     pub(crate) inflight: Arc<Inflight>,
     /// Runs that have not ended, on every subject.
     pub(crate) runs: AtomicUsize,
+    /// Set once the runtime stops taking work (`docs/semantics.md`, "Shutdown").
+    closed: AtomicBool,
+    /// Notified when `closed` is set.
+    closing: Notify,
+    /// Background tasks a shutdown waits for: the `submit` door's record writers.
+    pub(crate) tasks: Tasks,
 }
 
 impl Shared {
@@ -254,7 +331,33 @@ impl Shared {
             timer_seq: AtomicU64::new(0),
             inflight: Arc::default(),
             runs: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            closing: Notify::new(),
+            tasks: Tasks::default(),
         }
+    }
+
+    /// Stop taking work: every operation from now on is refused as stopped.
+    pub(crate) fn close(&self) {
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            self.closing.notify_waiters();
+        }
+    }
+
+    /// Whether the runtime has stopped taking work.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Wait until the runtime stops taking work.
+    pub(crate) async fn closed(&self) {
+        let closing = self.closing.notified();
+        tokio::pin!(closing);
+        closing.as_mut().enable();
+        if self.is_closed() {
+            return;
+        }
+        closing.await;
     }
 
     /// A fresh id.
@@ -331,9 +434,13 @@ impl Shared {
         ask: Ask,
         waiter: Option<oneshot::Sender<Value>>,
     ) -> Result<String, AskError> {
-        let checked = ask
-            .validate(self.clock.now(), self.settings.max_question_chars)
-            .map_err(|p| AskError::Invalid(Problems(p)))?;
+        let checked = match ask.validate(self.clock.now(), self.settings.max_question_chars) {
+            Ok(checked) => checked,
+            Err(problems) => {
+                ask.drop_deep();
+                return Err(AskError::Invalid(Problems(problems)));
+            }
+        };
         self.admit(subject, ask.to)?;
         let to = ask.to;
         let id = self.id(Kind::Interaction);
@@ -370,6 +477,10 @@ impl Shared {
     ) -> Result<Arc<str>, StartError> {
         if spec.subject.is_empty() {
             return Err(StartError::EmptySubject);
+        }
+        let spec = spec.checked()?;
+        if self.is_closed() {
+            return Err(StartError::Stopped);
         }
         let target = self
             .targets
@@ -426,6 +537,9 @@ impl Shared {
         self: &Arc<Self>,
         subject: &Arc<str>,
     ) -> Result<Vec<Entry>, StartError> {
+        if self.is_closed() {
+            return Err(StartError::Stopped);
+        }
         if let Some(entries) = self.subjects.read_idle(subject, SubjectState::list) {
             return Ok(entries);
         }
@@ -445,6 +559,10 @@ impl Shared {
         payload: Value,
         resumer: Option<Arc<str>>,
     ) -> Result<Resumed, ResumeError> {
+        let payload = checked_payload(interaction, payload)?;
+        if self.is_closed() {
+            return Err(ResumeError::Stopped);
+        }
         let (tx, outcome) = oneshot::channel();
         let (reply, rx) = oneshot::channel();
         let msg = SubjectMsg::Resume {
@@ -478,6 +596,9 @@ impl Shared {
         interaction: &str,
         taker: Option<Arc<str>>,
     ) -> Result<Value, TakeError> {
+        if self.is_closed() {
+            return Err(TakeError::Stopped);
+        }
         let (reply, rx) = oneshot::channel();
         let msg = SubjectMsg::Take {
             interaction: interaction.to_owned(),
@@ -505,6 +626,9 @@ impl Shared {
         ids: Vec<String>,
         canceller: Option<Arc<str>>,
     ) -> Result<(), CancelError> {
+        if self.is_closed() {
+            return Err(CancelError::Stopped);
+        }
         let (reply, rx) = oneshot::channel();
         let msg = SubjectMsg::Cancel {
             ids,

@@ -133,6 +133,15 @@ pub enum VisitProblem {
         /// The id.
         id: String,
     },
+    /// The expression emitted a value nesting deeper than
+    /// [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH).
+    #[error("{expr} emitted a value nested deeper than {limit} levels")]
+    TooDeep {
+        /// The expression.
+        expr: String,
+        /// The limit.
+        limit: usize,
+    },
     /// The started target is not registered.
     #[error("target {target} is not registered")]
     UnknownTarget {
@@ -141,9 +150,16 @@ pub enum VisitProblem {
     },
 }
 
-/// A value as JSON, shortened for an error message.
+/// A value as JSON, shortened for an error message. A value past the depth limit is
+/// described, not written: writing it recurses once per level.
 pub(crate) fn shown(value: &Value) -> String {
     const MAX: usize = 200;
+    if crate::depth::too_deep(value) {
+        return format!(
+            "a value nested deeper than {} levels",
+            crate::depth::MAX_VALUE_DEPTH
+        );
+    }
     let text = value.to_string();
     if text.len() <= MAX {
         return text;
@@ -153,6 +169,18 @@ pub(crate) fn shown(value: &Value) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
+}
+
+/// Refuse an output nested deeper than the depth limit before anything else reads it:
+/// every output of a door is checked here as it leaves the jq evaluator.
+fn within_depth(expr: &str, value: &Value) -> Result<(), VisitProblem> {
+    if crate::depth::too_deep(value) {
+        return Err(VisitProblem::TooDeep {
+            expr: expr.to_owned(),
+            limit: crate::depth::MAX_VALUE_DEPTH,
+        });
+    }
+    Ok(())
 }
 
 fn shape(expr: &str, value: &Value, why: &str) -> VisitProblem {
@@ -166,6 +194,7 @@ fn shape(expr: &str, value: &Value, why: &str) -> VisitProblem {
 /// `cancel_expr`: `null`, an id string, or an array of id strings.
 pub(crate) fn cancels(value: &Value) -> Result<Vec<String>, VisitProblem> {
     const WHY: &str = "cancel_expr must yield null, an id string, or an array of id strings";
+    within_depth("cancel_expr", value)?;
     match value {
         Value::Null => Ok(Vec::new()),
         Value::String(id) => Ok(vec![id.clone()]),
@@ -182,6 +211,7 @@ pub(crate) fn cancels(value: &Value) -> Result<Vec<String>, VisitProblem> {
 
 /// `resume_expr`: `null`, `{id, payload}`, a bare id, or an array of these.
 pub(crate) fn resolutions(value: &Value) -> Result<Option<Vec<Item>>, VisitProblem> {
+    within_depth("resume_expr", value)?;
     let item = |v: &Value| -> Result<Item, String> {
         match v {
             Value::String(id) => Ok(Item::Take { id: id.clone() }),
@@ -231,6 +261,7 @@ pub(crate) fn resolutions(value: &Value) -> Result<Option<Vec<Item>>, VisitProbl
 
 /// `start_expr` and `extras_expr`: an object, or `null`.
 pub(crate) fn object(expr: &str, value: &Value) -> Result<Option<Value>, VisitProblem> {
+    within_depth(expr, value)?;
     match value {
         Value::Null => Ok(None),
         Value::Object(_) => Ok(Some(value.clone())),
@@ -282,6 +313,31 @@ mod tests {
         assert!(resolutions(&json!({"id": "i-1"})).is_err());
         assert!(resolutions(&json!({"id": 1, "payload": 1})).is_err());
         assert!(resolutions(&json!(true)).is_err());
+    }
+
+    #[test]
+    fn outputs_past_the_depth_limit_are_refused_naming_the_expression() {
+        let deep = crate::depth::nested(crate::depth::MAX_VALUE_DEPTH + 1);
+        let payload = json!({"id": "i-1", "payload": deep});
+        let expected = |expr: &str| VisitProblem::TooDeep {
+            expr: expr.to_owned(),
+            limit: crate::depth::MAX_VALUE_DEPTH,
+        };
+        assert_eq!(resolutions(&payload), Err(expected("resume_expr")));
+        assert_eq!(cancels(&deep), Err(expected("cancel_expr")));
+        assert_eq!(
+            object("start_expr", &json!({ "k": deep })),
+            Err(expected("start_expr"))
+        );
+        assert_eq!(
+            shown(&deep),
+            format!(
+                "a value nested deeper than {} levels",
+                crate::depth::MAX_VALUE_DEPTH
+            )
+        );
+        let fits = crate::depth::nested(crate::depth::MAX_VALUE_DEPTH - 2);
+        assert!(resolutions(&json!({"id": "i-1", "payload": fits})).is_ok());
     }
 
     #[test]

@@ -46,7 +46,7 @@ impl Doors {
     }
 
     /// The hooks on `topic`, by name.
-    fn hooks(&self, topic: &str) -> Vec<Arc<Saved>> {
+    pub(crate) fn hooks(&self, topic: &str) -> Vec<Arc<Saved>> {
         let mut hooks: Vec<Arc<Saved>> = self
             .by_name
             .iter()
@@ -304,6 +304,7 @@ fn refused(shared: &Shared, subject: &str, error: VisitError) -> VisitError {
         VisitError::UnknownDoor { door }
         | VisitError::Broken { door }
         | VisitError::InputTooLarge { door, .. }
+        | VisitError::InputTooDeep { door, .. }
         | VisitError::Refused { door, .. } => door.clone(),
         VisitError::Stopped | VisitError::EmptySubject => String::new(),
     };

@@ -101,6 +101,14 @@ pub enum VisitError {
         /// The cap.
         max: usize,
     },
+    /// The input document nests deeper than [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH).
+    #[error("input document of door {door} is nested deeper than {limit} levels")]
+    InputTooDeep {
+        /// The door.
+        door: String,
+        /// The limit.
+        limit: usize,
+    },
     /// Every problem the visit found; nothing was applied.
     #[error("visit of door {door} refused: {problems}")]
     Refused {
@@ -109,8 +117,8 @@ pub enum VisitError {
         /// The problems.
         problems: Problems<VisitProblem>,
     },
-    /// The runtime is shutting down.
-    #[error("the runtime is stopped")]
+    /// The runtime is shut down (or shutting down): nothing more is taken.
+    #[error("the runtime is shut down")]
     Stopped,
 }
 

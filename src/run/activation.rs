@@ -12,7 +12,8 @@
 //! a mailbox would be pure cost, and a ractor actor's cell (four channels, a supervision
 //! port, a task to start it) was the largest share of what an activation cost the
 //! subject that spawned it. The subject holds its [`Handle`] until the `Ended` message
-//! arrives, which is all a teardown needs.
+//! arrives, which is all a teardown needs; at shutdown the subject aborts it and waits
+//! for its task to end (`docs/semantics.md`, "Shutdown").
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -21,7 +22,7 @@ use std::task::{Context, Poll, Waker};
 
 use futures::FutureExt;
 use serde_json::Value;
-use tokio::task::AbortHandle;
+use tokio::task::JoinHandle;
 
 use crate::error::RunError;
 use crate::run::ctx::Ctx;
@@ -42,8 +43,9 @@ pub(crate) struct Activation {
 /// An activation as its subject holds it until the `Ended` message arrives.
 #[derive(Debug)]
 pub(crate) enum Handle {
-    /// Executing as a task: a teardown aborts it.
-    Task(AbortHandle),
+    /// Executing as a task: a teardown aborts it, and a shutdown aborts it and waits
+    /// for it to end.
+    Task(JoinHandle<()>),
     /// Finished when first polled: its `Ended` message is on its way, and there is
     /// nothing left to abort.
     Done,
@@ -54,6 +56,15 @@ impl Handle {
     pub(crate) fn abort(&self) {
         if let Handle::Task(handle) = self {
             handle.abort();
+        }
+    }
+
+    /// Abort the activation and wait until its task has ended (a shutdown).
+    pub(crate) async fn stopped(self) {
+        if let Handle::Task(handle) = self {
+            handle.abort();
+            // Cancelled, or it finished first: either way it has ended.
+            let _ = handle.await;
         }
     }
 }
@@ -69,7 +80,7 @@ pub(crate) fn spawn(activation: Activation) -> Handle {
     let mut cx = Context::from_waker(Waker::noop());
     match future.as_mut().poll(&mut cx) {
         Poll::Ready(()) => Handle::Done,
-        Poll::Pending => Handle::Task(tokio::spawn(future).abort_handle()),
+        Poll::Pending => Handle::Task(tokio::spawn(future)),
     }
 }
 
@@ -84,7 +95,17 @@ async fn run(activation: Activation) {
     let shared = ctx.shared();
     let target = shared.targets.get(ctx.target());
     let result = match (target, kwargs.read(), extras.read()) {
-        (Some(target), Ok(kwargs), Ok(extras)) => call(&ctx, &target, kwargs, extras).await,
+        (Some(target), Ok(kwargs), Ok(extras)) => {
+            call(&ctx, &target, kwargs, extras).await.and_then(|value| {
+                crate::depth::check(value, || {
+                    RunError::Failed(format!(
+                        "target {} returned a value nested deeper than {} levels",
+                        target.name,
+                        crate::MAX_VALUE_DEPTH
+                    ))
+                })
+            })
+        }
         (None, ..) => Err(RunError::Failed(format!(
             "target {:?} of run {} is not registered",
             ctx.target(),

@@ -84,6 +84,24 @@ enum Recorded<T> {
     Replayed(T),
 }
 
+/// A step's result as the journal keeps it, or why not. A `Value` is checked for depth
+/// before it is serialised or dropped, since both recurse once per level; any other type
+/// is checked once serialised.
+fn step_value<T: Serialize + 'static>(name: &str, mut value: T) -> Result<Value, String> {
+    let too_deep = || {
+        format!(
+            "step {name:?} returned a value nested deeper than {} levels",
+            crate::MAX_VALUE_DEPTH
+        )
+    };
+    if let Some(json) = (&mut value as &mut dyn std::any::Any).downcast_mut::<Value>() {
+        let json = std::mem::take(json);
+        return crate::depth::check(json, too_deep);
+    }
+    let json = serde_json::to_value(value).map_err(|e| e.to_string())?;
+    crate::depth::check(json, too_deep)
+}
+
 impl Ctx {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -270,9 +288,12 @@ impl Ctx {
     /// Run a side effect once: its result is journaled, and a replay returns the
     /// recorded result instead of running `f` again. Anything non-deterministic (a model
     /// call, I/O, a clock read, a random draw) belongs in a step.
+    ///
+    /// A result nested deeper than [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH) fails the
+    /// step (and is journaled as that failure).
     pub async fn step<T, E, F, Fut>(&self, name: &str, f: F) -> Result<T, CtxError>
     where
-        T: Serialize + DeserializeOwned,
+        T: Serialize + DeserializeOwned + 'static,
         E: std::fmt::Display,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
@@ -286,7 +307,7 @@ impl Ctx {
             Err(message) => return Err(CtxError::Failed(message)),
             Ok(Recorded::Fresh) => {
                 let result = match f().await {
-                    Ok(value) => serde_json::to_value(value).map_err(|e| e.to_string()),
+                    Ok(value) => step_value(name, value),
                     Err(e) => Err(e.to_string()),
                 };
                 self.append(JournalEntry::Step {

@@ -22,8 +22,9 @@ impl Stored {
     }
 
     /// The value back. The text was written from a value, so this fails only if that
-    /// value could not be written faithfully; no depth limit applies, since the value
-    /// already existed at its depth.
+    /// value could not be written faithfully. The parser's own limit (a level fewer than
+    /// [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH)) is off: the text was written from a
+    /// value checked against that limit, so its depth is bounded already.
     pub(crate) fn read(&self) -> Result<Value, serde_json::Error> {
         let mut de = serde_json::Deserializer::from_str(&self.0);
         de.disable_recursion_limit();

@@ -1,7 +1,8 @@
 //! Every error an operation can return, as a [`Failure`]: a stable kind and a message.
 //!
 //! The kind is the error's variant in snake case; an error about one interaction id
-//! takes the id problem's kind (`unknown`, `wrong_status`, `reserved_key`, `duplicate`).
+//! takes the id problem's kind (`unknown`, `wrong_status`, `reserved_key`, `duplicate`,
+//! `too_deep`).
 
 use super::transcript::Failure;
 use crate::door::visit::{SaveError, VisitError};
@@ -21,6 +22,7 @@ fn id_kind(problem: &IdProblem) -> &'static str {
         IdProblem::WrongStatus { .. } => "wrong_status",
         IdProblem::ReservedKey { .. } => "reserved_key",
         IdProblem::Duplicate { .. } => "duplicate",
+        IdProblem::TooDeep { .. } => "too_deep",
     }
 }
 
@@ -30,6 +32,7 @@ impl From<&VisitError> for Failure {
             VisitError::UnknownDoor { .. } => "unknown_door",
             VisitError::Broken { .. } => "broken",
             VisitError::InputTooLarge { .. } => "input_too_large",
+            VisitError::InputTooDeep { .. } => "input_too_deep",
             VisitError::Refused { .. } => "refused",
             VisitError::Stopped => "stopped",
             VisitError::EmptySubject => "empty_subject",
@@ -52,6 +55,7 @@ impl From<&StartError> for Failure {
             StartError::UnknownTarget(_) => "unknown_target",
             StartError::UndeclaredExtras { .. } => "undeclared_extras",
             StartError::NotAnObject { .. } => "not_an_object",
+            StartError::TooDeep { .. } => "too_deep",
             StartError::Stopped => "stopped",
             StartError::EmptySubject => "empty_subject",
         };

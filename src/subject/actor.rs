@@ -4,7 +4,8 @@
 //! actor passivates: it marks its registry slot busy (so new senders wait), drains its
 //! mailbox (every message already queued is still handled here), and on stopping hands
 //! its state back to the registry as plain data. ractor's `stop()` would drop queued
-//! messages; `drain()` does not.
+//! messages; `drain()` does not. Only a shutdown stops an actor: it then aborts the
+//! subject's activations, waits for them, and forgets the state.
 
 use std::sync::Arc;
 
@@ -86,7 +87,19 @@ impl Actor for SubjectActor {
         _myself: ActorRef<Self::Msg>,
         held: &mut Held,
     ) -> Result<(), ActorProcessingErr> {
-        if let Some(mut state) = held.state.take() {
+        if held.shared.is_closed() {
+            // Shutting down: nothing is kept. Activations are aborted and waited for;
+            // dropping the state fails every receiver as stopped.
+            if let Some(mut state) = held.state.take() {
+                let activations = state.stop_activations();
+                let name = Arc::clone(&state.name);
+                drop(state);
+                for activation in activations {
+                    activation.stopped().await;
+                }
+                held.shared.subjects.forget(&name);
+            }
+        } else if let Some(mut state) = held.state.take() {
             state.forget_conversions();
             let name = Arc::clone(&state.name);
             held.shared.subjects.store(&name, state);

@@ -52,8 +52,12 @@ impl Packed {
     }
 
     /// The state back, named `name`. The text was written from a state, so this fails
-    /// only if that state could not be written faithfully; no depth limit applies, since
-    /// every value in it already existed at its depth.
+    /// only if that state could not be written faithfully. The parser's own limit is off
+    /// (this is why `serde_json`'s `unbounded_depth` is on): a state nests its values a
+    /// few levels down (an entry's payload, a journal's answers and step results), past
+    /// the parser's 128 levels for a value at [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH).
+    /// The text was written by the runtime from values checked against that limit, so
+    /// its depth is bounded all the same; no outside text is read here.
     pub(crate) fn unpack(&self, name: Arc<str>) -> Result<Box<SubjectState>, Unpack> {
         let text = lz4_flex::decompress_size_prepended(&self.0)?;
         let mut de = serde_json::Deserializer::from_slice(&text);

@@ -21,7 +21,7 @@ use super::SubjectMsg;
 use super::actor::SubjectActor;
 use super::packed::Packed;
 use super::state::SubjectState;
-use crate::shared::Shared;
+use crate::shared::{Shared, Tasks};
 
 /// One subject's slot.
 enum Slot {
@@ -56,6 +56,8 @@ pub(crate) struct Subjects {
     passivations: AtomicU64,
     /// How many messages a draining actor refused and the registry delivered again.
     redelivered: AtomicU64,
+    /// Every actor's task, which a shutdown waits for.
+    tasks: Tasks,
 }
 
 enum Step {
@@ -73,6 +75,9 @@ impl Subjects {
         subject: &Arc<str>,
         mut msg: SubjectMsg,
     ) -> Result<(), Stopped> {
+        if shared.is_closed() {
+            return Err(Stopped);
+        }
         // Handed on with the message once it is in a mailbox; given back if this future
         // is dropped first or the message cannot be delivered.
         let pending = shared.inflight.pending();
@@ -91,6 +96,9 @@ impl Subjects {
             }
         }
         loop {
+            if shared.is_closed() {
+                return Err(Stopped);
+            }
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
@@ -185,9 +193,18 @@ impl Subjects {
     ) -> Result<(), Stopped> {
         let spawned = Actor::spawn(None, SubjectActor, (Arc::clone(shared), state)).await;
         let result = match spawned {
-            Ok((actor, _)) => {
-                self.slots.insert(Arc::clone(subject), Slot::Live(actor));
-                Ok(())
+            Ok((actor, task)) => {
+                self.tasks.push(task);
+                self.slots
+                    .insert(Arc::clone(subject), Slot::Live(actor.clone()));
+                // Checked after the slot is live: a shutdown that began meanwhile either
+                // finds the slot live and stops the actor, or is seen closed here.
+                if shared.is_closed() {
+                    actor.stop(None);
+                    Err(Stopped)
+                } else {
+                    Ok(())
+                }
             }
             Err(_) => {
                 self.slots.remove(subject);
@@ -217,6 +234,42 @@ impl Subjects {
             self.slots
                 .insert(Arc::clone(subject), Slot::Passive(passive));
         }
+        self.changed.notify_waiters();
+    }
+
+    /// Stop every live subject's actor (the runtime is shutting down); each aborts its
+    /// activations and forgets its state as it stops (`super::actor`).
+    pub(crate) fn stop_all(&self) {
+        for slot in self.slots.iter() {
+            if let Slot::Live(actor) = slot.value() {
+                actor.stop(None);
+            }
+        }
+    }
+
+    /// Wait until every subject's actor has stopped and its task ended, stopping any
+    /// that a message in flight spawned meanwhile. Called after the runtime closed.
+    pub(crate) async fn stopped(&self) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            self.stop_all();
+            let active = self
+                .slots
+                .iter()
+                .any(|slot| matches!(slot.value(), Slot::Live(_) | Slot::Busy));
+            if !active {
+                break;
+            }
+            changed.await;
+        }
+        self.tasks.join().await;
+    }
+
+    /// A stopped actor's subject is gone with the runtime: its slot is removed.
+    pub(crate) fn forget(&self, subject: &Arc<str>) {
+        self.slots.remove(subject);
         self.changed.notify_waiters();
     }
 

@@ -1171,6 +1171,20 @@ impl SubjectState {
         After::Stay
     }
 
+    /// The runtime is shutting down: abort every executing activation and hand back
+    /// their handles, so the subject can wait for them to end.
+    pub(crate) fn stop_activations(&mut self) -> Vec<activation::Handle> {
+        let handles: Vec<activation::Handle> = self
+            .runs
+            .values_mut()
+            .filter_map(|run| run.activation.take())
+            .collect();
+        for handle in &handles {
+            handle.abort();
+        }
+        handles
+    }
+
     /// Drop `$parked` and each entry's conversion for jq: a passive subject keeps plain
     /// data only, and the next visit converts again.
     pub(crate) fn forget_conversions(&mut self) {

@@ -201,6 +201,7 @@ impl Client {
                     VisitError::UnknownDoor { .. } => "unknown_door",
                     VisitError::Broken { .. } => "broken",
                     VisitError::InputTooLarge { .. } => "input_too_large",
+                    VisitError::InputTooDeep { .. } => "input_too_deep",
                     VisitError::Refused { .. } => "refused",
                     VisitError::Stopped => "stopped",
                     VisitError::EmptySubject => "empty_subject",
