@@ -1,7 +1,8 @@
 //! Every error an operation can return, as a [`Failure`]: a stable kind and a message.
 //!
 //! The kind is the error's variant in snake case; an error about one interaction id
-//! takes the id problem's kind (`unknown`, `wrong_status`, `reserved_key`, `duplicate`).
+//! takes the id problem's kind (`unknown`, `wrong_status`, `reserved_key`, `duplicate`,
+//! `already_resolved`).
 
 use super::transcript::Failure;
 use crate::door::visit::{SaveError, VisitError};
@@ -21,6 +22,7 @@ fn id_kind(problem: &IdProblem) -> &'static str {
         IdProblem::WrongStatus { .. } => "wrong_status",
         IdProblem::ReservedKey { .. } => "reserved_key",
         IdProblem::Duplicate { .. } => "duplicate",
+        IdProblem::AlreadyResolved { .. } => "already_resolved",
     }
 }
 
@@ -92,6 +94,7 @@ impl From<&AnswerError> for Failure {
     fn from(e: &AnswerError) -> Self {
         let kind = match e {
             AnswerError::Unknown { .. } => "unknown",
+            AnswerError::AlreadyResolved { .. } => "already_resolved",
             AnswerError::External { .. } => "external",
             AnswerError::Invalid { .. } => "invalid",
             AnswerError::BadPage => "bad_page",
