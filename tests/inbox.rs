@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use parkway::{AnswerError, Ask, Frame, Mode, RunStatus, Start, is_expiry_marker};
+use parkway::{AnswerError, Ask, Clock, Frame, Mode, RunStatus, Settled, Start, is_expiry_marker};
 use serde_json::{Value, json};
 
 fn register_user(rt: &parkway::Runtime) {
@@ -54,7 +54,7 @@ fn register_user(rt: &parkway::Runtime) {
 /// on the subject (the answer door has no receiver).
 #[tokio::test]
 async fn an_async_user_ask_is_answered_through_the_door() {
-    let (rt, _clock) = common::runtime().await;
+    let (rt, clock) = common::runtime().await;
     register_user(&rt);
     let record = rt.run(Start::new("s", "user_text")).await.unwrap();
     assert_eq!(record.status, RunStatus::Suspended);
@@ -65,15 +65,17 @@ async fn an_async_user_ask_is_answered_through_the_door() {
     rt.settle().await;
     assert_eq!(rt.inbox(1, None).unwrap().total, 0);
     assert_eq!(rt.take("s", &page.items[0].id).await.unwrap(), json!("Ada"));
-    // A second answer is refused.
+    // A second answer is refused as already answered, even once the outcome was taken.
     let again = rt
         .answer(&page.items[0].id, json!("Bob"))
         .await
         .unwrap_err();
     assert_eq!(
         again,
-        AnswerError::Unknown {
-            id: page.items[0].id.clone()
+        AnswerError::AlreadyResolved {
+            id: page.items[0].id.clone(),
+            how: Settled::Resumed,
+            at: clock.now(),
         }
     );
 }

@@ -6,8 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use parkway::{
-    Ask, CancelError, Event, IdProblem, Resolution, ResumeError, Resumed, RunStatus, Start, Status,
-    TakeError, expiry_marker,
+    Ask, CancelError, Clock, Event, IdProblem, Resolution, ResumeError, Resumed, RunStatus,
+    Settled, Start, Status, TakeError, expiry_marker,
 };
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -107,10 +107,10 @@ async fn the_expiry_marker_is_reserved() {
 }
 
 /// Taking a `finished` waiting outcome returns the result and removes the entry; a second
-/// take is refused as unknown.
+/// take is refused as already taken, naming when.
 #[tokio::test]
 async fn take_returns_the_result_once() {
-    let (rt, _clock) = common::runtime().await;
+    let (rt, clock) = common::runtime().await;
     let mut events = rt.events();
     rt.run(Start::new("s", "asker")).await.unwrap();
     let id = rt.list("s").await.unwrap()[0].id.clone();
@@ -119,12 +119,19 @@ async fn take_returns_the_result_once() {
     assert_eq!(rt.list("s").await.unwrap()[0].status, Status::Finished);
     assert_eq!(rt.take("s", &id).await.unwrap(), json!({"answer": "yes"}));
     assert!(rt.list("s").await.unwrap().is_empty());
+    let again = rt.take("s", &id).await.unwrap_err();
     assert_eq!(
-        rt.take("s", &id).await.unwrap_err(),
-        TakeError::Refused(IdProblem::Unknown {
+        again,
+        TakeError::Refused(IdProblem::AlreadyResolved {
             id: id.clone(),
-            subject: "s".into()
+            subject: "s".into(),
+            how: Settled::Taken,
+            at: clock.now(),
         })
+    );
+    assert_eq!(
+        again.to_string(),
+        format!("interaction {id} on subject s already resolved (taken) at 2026-01-01T00:00:00Z")
     );
     let kinds: Vec<String> = common::drain(&mut events)
         .iter()
@@ -247,9 +254,19 @@ async fn cancel_tears_down_the_whole_parked_chain() {
         (stats.runs, stats.linked_runs, stats.caller_open),
         (0, 0, 0)
     );
-    // For good: the other asks of the chain cannot be resumed.
+    // For good: the other asks of the chain cannot be resumed, and the refusal says how
+    // they went.
     let e = rt.resume("s", &entries[0].id, json!(1)).await.unwrap_err();
-    assert!(matches!(e, ResumeError::Refused(IdProblem::Unknown { .. })));
+    assert!(
+        matches!(
+            e,
+            ResumeError::Refused(IdProblem::AlreadyResolved {
+                how: Settled::Cancelled,
+                ..
+            })
+        ),
+        "{e}"
+    );
 }
 
 /// The id of the ask on subject `s` raised by a run of `target`.

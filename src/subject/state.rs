@@ -271,15 +271,9 @@ impl SubjectState {
     /// subject still remembers it, else unknown.
     fn gone(&self, shared: &Shared, id: &str) -> IdProblem {
         let now = shared.clock.now();
-        let within = |at: DateTime<Utc>| {
-            chrono::Duration::from_std(shared.settings.waiting_retention)
-                .ok()
-                .and_then(|d| at.checked_add_signed(d))
-                .is_none_or(|until| until > now)
-        };
         // Newest first: an ask resumed and then its waiting outcome taken reads as taken.
         match self.memory.iter().rev().find(|m| m.id == id) {
-            Some(m) if within(m.at) => IdProblem::AlreadyResolved {
+            Some(m) if self.within_memory(shared, m.at, now) => IdProblem::AlreadyResolved {
                 id: id.to_owned(),
                 subject: self.subject(),
                 how: m.how,
@@ -292,13 +286,31 @@ impl SubjectState {
         }
     }
 
-    /// How the interaction `id` was resolved, if the subject still remembers it: what
-    /// the answer door tells a late answer (the entry may still be there, `running`).
+    /// How the ask `id` was resolved, if the subject still remembers it: what the answer
+    /// door tells a late answer. The ask's own resolution, not a later take of its
+    /// waiting outcome; the entry may still be there, `running` or waiting.
     pub(crate) fn recall(&self, shared: &Shared, id: &str) -> Option<IdProblem> {
-        match self.gone(shared, id) {
-            problem @ IdProblem::AlreadyResolved { .. } => Some(problem),
-            _ => None,
-        }
+        let now = shared.clock.now();
+        let m = self
+            .memory
+            .iter()
+            .rev()
+            .find(|m| m.id == id && m.how != Settled::Taken)?;
+        self.within_memory(shared, m.at, now)
+            .then(|| IdProblem::AlreadyResolved {
+                id: id.to_owned(),
+                subject: self.subject(),
+                how: m.how,
+                at: m.at,
+            })
+    }
+
+    /// Whether a resolution at `at` is still remembered at `now`.
+    fn within_memory(&self, shared: &Shared, at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+        chrono::Duration::from_std(shared.settings.waiting_retention)
+            .ok()
+            .and_then(|d| at.checked_add_signed(d))
+            .is_none_or(|until| until > now)
     }
 
     // ----- starting and activations ---------------------------------------------------
