@@ -530,3 +530,93 @@ async fn a_bad_cancel_changes_nothing() {
     );
     assert_eq!(rt.list("s").await.unwrap(), before);
 }
+
+/// Issue 18, item 9: the memory of resolutions lasts the retention horizon and no longer:
+/// past it, a gone id reads as unknown again, exactly as one never issued.
+#[tokio::test]
+async fn a_resolution_is_remembered_for_the_retention_horizon_only() {
+    let (rt, clock) = common::runtime_with(|b| {
+        b.waiting_retention(std::time::Duration::from_secs(60))
+            .passivate_after(std::time::Duration::ZERO)
+    })
+    .await;
+    rt.run(Start::new("s", "asker")).await.unwrap();
+    let Resumed::Outcome(done) = rt.resume("s", "i-1", json!(true)).await.unwrap() else {
+        panic!("a lone ask resumes its run");
+    };
+    assert_eq!(done.status, RunStatus::Succeeded);
+    rt.settle().await;
+    // Remembered through passivation: the memory is packed with the subject.
+    clock.advance(std::time::Duration::from_secs(59));
+    rt.settle().await;
+    let e = rt.cancel("s", &["i-1"]).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "interaction i-1 on subject s already resolved (resumed) at 2026-01-01T00:00:00Z"
+    );
+    clock.advance(std::time::Duration::from_secs(1));
+    rt.settle().await;
+    assert_eq!(
+        rt.resume("s", "i-1", json!(true)).await.unwrap_err(),
+        ResumeError::Refused(IdProblem::Unknown {
+            id: "i-1".into(),
+            subject: "s".into()
+        })
+    );
+    let stats = rt.stats().await;
+    assert_eq!(
+        (stats.live_subjects, stats.passive_subjects),
+        (0, 0),
+        "a subject holding nothing but old memories is forgotten"
+    );
+}
+
+/// The memory is bounded by a count too: past 1024 resolutions on one subject the oldest
+/// is forgotten and reads as unknown, while the newer ones still read as resolved.
+#[tokio::test]
+async fn past_the_count_the_oldest_resolution_is_forgotten() {
+    let (rt, _clock) = common::runtime().await;
+    let mut ids = Vec::new();
+    for _ in 0..1025 {
+        let record = rt.run(Start::new("s", "asker")).await.unwrap();
+        let id = record.asks.unwrap()[0].id.clone();
+        rt.cancel("s", &[&id]).await.unwrap();
+        ids.push(id);
+    }
+    let e = rt.cancel("s", &[&ids[0]]).await.unwrap_err();
+    assert_eq!(
+        e,
+        CancelError::Refused(parkway::Problems(vec![IdProblem::Unknown {
+            id: ids[0].clone(),
+            subject: "s".into()
+        }]))
+    );
+    let e = rt.cancel("s", &[&ids[1]]).await.unwrap_err();
+    assert!(
+        e.to_string().contains("already resolved (cancelled)"),
+        "{e}"
+    );
+}
+
+/// A door's `resume_expr` naming a gone id is refused with the same already-resolved
+/// problem as the API, so a visitor retrying can tell it from an id never issued.
+#[tokio::test]
+async fn a_door_resolving_a_gone_id_reads_already_resolved() {
+    let (rt, _clock) = common::runtime().await;
+    rt.save_door(
+        parkway::DoorSpec::route("again", "asker").resume_expr("{id: .id, payload: true}"),
+    )
+    .unwrap();
+    rt.run(Start::new("s", "asker")).await.unwrap();
+    rt.resume("s", "i-1", json!(true)).await.unwrap();
+    let e = rt
+        .visit("again", "s", json!({"id": "i-1"}))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("already resolved (resumed)"), "{e}");
+    let e = rt
+        .visit("again", "s", json!({"id": "i-9"}))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("unknown interaction i-9"), "{e}");
+}
