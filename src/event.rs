@@ -14,9 +14,10 @@ use tokio::sync::broadcast;
 pub enum Resolution {
     /// Answered by a resume.
     Resumed,
-    /// Torn down by a cancel.
+    /// Torn down by a cancel, or withdrawn with its activation.
     Cancelled,
-    /// Its deadline lapsed.
+    /// Its deadline lapsed, whether it killed the chain (`on_expiry = kill`) or resumed
+    /// the run with the expiry marker (`on_expiry = resume`).
     Expired,
 }
 
