@@ -3,12 +3,14 @@
 //! Messages are lowercase, without a trailing period, and name the thing at fault, so a
 //! user can act on them: `interaction i-42 is not asking (status: finished)`.
 
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::ask::AskProblem;
 use crate::entry::Status;
 use crate::record::RunStatus;
+use crate::event::Settled;
 
 /// A list of problems, displayed joined by `; `.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -324,6 +326,28 @@ pub enum IdProblem {
         /// The id.
         id: String,
     },
+    /// The entry is gone, and the subject remembers how and when it was resolved: a
+    /// retry of a resolution that already happened, told apart from an id never issued
+    /// (`docs/semantics.md`, "Exactly-once resolution").
+    #[error(
+        "interaction {id} on subject {subject} already resolved ({how}) at {}",
+        rfc3339(at)
+    )]
+    AlreadyResolved {
+        /// The id.
+        id: String,
+        /// The subject.
+        subject: String,
+        /// How it was resolved.
+        how: Settled,
+        /// When.
+        at: DateTime<Utc>,
+    },
+}
+
+/// `at` as RFC 3339 text in UTC, as the rest of the runtime writes times.
+pub(crate) fn rfc3339(at: &DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
 /// Why a resume was refused; nothing changed.

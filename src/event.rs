@@ -14,10 +14,48 @@ use tokio::sync::broadcast;
 pub enum Resolution {
     /// Answered by a resume.
     Resumed,
-    /// Torn down by a cancel.
+    /// Torn down by a cancel, or withdrawn with its activation.
+    Cancelled,
+    /// Its deadline lapsed, whether it killed the chain (`on_expiry = kill`) or resumed
+    /// the run with the expiry marker (`on_expiry = resume`).
+    Expired,
+}
+
+/// How an interaction left its subject for good, as the subject remembers it: the
+/// three resolutions of an ask, and the take of a waiting outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Settled {
+    /// Answered by a resume.
+    Resumed,
+    /// Torn down by a cancel (or a waiting outcome cancelled).
     Cancelled,
     /// Its deadline lapsed.
     Expired,
+    /// Its waiting outcome was taken.
+    Taken,
+}
+
+impl From<Resolution> for Settled {
+    fn from(how: Resolution) -> Self {
+        match how {
+            Resolution::Resumed => Settled::Resumed,
+            Resolution::Cancelled => Settled::Cancelled,
+            Resolution::Expired => Settled::Expired,
+        }
+    }
+}
+
+impl std::fmt::Display for Settled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Settled::Resumed => "resumed",
+            Settled::Cancelled => "cancelled",
+            Settled::Expired => "expired",
+            Settled::Taken => "taken",
+        })
+    }
 }
 
 /// One platform event.

@@ -4,8 +4,14 @@
 //! Only `to = user` asks ever enter the inbox. A caller ask is not a human question: it
 //! never appears in the list or in any frame of the stream, and the answer door answers
 //! `unknown interaction` for it exactly as for an id that does not exist.
+//!
+//! A user ask that left the inbox is remembered by id with its subject (the most recent
+//! [`LEFT_REMEMBERED`]), so a late answer is told `already resolved` from what its
+//! subject remembers, not `unknown`. The subject keeps how and when; the inbox only where.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -13,10 +19,19 @@ use serde_json::Value;
 use thiserror::Error;
 use tokio::sync::broadcast;
 
+use crate::error::IdProblem;
+use crate::event::Settled;
+use crate::run::ctx::EXPIRY_MARKER_KEY;
+use crate::shared::Shared;
+use crate::subject::SubjectMsg;
+
 /// The default page size of [`Runtime::inbox`](crate::Runtime::inbox).
 pub const DEFAULT_PAGE_SIZE: usize = 50;
 /// The largest page size; a larger request is capped to it.
 pub const MAX_PAGE_SIZE: usize = 200;
+/// How many user asks that left the inbox it remembers the subject of; past it the
+/// oldest is forgotten, and a late answer to it reads as unknown.
+pub(crate) const LEFT_REMEMBERED: usize = 65_536;
 
 /// One pending user ask, as a person's inbox shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,6 +107,20 @@ pub enum AnswerError {
         /// The id.
         id: String,
     },
+    /// The user ask was already answered, expired or cancelled, and its subject still
+    /// remembers how and when.
+    #[error(
+        "interaction {id} already resolved ({how}) at {}",
+        crate::error::rfc3339(at)
+    )]
+    AlreadyResolved {
+        /// The id.
+        id: String,
+        /// How it was resolved.
+        how: Settled,
+        /// When.
+        at: DateTime<Utc>,
+    },
     /// An `external` ask is answered elsewhere.
     #[error("interaction {id} is answered externally, not through the answer door")]
     External {
@@ -119,6 +148,9 @@ pub enum AnswerError {
 pub(crate) struct Inbox {
     /// By interaction id, oldest first; a std mutex because every use is short.
     items: Mutex<IndexMap<String, InboxItem>>,
+    /// The subjects of the user asks that left, by id, oldest first: at most
+    /// [`LEFT_REMEMBERED`].
+    left: Mutex<IndexMap<String, Arc<str>>>,
     /// The live stream.
     frames: broadcast::Sender<Frame>,
 }
@@ -127,6 +159,7 @@ impl Default for Inbox {
     fn default() -> Self {
         Self {
             items: Mutex::new(IndexMap::new()),
+            left: Mutex::new(IndexMap::new()),
             frames: broadcast::Sender::new(65_536),
         }
     }
@@ -148,7 +181,12 @@ impl Inbox {
     /// A user ask left the inbox; `answered` says whether it was answered.
     pub(crate) fn remove(&self, id: &str, answered: bool, reason: &str) {
         let mut items = self.items();
-        if items.shift_remove(id).is_some() {
+        if let Some(item) = items.shift_remove(id) {
+            let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
+            if left.len() >= LEFT_REMEMBERED {
+                left.shift_remove_index(0);
+            }
+            left.insert(item.id, Arc::from(item.subject));
             let frame = if answered {
                 Frame::Answered { id: id.to_owned() }
             } else {
@@ -164,6 +202,12 @@ impl Inbox {
     /// The pending user ask `id`.
     pub(crate) fn get(&self, id: &str) -> Option<InboxItem> {
         self.items().get(id).cloned()
+    }
+
+    /// The subject of the user ask `id`, which left the inbox.
+    pub(crate) fn left(&self, id: &str) -> Option<Arc<str>> {
+        let left = self.left.lock().unwrap_or_else(|p| p.into_inner());
+        left.get(id).cloned()
     }
 
     /// One page, numbered from 1.
@@ -197,6 +241,44 @@ impl Inbox {
     }
 }
 
+/// Why the answer door refuses an answer to `id`, which is not pending: already
+/// resolved, when the ask was a user ask that left the inbox and its subject remembers
+/// how; else unknown (a caller ask never entered the inbox, so it always reads unknown).
+pub(crate) async fn gone(shared: &Arc<Shared>, id: &str) -> AnswerError {
+    let unknown = || AnswerError::Unknown { id: id.to_owned() };
+    let Some(subject) = shared.inbox.left(id) else {
+        return unknown();
+    };
+    let recalled = match shared
+        .subjects
+        .read_idle(&subject, |state| state.recall(shared, id))
+    {
+        Some(recalled) => recalled,
+        None => {
+            let (reply, rx) = tokio::sync::oneshot::channel();
+            let msg = SubjectMsg::Recall {
+                interaction: id.to_owned(),
+                reply,
+            };
+            if shared.subjects.send(shared, &subject, msg).await.is_err() {
+                return AnswerError::Stopped;
+            }
+            match rx.await {
+                Ok(recalled) => recalled,
+                Err(_) => return AnswerError::Stopped,
+            }
+        }
+    };
+    match recalled {
+        Some(IdProblem::AlreadyResolved { how, at, .. }) => AnswerError::AlreadyResolved {
+            id: id.to_owned(),
+            how,
+            at,
+        },
+        _ => unknown(),
+    }
+}
+
 /// Check `answer` against the ask's format; every problem names the field at fault.
 pub(crate) fn validate(item: &InboxItem, answer: &Value) -> Result<(), AnswerError> {
     let invalid = |problems: Vec<String>| AnswerError::Invalid {
@@ -207,6 +289,11 @@ pub(crate) fn validate(item: &InboxItem, answer: &Value) -> Result<(), AnswerErr
         "external" => Err(AnswerError::External {
             id: item.id.clone(),
         }),
+        // Only the runtime gives the expiry marker: an answer carrying its key would read
+        // as an expiry to the run, whatever the format's schema allows.
+        _ if answer.get(EXPIRY_MARKER_KEY).is_some() => Err(invalid(vec![format!(
+            "the answer carries the reserved key {EXPIRY_MARKER_KEY}"
+        )])),
         "text" if !answer.is_string() => Err(invalid(vec![format!(
             "a text answer must be a string, not {}",
             kind(answer)

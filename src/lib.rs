@@ -81,7 +81,7 @@ pub use error::{
     AskError, BuildError, CancelError, CtxError, IdProblem, NoResult, Problems, ResumeError,
     RunError, StartError, Suspension, TakeError,
 };
-pub use event::{Event, Resolution};
+pub use event::{Event, Resolution, Settled};
 pub use ids::Ids;
 pub use inbox::{AnswerError, DEFAULT_PAGE_SIZE, Frame, InboxItem, MAX_PAGE_SIZE, Page};
 pub use jq::{CompileError, CompileErrors, EvalError};

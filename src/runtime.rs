@@ -622,7 +622,9 @@ impl Runtime {
     /// The human answer door: answer the user ask `interaction`. The answer is validated
     /// by the ask's format (`text` a string, `confirm` a boolean, `select` one of the
     /// options, `form` an object valid against its schema; `external` is refused here).
-    /// A caller ask, an answered ask and an unknown id all answer `unknown interaction`.
+    /// A user ask answered, expired or cancelled answers `already resolved (how) at …`
+    /// while its subject remembers it; a caller ask and an unknown id answer `unknown
+    /// interaction`.
     pub async fn answer(&self, interaction: &str, answer: Value) -> Result<(), crate::AnswerError> {
         let answer = depth::check(answer, || crate::AnswerError::Invalid {
             id: interaction.to_owned(),
@@ -634,10 +636,9 @@ impl Runtime {
         if self.shared().is_closed() {
             return Err(crate::AnswerError::Stopped);
         }
-        let unknown = || crate::AnswerError::Unknown {
-            id: interaction.to_owned(),
+        let Some(item) = self.shared().inbox.get(interaction) else {
+            return Err(crate::inbox::gone(self.shared(), interaction).await);
         };
-        let item = self.shared().inbox.get(interaction).ok_or_else(unknown)?;
         crate::inbox::validate(&item, &answer)?;
         match self
             .resume_detached(&item.subject, interaction, answer)
@@ -645,8 +646,8 @@ impl Runtime {
         {
             Ok(()) => Ok(()),
             Err(ResumeError::Stopped) => Err(crate::AnswerError::Stopped),
-            // Answered or gone between the look-up and the resume: refused as unknown.
-            Err(_) => Err(unknown()),
+            // Answered or gone between the look-up and the resume.
+            Err(_) => Err(crate::inbox::gone(self.shared(), interaction).await),
         }
     }
 

@@ -106,6 +106,13 @@ pub(crate) enum SubjectMsg {
         /// The entries, oldest first.
         reply: oneshot::Sender<Vec<Entry>>,
     },
+    /// Recall how an interaction was resolved, for the answer door.
+    Recall {
+        /// The interaction.
+        interaction: String,
+        /// `already resolved`, if the subject remembers it.
+        reply: oneshot::Sender<Option<IdProblem>>,
+    },
     /// Resume an ask with an answer.
     Resume {
         /// The interaction.

@@ -155,3 +155,18 @@ async fn an_untaken_waiting_outcome_is_dropped_past_retention() {
     )));
     assert_eq!(rt.stats().await.caller_open, 0);
 }
+
+/// A resume after a killing expiry is refused with how and when the ask went: expired, at
+/// its deadline.
+#[tokio::test]
+async fn a_resume_after_the_expiry_reads_already_resolved_as_expired() {
+    let (rt, clock) = common::runtime().await;
+    rt.run(Start::new("s", "asker")).await.unwrap();
+    clock.advance(TEN_MINUTES);
+    rt.settle().await;
+    let e = rt.resume("s", "i-1", json!(true)).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "interaction i-1 on subject s already resolved (expired) at 2026-01-01T00:10:00Z"
+    );
+}

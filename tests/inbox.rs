@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use parkway::{AnswerError, Ask, Frame, Mode, RunStatus, Start, is_expiry_marker};
+use parkway::{AnswerError, Ask, Clock, Frame, Mode, RunStatus, Settled, Start, is_expiry_marker};
 use serde_json::{Value, json};
 
 fn register_user(rt: &parkway::Runtime) {
@@ -54,7 +54,7 @@ fn register_user(rt: &parkway::Runtime) {
 /// on the subject (the answer door has no receiver).
 #[tokio::test]
 async fn an_async_user_ask_is_answered_through_the_door() {
-    let (rt, _clock) = common::runtime().await;
+    let (rt, clock) = common::runtime().await;
     register_user(&rt);
     let record = rt.run(Start::new("s", "user_text")).await.unwrap();
     assert_eq!(record.status, RunStatus::Suspended);
@@ -65,15 +65,17 @@ async fn an_async_user_ask_is_answered_through_the_door() {
     rt.settle().await;
     assert_eq!(rt.inbox(1, None).unwrap().total, 0);
     assert_eq!(rt.take("s", &page.items[0].id).await.unwrap(), json!("Ada"));
-    // A second answer is refused.
+    // A second answer is refused as already answered, even once the outcome was taken.
     let again = rt
         .answer(&page.items[0].id, json!("Bob"))
         .await
         .unwrap_err();
     assert_eq!(
         again,
-        AnswerError::Unknown {
-            id: page.items[0].id.clone()
+        AnswerError::AlreadyResolved {
+            id: page.items[0].id.clone(),
+            how: Settled::Resumed,
+            at: clock.now(),
         }
     );
 }
@@ -341,4 +343,66 @@ impl WithId for AnswerError {
             other => other.clone(),
         }
     }
+}
+
+/// Issue 18, item 10: a form ask whose schema allows any object, answered with the expiry
+/// marker, was refused as `unknown interaction` while the inbox still listed it. The door
+/// now names the reserved key, and nothing changes.
+#[tokio::test]
+async fn an_answer_carrying_the_reserved_key_is_refused_naming_it() {
+    let (rt, _clock) = common::runtime().await;
+    rt.register("open_form", &[], |ctx, _, _| async move {
+        let ask = Ask::user("anything?")
+            .answer_format("form")
+            .schema(json!({"type": "object"}))
+            .expiry_at("1h");
+        Ok(ctx.ask(ask).await?)
+    });
+    rt.submit(Start::new("s", "open_form")).await.unwrap();
+    rt.settle().await;
+    let before = rt.inbox(1, None).unwrap();
+    let id = before.items[0].id.clone();
+    let refused = rt
+        .answer(&id, json!({"interaction_expired": true}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        AnswerError::Invalid {
+            id: id.clone(),
+            problems: vec!["the answer carries the reserved key interaction_expired".into()],
+        }
+    );
+    assert_eq!(rt.inbox(1, None).unwrap(), before, "still pending");
+    rt.answer(&id, json!({"ok": true})).await.unwrap();
+}
+
+/// An expired user ask answers a late answer with how and when it went, and an id that
+/// was never issued stays unknown: a client retrying can tell the two apart.
+#[tokio::test]
+async fn a_late_answer_to_an_expired_ask_reads_already_resolved() {
+    let (rt, clock) = common::runtime().await;
+    register_user(&rt);
+    rt.submit(Start::new("s", "user_text")).await.unwrap();
+    rt.settle().await;
+    let id = rt.inbox(1, None).unwrap().items[0].id.clone();
+    clock.advance(Duration::from_secs(3600));
+    rt.settle().await;
+    let late = rt.answer(&id, json!("Ada")).await.unwrap_err();
+    assert_eq!(
+        late,
+        AnswerError::AlreadyResolved {
+            id: id.clone(),
+            how: Settled::Expired,
+            at: clock.now(),
+        }
+    );
+    assert_eq!(
+        late.to_string(),
+        format!("interaction {id} already resolved (expired) at 2026-01-01T01:00:00Z")
+    );
+    assert_eq!(
+        rt.answer("i-999", json!("Ada")).await.unwrap_err(),
+        AnswerError::Unknown { id: "i-999".into() }
+    );
 }

@@ -20,6 +20,13 @@ fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
+/// Move past the default retention horizon (24 h): a subject that holds nothing but the
+/// resolutions it remembers forgets them, and is forgotten itself.
+async fn past_the_memory(rt: &Runtime, clock: &parkway::ManualClock) {
+    clock.advance(secs(24 * 60 * 60 + 1));
+    rt.settle().await;
+}
+
 /// `(live_subjects, passive_subjects)`.
 async fn census(rt: &Runtime) -> (usize, usize) {
     let stats = rt.stats().await;
@@ -30,7 +37,7 @@ async fn census(rt: &Runtime) -> (usize, usize) {
 /// list without waking, wakes for a resume, and is forgotten once it holds nothing.
 #[tokio::test]
 async fn a_parked_subject_passivates_wakes_and_is_forgotten_when_empty() {
-    let (rt, _clock) = common::runtime_with(|b| b.passivate_after(Duration::ZERO)).await;
+    let (rt, clock) = common::runtime_with(|b| b.passivate_after(Duration::ZERO)).await;
     let record = rt.run(Start::new("s", "asker")).await.unwrap();
     assert_eq!(record.status, RunStatus::Parked);
     let id = record.asks.unwrap()[0].id.clone();
@@ -58,6 +65,12 @@ async fn a_parked_subject_passivates_wakes_and_is_forgotten_when_empty() {
     assert_eq!(done.status, RunStatus::Succeeded);
     assert_eq!(done.result, Some(json!({"answer": "yes"})));
     rt.settle().await;
+    assert_eq!(
+        census(&rt).await,
+        (0, 1),
+        "passive, remembering how its ask was resolved"
+    );
+    past_the_memory(&rt, &clock).await;
     assert_eq!(census(&rt).await, (0, 0), "an empty subject is forgotten");
     assert_eq!(rt.stats().await.caller_open, 0);
     assert!(rt.list("s").await.unwrap().is_empty());
@@ -283,7 +296,7 @@ async fn messages_racing_a_passivation_are_handled_exactly_once() {
 /// before returning.
 #[tokio::test]
 async fn a_subject_with_a_live_activation_never_passivates() {
-    let (rt, _clock) = common::runtime_with(|b| b.passivate_after(Duration::ZERO)).await;
+    let (rt, clock) = common::runtime_with(|b| b.passivate_after(Duration::ZERO)).await;
     let gate = Arc::new(Notify::new());
     let g = Arc::clone(&gate);
     rt.register("gated", &[], move |ctx, _, _| {
@@ -387,6 +400,7 @@ async fn a_subject_with_a_live_activation_never_passivates() {
     };
     assert_eq!(done.result, Some(json!({"answer": "yes"})));
     rt.settle().await;
+    past_the_memory(&rt, &clock).await;
     assert_eq!(census(&rt).await, (0, 0), "done and empty: forgotten");
 }
 
@@ -424,7 +438,7 @@ async fn first_ask(rt: &Runtime, target: &str) -> String {
 /// outcome, and a chain whose parent waits on its parked child. Each then completes.
 #[tokio::test]
 async fn every_kind_of_held_state_comes_back_from_the_packed_state() {
-    let (rt, _clock) = common::runtime_with(|b| b.passivate_after(Duration::ZERO)).await;
+    let (rt, clock) = common::runtime_with(|b| b.passivate_after(Duration::ZERO)).await;
     rt.register("pair", &[], |ctx, _, _| async move {
         let a = ctx.ask(Ask::caller("a?").expiry_at("10m")).await;
         let b = ctx.ask(Ask::caller("b?").expiry_at("10m")).await;
@@ -552,6 +566,7 @@ async fn every_kind_of_held_state_comes_back_from_the_packed_state() {
     rt.settle().await;
     let stats = rt.stats().await;
     assert_eq!((stats.caller_open, stats.runs), (0, 0), "{stats:?}");
+    past_the_memory(&rt, &clock).await;
     assert_eq!(census(&rt).await, (0, 0), "forgotten once empty");
 }
 

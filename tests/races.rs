@@ -48,7 +48,8 @@ async fn apply(rt: Runtime, clock: ManualClock, subject: String, id: String, op:
                 assert_eq!(record.result, Some(json!({"answer": "yes"})));
                 true
             }
-            Err(ResumeError::Refused(IdProblem::Unknown { id: refused, .. })) => {
+            // The winner removed the entry: the subject remembers it was resolved.
+            Err(ResumeError::Refused(IdProblem::AlreadyResolved { id: refused, .. })) => {
                 assert_eq!(refused, id);
                 false
             }
@@ -63,7 +64,7 @@ async fn apply(rt: Runtime, clock: ManualClock, subject: String, id: String, op:
             Err(CancelError::Refused(problems)) => {
                 assert_eq!(problems.0.len(), 1, "{problems}");
                 match &problems.0[0] {
-                    IdProblem::Unknown { id: refused, .. } => assert_eq!(refused, &id),
+                    IdProblem::AlreadyResolved { id: refused, .. } => assert_eq!(refused, &id),
                     IdProblem::WrongStatus { status, .. } => {
                         assert_eq!(*status, Status::Running);
                         let message = problems.to_string();
@@ -304,7 +305,7 @@ async fn cancel_races_expiry() {
 }
 
 /// A second resume of an ask already resumed (and whose run has re-parked) is refused as
-/// unknown and changes nothing.
+/// already resolved (resumed) and changes nothing.
 #[tokio::test]
 async fn a_second_resume_of_a_resumed_ask_is_refused_and_changes_nothing() {
     let (rt, _clock) = common::runtime().await;
@@ -333,7 +334,14 @@ async fn a_second_resume_of_a_resumed_ask_is_refused_and_changes_nothing() {
 
     let again = rt.resume("s", &first, json!("y")).await;
     assert!(
-        matches!(&again, Err(ResumeError::Refused(IdProblem::Unknown { id, .. })) if *id == first),
+        matches!(
+            &again,
+            Err(ResumeError::Refused(IdProblem::AlreadyResolved {
+                id,
+                how: parkway::Settled::Resumed,
+                ..
+            })) if *id == first
+        ),
         "{again:?}"
     );
     rt.settle().await;

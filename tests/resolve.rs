@@ -6,8 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use parkway::{
-    Ask, CancelError, Event, IdProblem, Resolution, ResumeError, Resumed, RunStatus, Start, Status,
-    TakeError, expiry_marker,
+    Ask, CancelError, Clock, Event, IdProblem, Resolution, ResumeError, Resumed, RunStatus,
+    Settled, Start, Status, TakeError, expiry_marker,
 };
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -107,10 +107,10 @@ async fn the_expiry_marker_is_reserved() {
 }
 
 /// Taking a `finished` waiting outcome returns the result and removes the entry; a second
-/// take is refused as unknown.
+/// take is refused as already taken, naming when.
 #[tokio::test]
 async fn take_returns_the_result_once() {
-    let (rt, _clock) = common::runtime().await;
+    let (rt, clock) = common::runtime().await;
     let mut events = rt.events();
     rt.run(Start::new("s", "asker")).await.unwrap();
     let id = rt.list("s").await.unwrap()[0].id.clone();
@@ -119,12 +119,19 @@ async fn take_returns_the_result_once() {
     assert_eq!(rt.list("s").await.unwrap()[0].status, Status::Finished);
     assert_eq!(rt.take("s", &id).await.unwrap(), json!({"answer": "yes"}));
     assert!(rt.list("s").await.unwrap().is_empty());
+    let again = rt.take("s", &id).await.unwrap_err();
     assert_eq!(
-        rt.take("s", &id).await.unwrap_err(),
-        TakeError::Refused(IdProblem::Unknown {
+        again,
+        TakeError::Refused(IdProblem::AlreadyResolved {
             id: id.clone(),
-            subject: "s".into()
+            subject: "s".into(),
+            how: Settled::Taken,
+            at: clock.now(),
         })
+    );
+    assert_eq!(
+        again.to_string(),
+        format!("interaction {id} on subject s already resolved (taken) at 2026-01-01T00:00:00Z")
     );
     let kinds: Vec<String> = common::drain(&mut events)
         .iter()
@@ -244,9 +251,19 @@ async fn cancel_tears_down_the_whole_parked_chain() {
         (stats.runs, stats.linked_runs, stats.caller_open),
         (0, 0, 0)
     );
-    // For good: the other asks of the chain cannot be resumed.
+    // For good: the other asks of the chain cannot be resumed, and the refusal says how
+    // they went.
     let e = rt.resume("s", &entries[0].id, json!(1)).await.unwrap_err();
-    assert!(matches!(e, ResumeError::Refused(IdProblem::Unknown { .. })));
+    assert!(
+        matches!(
+            e,
+            ResumeError::Refused(IdProblem::AlreadyResolved {
+                how: Settled::Cancelled,
+                ..
+            })
+        ),
+        "{e}"
+    );
 }
 
 /// The id of the ask on subject `s` raised by a run of `target`.
@@ -505,4 +522,94 @@ async fn a_bad_cancel_changes_nothing() {
         format!("unknown interaction i-77 on subject s; interaction {id} is named more than once")
     );
     assert_eq!(rt.list("s").await.unwrap(), before);
+}
+
+/// Issue 18, item 9: the memory of resolutions lasts the retention horizon and no longer:
+/// past it, a gone id reads as unknown again, exactly as one never issued.
+#[tokio::test]
+async fn a_resolution_is_remembered_for_the_retention_horizon_only() {
+    let (rt, clock) = common::runtime_with(|b| {
+        b.waiting_retention(std::time::Duration::from_secs(60))
+            .passivate_after(std::time::Duration::ZERO)
+    })
+    .await;
+    rt.run(Start::new("s", "asker")).await.unwrap();
+    let Resumed::Outcome(done) = rt.resume("s", "i-1", json!(true)).await.unwrap() else {
+        panic!("a lone ask resumes its run");
+    };
+    assert_eq!(done.status, RunStatus::Succeeded);
+    rt.settle().await;
+    // Remembered through passivation: the memory is packed with the subject.
+    clock.advance(std::time::Duration::from_secs(59));
+    rt.settle().await;
+    let e = rt.cancel("s", &["i-1"]).await.unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "interaction i-1 on subject s already resolved (resumed) at 2026-01-01T00:00:00Z"
+    );
+    clock.advance(std::time::Duration::from_secs(1));
+    rt.settle().await;
+    assert_eq!(
+        rt.resume("s", "i-1", json!(true)).await.unwrap_err(),
+        ResumeError::Refused(IdProblem::Unknown {
+            id: "i-1".into(),
+            subject: "s".into()
+        })
+    );
+    let stats = rt.stats().await;
+    assert_eq!(
+        (stats.live_subjects, stats.passive_subjects),
+        (0, 0),
+        "a subject holding nothing but old memories is forgotten"
+    );
+}
+
+/// The memory is bounded by a count too: past 1024 resolutions on one subject the oldest
+/// is forgotten and reads as unknown, while the newer ones still read as resolved.
+#[tokio::test]
+async fn past_the_count_the_oldest_resolution_is_forgotten() {
+    let (rt, _clock) = common::runtime().await;
+    let mut ids = Vec::new();
+    for _ in 0..1025 {
+        let record = rt.run(Start::new("s", "asker")).await.unwrap();
+        let id = record.asks.unwrap()[0].id.clone();
+        rt.cancel("s", &[&id]).await.unwrap();
+        ids.push(id);
+    }
+    let e = rt.cancel("s", &[&ids[0]]).await.unwrap_err();
+    assert_eq!(
+        e,
+        CancelError::Refused(parkway::Problems(vec![IdProblem::Unknown {
+            id: ids[0].clone(),
+            subject: "s".into()
+        }]))
+    );
+    let e = rt.cancel("s", &[&ids[1]]).await.unwrap_err();
+    assert!(
+        e.to_string().contains("already resolved (cancelled)"),
+        "{e}"
+    );
+}
+
+/// A door's `resume_expr` naming a gone id is refused with the same already-resolved
+/// problem as the API, so a visitor retrying can tell it from an id never issued.
+#[tokio::test]
+async fn a_door_resolving_a_gone_id_reads_already_resolved() {
+    let (rt, _clock) = common::runtime().await;
+    rt.save_door(
+        parkway::DoorSpec::route("again", "asker").resume_expr("{id: .id, payload: true}"),
+    )
+    .unwrap();
+    rt.run(Start::new("s", "asker")).await.unwrap();
+    rt.resume("s", "i-1", json!(true)).await.unwrap();
+    let e = rt
+        .visit("again", "s", json!({"id": "i-1"}))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("already resolved (resumed)"), "{e}");
+    let e = rt
+        .visit("again", "s", json!({"id": "i-9"}))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("unknown interaction i-9"), "{e}");
 }

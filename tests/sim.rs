@@ -23,7 +23,7 @@ const PARK: &str = r#"{
     {"visit": "confirm", "subject": "t", "input": {"answer": "yes"},
      "expect": {"action": "resolved", "results": [{"op": "resumed", "outcome": {"result": {"service": "api", "go": "yes"}}}]}},
     {"resume": "$v.record.asks.0.id", "subject": "t", "payload": "again",
-     "expect_error": {"kind": "unknown", "message": "unknown interaction i-1"}}
+     "expect_error": {"kind": "already_resolved", "message": "i-1 on subject t already resolved (resumed)"}}
   ]
 }"#;
 
@@ -61,13 +61,15 @@ async fn a_wrong_expectation_says_which_step_what_was_expected_and_what_came() {
 /// An expected error that does not come, or comes with another kind, fails too.
 #[tokio::test]
 async fn a_wrong_error_expectation_names_the_error_that_came() {
-    let wrong = PARK.replace(r#""kind": "unknown""#, r#""kind": "wrong_status""#);
+    let wrong = PARK.replace(r#""kind": "already_resolved""#, r#""kind": "wrong_status""#);
     let transcript = run(&scenario(&wrong)).await.unwrap();
     let failures = transcript.failures();
     assert_eq!(failures.len(), 1);
     assert!(
         failures[0].contains("expected an error of kind wrong_status")
-            && failures[0].contains("got unknown: unknown interaction i-1 on subject t"),
+            && failures[0].contains(
+                "got already_resolved: interaction i-1 on subject t already resolved (resumed)"
+            ),
         "{failures:?}"
     );
     let Some(Check::Failed(_)) = &transcript.lines[3].check else {

@@ -64,6 +64,10 @@ pub(crate) struct Replay {
     pub(crate) cursor: usize,
     /// Set when the activation met an operation other than the recorded one.
     pub(crate) diverged: Option<String>,
+    /// The first ask of this activation that was refused (at a cap, or invalid): an
+    /// activation that parks after it fails with it instead (`docs/semantics.md`, "Asks
+    /// and groups").
+    pub(crate) refused: Option<String>,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -252,7 +256,7 @@ impl Ctx {
         let question = ask.question.clone();
         let sync = ask.mode == crate::ask::Mode::Sync;
         let (waiter, answered) = sync.then(tokio::sync::oneshot::channel).unzip();
-        let interaction = self
+        let parked = self
             .inner
             .shared
             .park(
@@ -263,7 +267,17 @@ impl Ctx {
                 ask,
                 waiter,
             )
-            .await?;
+            .await;
+        let interaction = match parked {
+            Ok(interaction) => interaction,
+            Err(refused @ (AskError::AtCap { .. } | AskError::Invalid(_))) => {
+                self.replay()
+                    .refused
+                    .get_or_insert_with(|| refused.to_string());
+                return Err(refused);
+            }
+            Err(other) => return Err(other),
+        };
         if let Some(answered) = answered {
             // A sync user ask: block until answered, or until the timeout hands back the
             // expiry marker. A dropped waiter means the run is being torn down.

@@ -2,7 +2,7 @@
 //!
 //! The kind is the error's variant in snake case; an error about one interaction id
 //! takes the id problem's kind (`unknown`, `wrong_status`, `reserved_key`, `duplicate`,
-//! `too_deep`).
+//! `too_deep`, `already_resolved`).
 
 use super::transcript::Failure;
 use crate::door::visit::{SaveError, VisitError};
@@ -23,6 +23,7 @@ fn id_kind(problem: &IdProblem) -> &'static str {
         IdProblem::ReservedKey { .. } => "reserved_key",
         IdProblem::Duplicate { .. } => "duplicate",
         IdProblem::TooDeep { .. } => "too_deep",
+        IdProblem::AlreadyResolved { .. } => "already_resolved",
     }
 }
 
@@ -101,6 +102,7 @@ impl From<&AnswerError> for Failure {
     fn from(e: &AnswerError) -> Self {
         let kind = match e {
             AnswerError::Unknown { .. } => "unknown",
+            AnswerError::AlreadyResolved { .. } => "already_resolved",
             AnswerError::External { .. } => "external",
             AnswerError::Invalid { .. } => "invalid",
             AnswerError::BadPage => "bad_page",

@@ -75,8 +75,8 @@ pub(crate) struct RunInfo {
     pub(crate) ttl: Span,
     /// Whether it was told to fail once answered.
     pub(crate) will_fail: bool,
-    /// How many asks its group should hold (fewer were parked when the ceiling
-    /// refused the rest; a resume then replays into a fresh ask).
+    /// How many asks its group should hold. When the ceiling refuses some, the run fails
+    /// and the asks it did park are withdrawn: a group is never left parked short.
     pub(crate) wanted: usize,
     /// Whether it raised its last activation (else returned).
     pub(crate) failed: bool,
@@ -437,6 +437,18 @@ impl Model {
                         return Err(format!(
                             "{id} is listed asking, but the model has it {}",
                             self.describe(id)
+                        ));
+                    }
+                    let short = self
+                        .asks
+                        .get(id)
+                        .and_then(|a| self.runs.get(&a.run))
+                        .filter(|r| r.asks.len() < r.wanted);
+                    if let Some(run) = short {
+                        return Err(format!(
+                            "{id} is listed asking, but its run raised {} of the {} asks of its group: a refused ask left the rest parked",
+                            run.asks.len(),
+                            run.wanted
                         ));
                     }
                 }

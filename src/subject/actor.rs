@@ -154,6 +154,9 @@ async fn handle(
         SubjectMsg::List { reply } => {
             let _ = reply.send(state.list());
         }
+        SubjectMsg::Recall { interaction, reply } => {
+            let _ = reply.send(state.recall(shared, &interaction));
+        }
         SubjectMsg::Resume {
             interaction,
             payload,
@@ -180,7 +183,7 @@ async fn handle(
             ids,
             canceller,
             reply,
-        } => match state.check_cancel(&ids) {
+        } => match state.check_cancel(shared, &ids) {
             Err(problems) => {
                 let _ = reply.send(Err(problems));
             }

@@ -8,7 +8,7 @@
 //! The only await is on the supervisor during a teardown, which never waits on a
 //! subject.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -22,7 +22,7 @@ use super::{Ack, Ending, Receiver};
 use crate::ask::{Ask, Checked, OnExpiry};
 use crate::entry::{Entry, Status, To};
 use crate::error::{AskError, IdProblem, RunError};
-use crate::event::{Event, Resolution};
+use crate::event::{Event, Resolution, Settled};
 use crate::ids::Kind;
 use crate::record::{RunRecord, RunStatus, Suspended};
 use crate::run::activation::{self, Activation};
@@ -36,6 +36,22 @@ use crate::target::Target;
 mod visit;
 
 pub(crate) use visit::{Applied, AppliedItem};
+
+/// The most resolutions one subject remembers (`docs/semantics.md`, "Exactly-once
+/// resolution"): past it the oldest is forgotten, and reads as unknown.
+pub(crate) const REMEMBERED: usize = 1024;
+
+/// How and when an interaction of the subject was resolved, remembered for the retention
+/// horizon once its entry is gone, so a retry reads `already resolved`, not `unknown`.
+#[derive(Debug, Serialize, Deserialize)]
+struct Memory {
+    /// The interaction.
+    id: String,
+    /// How it was resolved.
+    how: Settled,
+    /// When, on the runtime's clock.
+    at: DateTime<Utc>,
+}
 
 /// One parked entry and what the runtime keeps beside it.
 ///
@@ -136,6 +152,10 @@ pub(crate) struct SubjectState {
     runs: HashMap<Arc<str>, Box<RunState>>,
     /// Open groups by id.
     groups: HashMap<String, Group>,
+    /// The resolutions remembered, oldest first: at most [`REMEMBERED`], none older than
+    /// the retention horizon.
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    memory: VecDeque<Memory>,
     /// Executing activations.
     #[serde(skip)]
     live: usize,
@@ -167,6 +187,7 @@ impl SubjectState {
             entries: IndexMap::new(),
             runs: HashMap::new(),
             groups: HashMap::new(),
+            memory: VecDeque::new(),
             live: 0,
             idle_timer: None,
             last_active: None,
@@ -186,9 +207,10 @@ impl SubjectState {
             || self.groups.values().any(|group| group.pending.is_some())
     }
 
-    /// Whether the subject holds nothing at all, so passivating can forget it.
+    /// Whether the subject holds nothing at all, so passivating can forget it: no entry,
+    /// no run, and no resolution remembered.
     pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty() && self.runs.is_empty()
+        self.entries.is_empty() && self.runs.is_empty() && self.memory.is_empty()
     }
 
     /// The parked set as the door contract sees it, oldest first.
@@ -204,8 +226,9 @@ impl SubjectState {
         self.name.to_string()
     }
 
-    /// Publish that the ask `id` was resolved, and how.
-    fn resolved(&self, shared: &Shared, id: &str, how: Resolution) {
+    /// Publish that the ask `id` was resolved, and how, and remember it.
+    fn resolved(&mut self, shared: &Shared, id: &str, how: Resolution) {
+        self.remember(shared, id, how.into());
         self.publish(
             shared,
             Event::AskResolved {
@@ -214,6 +237,80 @@ impl SubjectState {
                 how,
             },
         );
+    }
+
+    // ----- the memory of resolutions ---------------------------------------------------
+
+    /// Remember that `id` was resolved `how`, now. The oldest memory goes past
+    /// [`REMEMBERED`].
+    fn remember(&mut self, shared: &Shared, id: &str, how: Settled) {
+        let at = shared.clock.now();
+        self.forget_before(shared, at);
+        if self.memory.len() >= REMEMBERED {
+            self.memory.pop_front();
+        }
+        self.memory.push_back(Memory {
+            id: id.to_owned(),
+            how,
+            at,
+        });
+    }
+
+    /// Forget the resolutions past the retention horizon at `now`.
+    fn forget_before(&mut self, shared: &Shared, now: DateTime<Utc>) {
+        let horizon = chrono::Duration::from_std(shared.settings.waiting_retention)
+            .ok()
+            .and_then(|d| now.checked_sub_signed(d))
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        while self.memory.front().is_some_and(|m| m.at <= horizon) {
+            self.memory.pop_front();
+        }
+    }
+
+    /// The problem with naming `id`, which has no entry: already resolved, if the
+    /// subject still remembers it, else unknown.
+    fn gone(&self, shared: &Shared, id: &str) -> IdProblem {
+        let now = shared.clock.now();
+        // Newest first: an ask resumed and then its waiting outcome taken reads as taken.
+        match self.memory.iter().rev().find(|m| m.id == id) {
+            Some(m) if self.within_memory(shared, m.at, now) => IdProblem::AlreadyResolved {
+                id: id.to_owned(),
+                subject: self.subject(),
+                how: m.how,
+                at: m.at,
+            },
+            _ => IdProblem::Unknown {
+                id: id.to_owned(),
+                subject: self.subject(),
+            },
+        }
+    }
+
+    /// How the ask `id` was resolved, if the subject still remembers it: what the answer
+    /// door tells a late answer. The ask's own resolution, not a later take of its
+    /// waiting outcome; the entry may still be there, `running` or waiting.
+    pub(crate) fn recall(&self, shared: &Shared, id: &str) -> Option<IdProblem> {
+        let now = shared.clock.now();
+        let m = self
+            .memory
+            .iter()
+            .rev()
+            .find(|m| m.id == id && m.how != Settled::Taken)?;
+        self.within_memory(shared, m.at, now)
+            .then(|| IdProblem::AlreadyResolved {
+                id: id.to_owned(),
+                subject: self.subject(),
+                how: m.how,
+                at: m.at,
+            })
+    }
+
+    /// Whether a resolution at `at` is still remembered at `now`.
+    fn within_memory(&self, shared: &Shared, at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+        chrono::Duration::from_std(shared.settings.waiting_retention)
+            .ok()
+            .and_then(|d| at.checked_add_signed(d))
+            .is_none_or(|until| until > now)
     }
 
     // ----- starting and activations ---------------------------------------------------
@@ -354,6 +451,29 @@ impl SubjectState {
                 self.drop_group_asks(shared, &g, Resolution::Cancelled);
             }
             return self.finish(shared, &run_id, Err(diverged), now);
+        }
+        if let Some(refused) = replay.refused {
+            // An ask of this activation was refused: nothing it raised stays parked, and
+            // a run that parks anyway fails with the refusal where it was raised.
+            let outcome = match result {
+                Ok(value) => Ok(value),
+                Err(RunError::Failed(message)) => Err(message),
+                Err(RunError::Suspended(_)) => Err(refused),
+            };
+            let resumer = raised.and_then(|g| self.withdraw_group(shared, &g));
+            if let Some(resumer) = resumer {
+                // A resume of the group's last ask was held for this activation's end:
+                // its resumer receives the same terminal as the run's receiver.
+                let (status, result, error) = match &outcome {
+                    Ok(v) => (RunStatus::Succeeded, Some(v.clone()), None),
+                    Err(e) => (RunStatus::Failed, None, Some(e.clone())),
+                };
+                if let Some(mut record) = self.record(&run_id, status, result, error, None) {
+                    record.finished_at = Some(now);
+                    let _ = resumer.send(record);
+                }
+            }
+            return self.finish(shared, &run_id, outcome, now);
         }
         if let Some(gid) = raised.filter(|g| self.groups.contains_key(g)) {
             run.status = RunStatus::Parked;
@@ -673,6 +793,15 @@ impl SubjectState {
         }
     }
 
+    /// Withdraw the asks of a group whose activation had an ask refused: those still
+    /// asking are resolved `cancelled`. Returns the receiver of a resume held for the
+    /// activation's end, if one was.
+    fn withdraw_group(&mut self, shared: &Shared, gid: &str) -> Option<Receiver> {
+        let pending = self.groups.get_mut(gid)?.pending.take();
+        self.drop_group_asks(shared, gid, Resolution::Cancelled);
+        pending.and_then(|(receiver, _)| receiver)
+    }
+
     /// Remove a group whose asks will never be answered (the run diverged).
     fn drop_group_asks(&mut self, shared: &Shared, gid: &str, how: Resolution) {
         if let Some(group) = self.groups.remove(gid) {
@@ -680,14 +809,7 @@ impl SubjectState {
                 if let Some(p) = self.remove_entry(shared, &id)
                     && p.entry.status == Status::Asking
                 {
-                    self.publish(
-                        shared,
-                        Event::AskResolved {
-                            subject: self.subject(),
-                            interaction: id,
-                            how,
-                        },
-                    );
+                    self.resolved(shared, &id, how);
                 }
             }
         }
@@ -696,12 +818,9 @@ impl SubjectState {
     // ----- resume, take, cancel ------------------------------------------------------
 
     /// Check that `id` names an `asking` entry.
-    fn check_asking(&self, id: &str) -> Result<(), IdProblem> {
+    fn check_asking(&self, shared: &Shared, id: &str) -> Result<(), IdProblem> {
         match self.entries.get(id) {
-            None => Err(IdProblem::Unknown {
-                id: id.to_owned(),
-                subject: self.subject(),
-            }),
+            None => Err(self.gone(shared, id)),
             Some(p) if p.entry.status != Status::Asking => Err(IdProblem::WrongStatus {
                 id: id.to_owned(),
                 wanted: "asking".into(),
@@ -712,12 +831,9 @@ impl SubjectState {
     }
 
     /// Check that `id` names a waiting outcome.
-    pub(crate) fn check_waiting(&self, id: &str) -> Result<(), IdProblem> {
+    pub(crate) fn check_waiting(&self, shared: &Shared, id: &str) -> Result<(), IdProblem> {
         match self.entries.get(id) {
-            None => Err(IdProblem::Unknown {
-                id: id.to_owned(),
-                subject: self.subject(),
-            }),
+            None => Err(self.gone(shared, id)),
             Some(p) if p.outcome.is_none() => Err(IdProblem::WrongStatus {
                 id: id.to_owned(),
                 wanted: "a waiting outcome (finished or failed)".into(),
@@ -737,7 +853,7 @@ impl SubjectState {
         receiver: Option<Receiver>,
         resumer: Option<Arc<str>>,
     ) -> Result<(Ack, Option<Arc<str>>), IdProblem> {
-        self.check_asking(id)?;
+        self.check_asking(shared, id)?;
         if payload.get(EXPIRY_MARKER_KEY).is_some() {
             return Err(IdProblem::ReservedKey {
                 id: id.to_owned(),
@@ -862,8 +978,9 @@ impl SubjectState {
         id: &str,
         taker: Option<Arc<str>>,
     ) -> Result<Result<Value, String>, IdProblem> {
-        self.check_waiting(id)?;
+        self.check_waiting(shared, id)?;
         let parked = self.remove_entry(shared, id);
+        self.remember(shared, id, Settled::Taken);
         if let Some(r) = taker.and_then(|r| self.runs.get_mut(&r)) {
             r.resumed_interactions.push(id.to_owned());
         }
@@ -880,7 +997,11 @@ impl SubjectState {
     }
 
     /// Check a cancel of `ids`: every problem is reported.
-    pub(crate) fn check_cancel(&self, ids: &[String]) -> Result<(), Vec<IdProblem>> {
+    pub(crate) fn check_cancel(
+        &self,
+        shared: &Shared,
+        ids: &[String],
+    ) -> Result<(), Vec<IdProblem>> {
         let mut problems = Vec::new();
         let mut seen = HashSet::new();
         for id in ids {
@@ -888,10 +1009,7 @@ impl SubjectState {
                 problems.push(IdProblem::Duplicate { id: id.clone() });
             } else {
                 match self.entries.get(id.as_str()) {
-                    None => problems.push(IdProblem::Unknown {
-                        id: id.clone(),
-                        subject: self.subject(),
-                    }),
+                    None => problems.push(self.gone(shared, id)),
                     // Already resolved by a resume: a cancel would resolve it twice.
                     Some(p) if p.entry.status == Status::Running => {
                         problems.push(IdProblem::WrongStatus {
@@ -929,6 +1047,7 @@ impl SubjectState {
             };
             if parked.outcome.is_some() {
                 self.remove_entry(shared, &id);
+                self.remember(shared, &id, Settled::Cancelled);
                 self.publish(
                     shared,
                     Event::WaitingOutcomeDropped {
@@ -1010,14 +1129,7 @@ impl SubjectState {
                 } else {
                     Resolution::Cancelled
                 };
-                self.publish(
-                    shared,
-                    Event::AskResolved {
-                        subject: self.subject(),
-                        interaction: id,
-                        how,
-                    },
-                );
+                self.resolved(shared, &id, how);
             }
         }
         // Receivers waiting on a group that was resolved while its activation ran.
@@ -1156,6 +1268,10 @@ impl SubjectState {
             .and_then(|d| idle_since.checked_add_signed(d))
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
         if due <= now {
+            self.forget_before(shared, now);
+            if self.entries.is_empty() && self.runs.is_empty() {
+                self.arm_forgetting(shared);
+            }
             return After::Passivate;
         }
         if self.idle_timer.is_none() {
@@ -1183,6 +1299,27 @@ impl SubjectState {
             handle.abort();
         }
         handles
+    }
+
+    /// A subject that passivates holding only resolutions it remembers is woken once
+    /// the newest of them passes the retention horizon, so it can forget them and itself
+    /// (a wake from an idle check armed before it passivated, which the actor handles as
+    /// any such check). A subject holding entries forgets its old resolutions when
+    /// something else wakes it; [`REMEMBERED`] bounds them meanwhile.
+    fn arm_forgetting(&self, shared: &Shared) {
+        let Some(newest) = self.memory.back() else {
+            return;
+        };
+        let due = chrono::Duration::from_std(shared.settings.waiting_retention)
+            .ok()
+            .and_then(|d| newest.at.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        shared.timers.arm(
+            shared.timer_key(due),
+            Timer::Idle {
+                subject: Arc::clone(&self.name),
+            },
+        );
     }
 
     /// Drop `$parked` and each entry's conversion for jq: a passive subject keeps plain

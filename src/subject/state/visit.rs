@@ -109,7 +109,7 @@ impl SubjectState {
         plan: &Plan,
     ) -> Result<(), Vec<VisitProblem>> {
         let mut problems: Vec<VisitProblem> = Vec::new();
-        if let Err(ps) = self.check_cancel(&plan.cancels) {
+        if let Err(ps) = self.check_cancel(shared, &plan.cancels) {
             problems.extend(ps.into_iter().map(|problem| VisitProblem::Id {
                 expr: "cancel_expr".into(),
                 problem,
@@ -124,15 +124,17 @@ impl SubjectState {
                     Some(IdProblem::Duplicate { id: id.to_owned() })
                 } else {
                     match item {
-                        Item::Resume { payload, .. } => self.check_asking(id).err().or_else(|| {
-                            payload
-                                .get(EXPIRY_MARKER_KEY)
-                                .map(|_| IdProblem::ReservedKey {
-                                    id: id.to_owned(),
-                                    key: EXPIRY_MARKER_KEY.into(),
-                                })
-                        }),
-                        Item::Take { .. } => self.check_waiting(id).err(),
+                        Item::Resume { payload, .. } => {
+                            self.check_asking(shared, id).err().or_else(|| {
+                                payload
+                                    .get(EXPIRY_MARKER_KEY)
+                                    .map(|_| IdProblem::ReservedKey {
+                                        id: id.to_owned(),
+                                        key: EXPIRY_MARKER_KEY.into(),
+                                    })
+                            })
+                        }
+                        Item::Take { .. } => self.check_waiting(shared, id).err(),
                     }
                 };
                 if let Some(problem) = problem {
