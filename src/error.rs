@@ -9,8 +9,8 @@ use thiserror::Error;
 
 use crate::ask::AskProblem;
 use crate::entry::Status;
-use crate::record::RunStatus;
 use crate::event::Settled;
+use crate::record::RunStatus;
 
 /// A list of problems, displayed joined by `; `.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

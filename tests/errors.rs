@@ -93,7 +93,7 @@ async fn runtime_errors_fail_the_run_with_their_message() {
         Ok(serde_json::to_value(resumed)?)
     });
     let record = run(&rt, "stopped", json!({})).await;
-    assert_eq!(record.error.as_deref(), Some("the runtime is stopped"));
+    assert_eq!(record.error.as_deref(), Some("the runtime is shut down"));
     let record = run(&rt, "resumes_unknown", json!({})).await;
     assert_eq!(record.status, RunStatus::Failed);
     assert_eq!(
