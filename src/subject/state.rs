@@ -307,10 +307,7 @@ impl SubjectState {
 
     /// Whether a resolution at `at` is still remembered at `now`.
     fn within_memory(&self, shared: &Shared, at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
-        chrono::Duration::from_std(shared.settings.waiting_retention)
-            .ok()
-            .and_then(|d| at.checked_add_signed(d))
-            .is_none_or(|until| until > now)
+        retention_end(shared, at) > now
     }
 
     // ----- starting and activations ---------------------------------------------------
@@ -584,10 +581,7 @@ impl SubjectState {
         } else {
             Status::Failed
         };
-        let horizon = chrono::Duration::from_std(shared.settings.waiting_retention)
-            .ok()
-            .and_then(|d| now.checked_add_signed(d))
-            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let horizon = retention_end(shared, now);
         let key = shared.timer_key(horizon);
         let name: Arc<str> = Arc::from(id.as_str());
         shared.timers.arm(
@@ -648,10 +642,7 @@ impl SubjectState {
 
     /// Keep the record of a run that ended for good, and arm its retention horizon.
     fn keep_ended(&self, shared: &Shared, record: &RunRecord, now: DateTime<Utc>) {
-        let horizon = chrono::Duration::from_std(shared.settings.waiting_retention)
-            .ok()
-            .and_then(|d| now.checked_add_signed(d))
-            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let horizon = retention_end(shared, now);
         shared.timers.arm(
             shared.timer_key(horizon),
             Timer::Record {
@@ -1310,10 +1301,7 @@ impl SubjectState {
         let Some(newest) = self.memory.back() else {
             return;
         };
-        let due = chrono::Duration::from_std(shared.settings.waiting_retention)
-            .ok()
-            .and_then(|d| newest.at.checked_add_signed(d))
-            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let due = retention_end(shared, newest.at);
         shared.timers.arm(
             shared.timer_key(due),
             Timer::Idle {
@@ -1337,4 +1325,12 @@ impl SubjectState {
             shared.timers.disarm(key);
         }
     }
+}
+
+/// When the retention horizon that starts at `at` ends (the end of time if it overflows).
+fn retention_end(shared: &Shared, at: DateTime<Utc>) -> DateTime<Utc> {
+    chrono::Duration::from_std(shared.settings.waiting_retention)
+        .ok()
+        .and_then(|d| at.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
