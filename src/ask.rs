@@ -413,3 +413,16 @@ pub enum AskProblem {
         at: String,
     },
 }
+
+/// The reserved key of the expiry marker `{"interaction_expired": true}`.
+pub const EXPIRY_MARKER_KEY: &str = "interaction_expired";
+
+/// The answer an `on_expiry = resume` ask returns when its deadline lapses.
+pub fn expiry_marker() -> Value {
+    serde_json::json!({ EXPIRY_MARKER_KEY: true })
+}
+
+/// Whether `answer` is the expiry marker, so a target can take its expiry branch.
+pub fn is_expiry_marker(answer: &Value) -> bool {
+    answer.get(EXPIRY_MARKER_KEY) == Some(&Value::Bool(true))
+}

@@ -138,14 +138,15 @@ pub struct Contracts {
 impl Contracts {
     /// The doors called `names` as saved on `rt`; `None` when one of them is not.
     pub fn of(rt: &Runtime, names: &[&str]) -> Option<Self> {
-        let shared = rt.shared();
+        let hub = rt.hub();
         let doors = names
             .iter()
-            .map(|name| shared.doors.get(name))
+            .map(|name| hub.doors.get(name))
             .collect::<Option<Vec<_>>>()?;
+        let settings = &hub.services.settings;
         let limits = Limits {
-            deadline: shared.settings.jq_deadline,
-            max_input_bytes: shared.settings.max_input_bytes,
+            deadline: settings.jq_deadline,
+            max_input_bytes: settings.max_input_bytes,
         };
         Some(Self { doors, limits })
     }

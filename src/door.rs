@@ -4,16 +4,17 @@
 //! - [`saved`]: a door compiled and checked at save.
 //! - [`contract`]: the four expressions, evaluated over one snapshot.
 //! - [`plan`]: the shapes each expression must yield, and the visit's plan.
-//! - [`visit`]: what a visit hands back, and its errors.
-//! - [`registry`]: the saved doors; a visit, a hook fire, a schedule fire.
+//! - [`outcome`]: what a visit hands back, and its errors.
+//! - [`registry`]: the saved doors, a hook's condition and subject, a schedule's fires.
 //!
-//! A visit is checked whole before anything is applied; the checks against the parked
-//! set and the application happen in one message to the subject's actor, so nothing can
-//! change between them.
+//! Everything here is the door's side of a visit: its definition and its contract's
+//! evaluation. The subject checks and applies the plan (`crate::subject`), in the same
+//! message as the evaluation, so nothing can change between them; nothing here sends to
+//! a subject.
 
 pub(crate) mod contract;
+pub(crate) mod outcome;
 pub(crate) mod plan;
 pub(crate) mod registry;
 pub(crate) mod saved;
 pub(crate) mod spec;
-pub(crate) mod visit;

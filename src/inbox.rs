@@ -19,11 +19,8 @@ use serde_json::Value;
 use thiserror::Error;
 use tokio::sync::broadcast;
 
-use crate::error::IdProblem;
 use crate::event::Settled;
-use crate::run::ctx::EXPIRY_MARKER_KEY;
-use crate::shared::Shared;
-use crate::subject::SubjectMsg;
+use crate::ask::EXPIRY_MARKER_KEY;
 
 /// The default page size of [`Runtime::inbox`](crate::Runtime::inbox).
 pub const DEFAULT_PAGE_SIZE: usize = 50;
@@ -238,44 +235,6 @@ impl Inbox {
     /// A subscriber seeing every frame from now on.
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<Frame> {
         self.frames.subscribe()
-    }
-}
-
-/// Why the answer door refuses an answer to `id`, which is not pending: already
-/// resolved, when the ask was a user ask that left the inbox and its subject remembers
-/// how; else unknown (a caller ask never entered the inbox, so it always reads unknown).
-pub(crate) async fn gone(shared: &Arc<Shared>, id: &str) -> AnswerError {
-    let unknown = || AnswerError::Unknown { id: id.to_owned() };
-    let Some(subject) = shared.inbox.left(id) else {
-        return unknown();
-    };
-    let recalled = match shared
-        .subjects
-        .read_idle(&subject, |state| state.recall(shared, id))
-    {
-        Some(recalled) => recalled,
-        None => {
-            let (reply, rx) = tokio::sync::oneshot::channel();
-            let msg = SubjectMsg::Recall {
-                interaction: id.to_owned(),
-                reply,
-            };
-            if shared.subjects.send(shared, &subject, msg).await.is_err() {
-                return AnswerError::Stopped;
-            }
-            match rx.await {
-                Ok(recalled) => recalled,
-                Err(_) => return AnswerError::Stopped,
-            }
-        }
-    };
-    match recalled {
-        Some(IdProblem::AlreadyResolved { how, at, .. }) => AnswerError::AlreadyResolved {
-            id: id.to_owned(),
-            how,
-            at,
-        },
-        _ => unknown(),
     }
 }
 

@@ -56,7 +56,7 @@ mod record;
 mod run;
 mod runtime;
 mod settings;
-mod shared;
+mod services;
 pub mod sim;
 mod subject;
 mod supervisor;
@@ -68,14 +68,16 @@ mod tools;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-pub use ask::{Ask, AskProblem, Expiry, Mode, OnExpiry};
+pub use ask::{
+    Ask, AskProblem, EXPIRY_MARKER_KEY, Expiry, Mode, OnExpiry, expiry_marker, is_expiry_marker,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use depth::{MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH};
 pub use door::plan::VisitProblem;
 pub use door::registry::HookFire;
 pub use door::saved::SaveProblem;
 pub use door::spec::{Kind as DoorKind, Spec as DoorSpec};
-pub use door::visit::{ItemOutcome, SaveError, Visit, VisitError, VisitOutcome};
+pub use door::outcome::{ItemOutcome, SaveError, Visit, VisitError, VisitOutcome};
 pub use entry::{Entry, Status, To};
 pub use error::{
     AskError, BuildError, CancelError, CtxError, IdProblem, NoResult, Problems, ResumeError,
@@ -87,7 +89,6 @@ pub use inbox::{AnswerError, DEFAULT_PAGE_SIZE, Frame, InboxItem, MAX_PAGE_SIZE,
 pub use jq::{CompileError, CompileErrors, EvalError};
 pub use record::{Buffered, Resumed, RunRecord, RunStatus, Suspended};
 pub use run::Ctx;
-pub use run::ctx::{EXPIRY_MARKER_KEY, expiry_marker, is_expiry_marker};
 pub use run::journal::{Journal, JournalEntry};
 pub use runtime::{Builder, Runtime, Start, Stats};
 pub use settings::{

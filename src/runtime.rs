@@ -22,10 +22,12 @@ use crate::ids::Ids;
 use crate::record::{Resumed, RunRecord};
 use crate::run::Ctx;
 use crate::settings::Settings;
-use crate::shared::{Parent, Shared, StartSpec};
+use crate::run::port::{Parent, StartSpec, checked_payload};
+use crate::services::Services;
+use crate::subject::{Hub, Msg, Op};
 use crate::supervisor::arming::{self, Wake};
 use crate::supervisor::ticker::{self, RoundRequest};
-use crate::supervisor::{Supervisor, SupervisorMsg};
+use crate::supervisor::{self, Supervisor};
 
 /// What to start: a target on a subject, with kwargs, extras and an identity.
 ///
@@ -251,20 +253,20 @@ impl Builder {
                     what: "supervisor",
                     reason: e.to_string(),
                 })?;
-        let shared = Arc::new(Shared::new(
+        let services = Services::new(
             settings,
             self.clock,
             self.ids.unwrap_or_default(),
-            supervisor,
             arming,
             self.event_capacity,
-        ));
-        crate::tools::register(&shared.targets);
+        );
+        crate::tools::register(&services.targets);
+        let hub = Arc::new(Hub::new(services, supervisor));
         let (rounds, requests) = mpsc::unbounded_channel();
-        let ticker = tokio::spawn(ticker::run(Arc::downgrade(&shared), wake, requests));
+        let ticker = tokio::spawn(ticker::run(Arc::downgrade(&hub), wake, requests));
         Ok(Runtime {
             inner: Arc::new(Handle {
-                shared,
+                hub,
                 rounds,
                 ticker: Mutex::new(Some(ticker)),
                 supervisor: Mutex::new(Some(supervisor_task)),
@@ -276,7 +278,7 @@ impl Builder {
 
 /// What every clone of a [`Runtime`] shares; dropping the last one stops everything.
 struct Handle {
-    shared: Arc<Shared>,
+    hub: Arc<Hub>,
     rounds: mpsc::UnboundedSender<RoundRequest>,
     /// The ticker's task, until a shutdown waits for it.
     ticker: Mutex<Option<JoinHandle<()>>>,
@@ -290,12 +292,12 @@ impl Handle {
     /// Stop everything without waiting: refuse new work, abort the ticker, stop every
     /// subject's actor (each aborts its activations) and the supervisor.
     fn stop(&self) {
-        self.shared.close();
+        self.hub.services.close();
         if let Some(ticker) = lock(&self.ticker).as_ref() {
             ticker.abort();
         }
-        self.shared.subjects.stop_all();
-        self.shared.supervisor.stop(None);
+        self.hub.registry.stop_all();
+        self.hub.supervisor.stop(None);
     }
 
     /// Stop everything and wait until every task of the runtime has ended.
@@ -306,12 +308,12 @@ impl Handle {
             // Aborted, or ended first: either way it has ended.
             let _ = ticker.await;
         }
-        self.shared.subjects.stopped().await;
+        self.hub.registry.stopped().await;
         let supervisor = lock(&self.supervisor).take();
         if let Some(supervisor) = supervisor {
             let _ = supervisor.await;
         }
-        self.shared.tasks.join().await;
+        self.hub.services.tasks.join().await;
     }
 }
 
@@ -335,7 +337,7 @@ pub struct Runtime {
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
-            .field("settings", &self.inner.shared.settings)
+            .field("settings", &self.inner.hub.services.settings)
             .finish_non_exhaustive()
     }
 }
@@ -346,18 +348,18 @@ impl Runtime {
         Builder::default()
     }
 
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.inner.shared
+    pub(crate) fn hub(&self) -> &Arc<Hub> {
+        &self.inner.hub
     }
 
     /// The settings in force.
     pub fn settings(&self) -> &Settings {
-        &self.shared().settings
+        &self.hub().services.settings
     }
 
     /// The runtime's clock.
     pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
-        self.shared().clock.now()
+        self.hub().services.clock.now()
     }
 
     /// Register (or replace) a target that reads the `extras` keys named.
@@ -370,13 +372,13 @@ impl Runtime {
         F: Fn(Ctx, Value, Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, RunError>> + Send + 'static,
     {
-        self.shared().targets.register(name, extras, f);
+        self.hub().services.targets.register(name, extras, f);
     }
 
     /// Start a run and wait for the record its first activation ends with: the caller
     /// is its receiver.
     pub async fn run(&self, start: Start) -> Result<RunRecord, StartError> {
-        self.shared().run_to_end(start.spec()).await
+        self.hub().run_to_end(start.spec()).await
     }
 
     /// The synchronous tool door: run a tool and return its record once its activation
@@ -390,7 +392,7 @@ impl Runtime {
     /// (the same record [`Runtime::run_tool`] returns) is read later with
     /// [`Runtime::record`], and shows `running` while an activation executes.
     pub async fn submit(&self, start: Start) -> Result<String, StartError> {
-        self.shared()
+        self.hub()
             .start(start.spec(), None)
             .await
             .map(|id| id.to_string())
@@ -402,12 +404,12 @@ impl Runtime {
     /// then dropped with a `record_dropped` event; `None` for an unknown run or one past
     /// that horizon.
     pub fn record(&self, run_id: &str) -> Option<RunRecord> {
-        self.shared().records.get(run_id)
+        self.hub().records.get(run_id)
     }
 
     /// Start a run with no receiver; returns its id at once.
     pub async fn spawn(&self, start: Start) -> Result<String, StartError> {
-        self.shared()
+        self.hub()
             .start(start.spec(), None)
             .await
             .map(|id| id.to_string())
@@ -420,7 +422,7 @@ impl Runtime {
         if subject.is_empty() {
             return Err(StartError::EmptySubject);
         }
-        self.shared().list(&Arc::from(subject)).await
+        self.hub().list(&Arc::from(subject)).await
     }
 
     /// Resume the ask `interaction` with `payload` (the answer). The caller receives the
@@ -434,7 +436,7 @@ impl Runtime {
         if subject.is_empty() {
             return Err(ResumeError::EmptySubject);
         }
-        self.shared()
+        self.hub()
             .resume(&Arc::from(subject), interaction, payload, None)
             .await
     }
@@ -450,22 +452,20 @@ impl Runtime {
         if subject.is_empty() {
             return Err(ResumeError::EmptySubject);
         }
-        let payload = crate::shared::checked_payload(interaction, payload)?;
-        if self.shared().is_closed() {
+        let payload = checked_payload(interaction, payload)?;
+        if self.hub().services.is_closed() {
             return Err(ResumeError::Stopped);
         }
         let (reply, rx) = oneshot::channel();
-        let msg = crate::subject::SubjectMsg::Resume {
+        let msg = Op::Resume {
             interaction: interaction.to_owned(),
             payload,
             receiver: None,
             resumer: None,
             reply,
         };
-        let shared = self.shared();
-        shared
-            .subjects
-            .send(shared, &Arc::from(subject), msg)
+        self.hub()
+            .send(&Arc::from(subject), Msg::Op(msg))
             .await
             .map_err(|_| ResumeError::Stopped)?;
         match rx.await.map_err(|_| ResumeError::Stopped)? {
@@ -480,7 +480,7 @@ impl Runtime {
         if subject.is_empty() {
             return Err(TakeError::EmptySubject);
         }
-        self.shared()
+        self.hub()
             .take(&Arc::from(subject), interaction, None)
             .await
     }
@@ -491,7 +491,7 @@ impl Runtime {
         if subject.is_empty() {
             return Err(CancelError::EmptySubject);
         }
-        self.shared()
+        self.hub()
             .cancel(
                 &Arc::from(subject),
                 ids.iter().map(|s| (*s).to_owned()).collect(),
@@ -503,12 +503,13 @@ impl Runtime {
     /// Save (or replace) a door; every expression is compiled and checked now, and every
     /// problem is reported together. A schedule is armed from the clock's now.
     pub fn save_door(&self, spec: crate::DoorSpec) -> Result<(), crate::SaveError> {
-        crate::door::registry::save(self.shared(), spec)
+        let hub = self.hub();
+        hub.doors.save(&hub.services, spec)
     }
 
     /// Remove a door; whether it existed. A removed schedule fires no more.
     pub fn remove_door(&self, name: &str) -> bool {
-        self.shared().doors.remove(name)
+        self.hub().doors.remove(name)
     }
 
     /// Visit the door `door` on `subject` with the input document `input`. A route's
@@ -527,15 +528,15 @@ impl Runtime {
             door: door.to_owned(),
             limit: depth::MAX_VALUE_DEPTH,
         })?;
-        if self.shared().is_closed() {
+        if self.hub().services.is_closed() {
             return Err(crate::VisitError::Stopped);
         }
-        let Some(saved) = self.shared().doors.get(door) else {
+        let Some(saved) = self.hub().doors.get(door) else {
             return Err(crate::VisitError::UnknownDoor {
                 door: door.to_owned(),
             });
         };
-        crate::door::registry::visit(self.shared(), &saved, &Arc::from(subject), input).await
+        self.hub().visit(&saved, &Arc::from(subject), input).await
     }
 
     /// Fire `topic`: every hook on it checks its condition and visits its subject with
@@ -551,12 +552,12 @@ impl Runtime {
                 door: door.to_owned(),
                 limit: depth::MAX_VALUE_DEPTH,
             }
-        } else if self.shared().is_closed() {
+        } else if self.hub().services.is_closed() {
             |_: &str| crate::VisitError::Stopped
         } else {
-            return crate::door::registry::fire(self.shared(), topic, input).await;
+            return self.hub().fire(topic, input).await;
         };
-        self.shared()
+        self.hub()
             .doors
             .hooks(topic)
             .into_iter()
@@ -597,7 +598,7 @@ impl Runtime {
 
     /// Whether [`Runtime::shutdown`] was called (or is under way).
     pub fn is_shut_down(&self) -> bool {
-        self.shared().is_closed()
+        self.hub().services.is_closed()
     }
 
     /// One page of the interactions inbox: pending user asks, oldest first. Pages are
@@ -608,7 +609,7 @@ impl Runtime {
         page: usize,
         page_size: Option<usize>,
     ) -> Result<crate::Page, crate::AnswerError> {
-        self.shared()
+        self.hub()
             .inbox
             .page(page, page_size.unwrap_or(crate::DEFAULT_PAGE_SIZE))
     }
@@ -616,7 +617,7 @@ impl Runtime {
     /// Follow the inbox live: an `add`, `answered` or `removed` frame for each change of a
     /// user ask from now on. Caller asks never appear in a frame.
     pub fn inbox_frames(&self) -> broadcast::Receiver<crate::Frame> {
-        self.shared().inbox.subscribe()
+        self.hub().inbox.subscribe()
     }
 
     /// The human answer door: answer the user ask `interaction`. The answer is validated
@@ -633,11 +634,11 @@ impl Runtime {
                 depth::MAX_VALUE_DEPTH
             )],
         })?;
-        if self.shared().is_closed() {
+        if self.hub().services.is_closed() {
             return Err(crate::AnswerError::Stopped);
         }
-        let Some(item) = self.shared().inbox.get(interaction) else {
-            return Err(crate::inbox::gone(self.shared(), interaction).await);
+        let Some(item) = self.hub().inbox.get(interaction) else {
+            return Err(self.hub().gone(interaction).await);
         };
         crate::inbox::validate(&item, &answer)?;
         match self
@@ -647,13 +648,13 @@ impl Runtime {
             Ok(()) => Ok(()),
             Err(ResumeError::Stopped) => Err(crate::AnswerError::Stopped),
             // Answered or gone between the look-up and the resume.
-            Err(_) => Err(crate::inbox::gone(self.shared(), interaction).await),
+            Err(_) => Err(self.hub().gone(interaction).await),
         }
     }
 
     /// Subscribe to the platform events published from now on.
     pub fn events(&self) -> broadcast::Receiver<Event> {
-        self.shared().events.subscribe()
+        self.hub().services.events.subscribe()
     }
 
     /// Wait until the runtime has nothing left to do at the clock's present: no message
@@ -663,11 +664,11 @@ impl Runtime {
     /// consequence of the move has happened.
     pub async fn settle(&self) {
         loop {
-            let shared = self.shared();
+            let hub = self.hub();
             // A stopped runtime has nothing left to do: what was in flight is gone.
             tokio::select! {
-                _ = shared.inflight.quiet() => {}
-                _ = shared.closed() => return,
+                _ = hub.services.inflight.quiet() => {}
+                _ = hub.services.closed() => return,
             }
             let (tx, rx) = oneshot::channel();
             if self.inner.rounds.send(tx).is_err() {
@@ -676,7 +677,7 @@ impl Runtime {
             let Ok(fired) = rx.await else {
                 return;
             };
-            if fired == 0 && self.shared().inflight.is_quiet() {
+            if fired == 0 && self.hub().services.inflight.is_quiet() {
                 return;
             }
         }
@@ -684,25 +685,26 @@ impl Runtime {
 
     /// Sizes of the runtime's moving parts.
     pub async fn stats(&self) -> Stats {
-        let shared = self.shared();
-        let (live_subjects, passive_subjects, passive_bytes) = shared.subjects.census();
+        let hub = self.hub();
+        let (live_subjects, passive_subjects, passive_bytes) = hub.registry.census();
         let (tx, rx) = oneshot::channel();
-        let _ = shared.supervisor.cast(SupervisorMsg::Stats { reply: tx });
+        let _ = hub.supervisor.cast(supervisor::Msg::Stats { reply: tx });
         let (linked_runs, timers) = rx.await.unwrap_or_default();
-        let (passivations, redelivered) = shared.subjects.passivation_counts();
+        let (passivations, redelivered) = hub.registry.passivation_counts();
         Stats {
-            caller_open: shared
+            caller_open: hub
+                .services
                 .caps
                 .caller
                 .load(std::sync::atomic::Ordering::Acquire),
-            user_open: shared.caps.user.load(std::sync::atomic::Ordering::Acquire),
+            user_open: hub.services.caps.user.load(std::sync::atomic::Ordering::Acquire),
             live_subjects,
             passive_subjects,
             passive_bytes,
-            runs: shared.runs.load(std::sync::atomic::Ordering::Relaxed),
+            runs: hub.services.runs.load(std::sync::atomic::Ordering::Relaxed),
             linked_runs,
             timers,
-            records: shared.records.len(),
+            records: hub.records.len(),
             passivations,
             redelivered,
         }

@@ -1,15 +1,24 @@
 //! Subjects: one actor per subject owns its parked set and handles one message at a time.
 //!
 //! - [`state`]: the parked set, the runs living on the subject, their groups and
-//!   receivers, and every transition of them. Plain data, so a passive subject is just
-//!   this value, packed, in the registry.
-//! - [`actor`]: the actor that owns a state while the subject is active.
+//!   receivers, and every transition of them: a function of the state, one operation
+//!   and a [`effect::Step`] (time, ids, settings) that returns effects as data.
+//! - [`effect`]: the effects, and the step that collects them.
+//! - [`actor`]: the actor that owns a state while the subject is active, evaluates a
+//!   visit's contract, and applies the effects of each transition.
 //! - [`registry`]: finds or spawns a subject's actor, and passivates idle ones without
 //!   losing or double-handling a message that races the passivation.
 //! - [`packed`]: a passive subject's state, packed into compact text.
+//! - [`client`]: the operations everything else goes through (start, park, list, resume,
+//!   take, cancel, visit, answer), each a [`Msg`] to the subject and an await on its
+//!   reply.
+//! - [`records`]: every run's latest record, which the subjects' effects keep.
 
 pub(crate) mod actor;
+pub(crate) mod client;
+pub(crate) mod effect;
 pub(crate) mod packed;
+pub(crate) mod records;
 pub(crate) mod registry;
 pub(crate) mod state;
 
@@ -19,18 +28,18 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::ask::{Ask, Checked};
+use crate::door::plan::VisitProblem;
+use crate::door::saved::Saved;
 use crate::entry::Entry;
-use crate::error::{AskError, IdProblem, RunError};
-use crate::record::RunRecord;
-use crate::run::ctx::Replay;
-use crate::shared::Parent;
+use crate::error::{AskError, IdProblem};
+use crate::run::port::{Ending, Parent};
+use crate::services::Waiter;
 use crate::supervisor::TimerKey;
 use crate::target::Target;
+use effect::Receiver;
+use state::Applied;
 
-pub(crate) use registry::Subjects;
-
-/// Whoever takes a run's next outcome inline.
-pub(crate) type Receiver = oneshot::Sender<RunRecord>;
+pub(crate) use client::Hub;
 
 /// The answer to a resume, before the run's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,33 +54,36 @@ pub(crate) enum Ack {
     },
 }
 
-/// The end of one activation, as its run actor reports it.
+/// What a subject's mailbox takes.
 #[derive(Debug)]
-pub(crate) struct Ending {
-    /// The run.
-    pub(crate) run: Arc<str>,
-    /// Which activation.
-    pub(crate) epoch: u64,
-    /// What the target returned.
-    pub(crate) result: Result<Value, RunError>,
-    /// Its journal and what it did.
-    pub(crate) replay: Replay,
+pub(crate) enum Msg {
+    /// An operation on the state.
+    Op(Op),
+    /// A door visit: evaluate the contract, then check and apply, or refuse whole.
+    Visit {
+        /// The door, as the visit found it.
+        door: Arc<Saved>,
+        /// The input document.
+        input: Value,
+        /// What was applied, or every problem; `None` for a schedule's fire, whose
+        /// refusal is published as an event.
+        reply: Option<oneshot::Sender<Result<Applied, Vec<VisitProblem>>>>,
+    },
+    /// The supervisor's answer to the chains the held message asked for, in the order
+    /// asked.
+    Chains(Vec<Vec<Arc<str>>>),
 }
 
-/// What a subject actor is asked to do.
+/// One operation on a subject's state (`State::handle`).
 #[derive(Debug)]
-pub(crate) enum SubjectMsg {
+pub(crate) enum Op {
     /// Start a run on this subject.
     Start {
-        /// The target.
         target: Arc<Target>,
-        /// Its kwargs.
         kwargs: Value,
-        /// Its extras.
         extras: Value,
         /// The principal.
         identity: Arc<str>,
-        /// Who started it.
         parent: Parent,
         /// Who takes the outcome of its first activation.
         receiver: Option<Receiver>,
@@ -80,20 +92,18 @@ pub(crate) enum SubjectMsg {
     },
     /// A run parks an ask.
     Ask {
-        /// The asking run.
         run: Arc<str>,
-        /// Its activation.
+        /// The asking activation.
         epoch: u64,
-        /// Its lineage, for `asked_by`.
+        /// The run's lineage, for `asked_by`.
         lineage: Arc<[String]>,
-        /// The ask.
         ask: Ask,
         /// What validation settled.
         checked: Checked,
         /// The interaction id the asking run made for it.
         id: String,
         /// For a `sync` user ask: where the answer goes.
-        waiter: Option<oneshot::Sender<Value>>,
+        waiter: Option<Waiter>,
         /// For a `sync` user ask, whether it was stored or why not. An async ask awaits
         /// no reply: a refusal can only mean its run was torn down, and the teardown
         /// aborts the run's activation.
@@ -101,34 +111,26 @@ pub(crate) enum SubjectMsg {
     },
     /// An activation ended.
     Ended(Box<Ending>),
-    /// Read the parked set.
-    List {
-        /// The entries, oldest first.
-        reply: oneshot::Sender<Vec<Entry>>,
-    },
+    /// Read the parked set, oldest first.
+    List { reply: oneshot::Sender<Vec<Entry>> },
     /// Recall how an interaction was resolved, for the answer door.
     Recall {
-        /// The interaction.
         interaction: String,
         /// `already resolved`, if the subject remembers it.
         reply: oneshot::Sender<Option<IdProblem>>,
     },
     /// Resume an ask with an answer.
     Resume {
-        /// The interaction.
         interaction: String,
-        /// The answer.
         payload: Value,
         /// Who takes the run's next outcome.
         receiver: Option<Receiver>,
         /// The run doing the resume, if a run is.
         resumer: Option<Arc<str>>,
-        /// Started, buffered, or refused.
         reply: oneshot::Sender<Result<Ack, IdProblem>>,
     },
     /// Take a waiting outcome.
     Take {
-        /// The interaction.
         interaction: String,
         /// The run doing the take, if a run is.
         taker: Option<Arc<str>>,
@@ -137,7 +139,6 @@ pub(crate) enum SubjectMsg {
     },
     /// Cancel parked interactions.
     Cancel {
-        /// The interactions.
         ids: Vec<String>,
         /// The run doing the cancel, below which chains stop.
         canceller: Option<Arc<str>>,
@@ -146,38 +147,14 @@ pub(crate) enum SubjectMsg {
     },
     /// An ask's deadline timer fired.
     Expire {
-        /// The interaction.
         interaction: Arc<str>,
-        /// The timer.
         key: TimerKey,
     },
     /// A waiting outcome's retention timer fired.
     Retire {
-        /// The interaction.
         interaction: Arc<str>,
-        /// The timer.
         key: TimerKey,
-    },
-    /// A door visit: evaluate, check, and apply, or refuse whole.
-    Visit {
-        /// The door.
-        door: Arc<crate::door::saved::Saved>,
-        /// The input document.
-        input: Value,
-        /// What was applied, or every problem.
-        reply: oneshot::Sender<Result<state::Applied, Vec<crate::door::plan::VisitProblem>>>,
-    },
-    /// A schedule fired: visit with no receiver, without anybody waiting on the visit; a
-    /// refusal is published as an event.
-    Scheduled {
-        /// The schedule.
-        door: Arc<crate::door::saved::Saved>,
-        /// The fire's input document.
-        input: Value,
     },
     /// The idle check fired.
-    Idle {
-        /// The timer.
-        key: TimerKey,
-    },
+    Idle { key: TimerKey },
 }

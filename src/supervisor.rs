@@ -12,6 +12,6 @@ pub(crate) mod ticker;
 pub(crate) mod timers;
 pub(crate) mod tree;
 
-pub(crate) use actor::{Supervisor, SupervisorMsg};
+pub(crate) use actor::{Answer, Msg, Supervisor};
 pub(crate) use arming::Arming;
-pub(crate) use timers::{Timer, TimerKey};
+pub(crate) use timers::{Timer, TimerKey, TimerKeys};

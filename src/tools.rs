@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::error::RunError;
 use crate::run::Ctx;
-use crate::shared::Shared;
+use crate::run::port::Port;
 use crate::target::Targets;
 
 /// The names of the builtin tools.
@@ -113,9 +113,9 @@ fn check_kwargs(tool: &str, kwargs: &Value) -> Result<(), RunError> {
 pub(crate) fn register(targets: &Targets) {
     targets.register("list_parked", &[], |ctx: Ctx, kwargs, _| async move {
         check_kwargs("list_parked", &kwargs)?;
-        let shared = ctx.shared();
+        let port = Arc::clone(ctx.port());
         let subject: Arc<str> = Arc::from(ctx.subject());
-        let entries = shared
+        let entries = port
             .list(&subject)
             .await
             .map_err(|e| RunError::fail(e.to_string()))?;
@@ -128,14 +128,14 @@ pub(crate) fn register(targets: &Targets) {
                 "resume_parked needs interaction_id, an interaction id string",
             ));
         };
-        let (shared, subject) = (ctx.shared(), Arc::<str>::from(ctx.subject()));
+        let (port, subject) = (Arc::clone(ctx.port()), Arc::<str>::from(ctx.subject()));
         let caller = ctx.parent().cloned();
         match kwargs.get("payload") {
             Some(payload) => {
-                let resumed = resume(&shared, &subject, id, payload.clone(), caller).await?;
+                let resumed = resume(port, &subject, id, payload.clone(), caller).await?;
                 Ok(serde_json::to_value(resumed)?)
             }
-            None => shared
+            None => port
                 .take(&subject, id, caller)
                 .await
                 .map_err(|e| RunError::fail(e.to_string())),
@@ -154,9 +154,8 @@ pub(crate) fn register(targets: &Targets) {
                 "cancel_parked needs ids, a non-empty array of interaction id strings",
             ));
         };
-        let (shared, subject) = (ctx.shared(), Arc::<str>::from(ctx.subject()));
-        shared
-            .cancel(&subject, ids.clone(), ctx.parent().cloned())
+        let (port, subject) = (Arc::clone(ctx.port()), Arc::<str>::from(ctx.subject()));
+        port.cancel(&subject, ids.clone(), ctx.parent().cloned())
             .await
             .map_err(|e| RunError::fail(e.to_string()))?;
         Ok(json!({ "cancelled": ids }))
@@ -164,14 +163,13 @@ pub(crate) fn register(targets: &Targets) {
 }
 
 async fn resume(
-    shared: &Arc<Shared>,
+    port: Arc<dyn Port>,
     subject: &Arc<str>,
     id: &str,
     payload: Value,
     caller: Option<Arc<str>>,
 ) -> Result<crate::record::Resumed, RunError> {
-    shared
-        .resume(subject, id, payload, caller)
+    port.resume(subject, id, payload, caller)
         .await
         .map_err(|e| RunError::fail(e.to_string()))
 }

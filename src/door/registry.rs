@@ -1,31 +1,26 @@
-//! The saved doors, and the operations that drive them: a visit, a hook fire, a
-//! schedule fire.
+//! The saved doors: saving (compiled and checked, a schedule armed), removing, the hooks
+//! on a topic with their condition and subject, and a schedule's next fire.
 //!
 //! A door can be saved, replaced or removed while the runtime runs; a visit uses the
-//! definition it found when it started. Hooks and schedules visit with no receiver.
+//! definition it found when it started. Nothing here sends to a subject: the visits
+//! themselves are `crate::subject::client`'s.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use chrono::SecondsFormat;
+use chrono::{DateTime, SecondsFormat, Utc};
 use dashmap::DashMap;
-use serde_json::{Value, json};
-use tokio::sync::oneshot;
+use serde_json::Value;
 
+use super::outcome::{SaveError, Visit, VisitError};
 use super::plan::{self, VisitProblem};
 use super::saved::Saved;
 use super::spec::{Kind, Spec};
-use super::visit::{ItemOutcome, SaveError, Visit, VisitError, VisitOutcome};
 use crate::error::Problems;
-use crate::event::Event;
 use crate::jq::{EvalError, Input, Limits, Program};
-use crate::record::{Buffered, Resumed};
-use crate::shared::Shared;
-use crate::subject::SubjectMsg;
-use crate::subject::state::AppliedItem;
+use crate::services::Services;
 use crate::supervisor::Timer;
 
-/// Every saved door.
 #[derive(Debug, Default)]
 pub(crate) struct Doors {
     /// By name.
@@ -70,38 +65,67 @@ pub struct HookFire {
     pub visit: Option<Result<Visit, VisitError>>,
 }
 
-/// Save (or replace) a door; a schedule is armed from now.
-pub(crate) fn save(shared: &Arc<Shared>, spec: Spec) -> Result<(), SaveError> {
-    let generation = shared.doors.generation.fetch_add(1, Ordering::Relaxed) + 1;
-    let name = spec.name.clone();
-    let saved = Saved::compile(spec, &shared.targets, generation).map_err(|problems| {
-        SaveError::Invalid {
-            door: name.clone(),
-            problems: Problems(problems),
+/// What a hook's condition and subject say of one fire.
+#[derive(Debug)]
+pub(crate) enum Hooked {
+    /// The condition does not hold, or the hook has no subject: no visit.
+    No,
+    /// Visit this subject.
+    Subject(String),
+    /// An expression failed or yielded the wrong shape: the fire is refused.
+    Refused(VisitError),
+}
+
+impl Doors {
+    /// Save (or replace) a door: compiled and checked now, every problem reported
+    /// together; a schedule is armed from the clock's now.
+    pub(crate) fn save(&self, services: &Services, spec: Spec) -> Result<(), SaveError> {
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let name = spec.name.clone();
+        let saved = Saved::compile(spec, &services.targets, generation).map_err(|problems| {
+            SaveError::Invalid {
+                door: name.clone(),
+                problems: Problems(problems),
+            }
+        })?;
+        let saved = Arc::new(saved);
+        if let (Kind::Schedule { .. }, Some(interval)) = (&saved.spec.kind, saved.interval) {
+            let now = services.clock.now();
+            if let Some(at) = next_fire(now, now, interval) {
+                arm_schedule_at(services, &saved, at);
+            }
         }
-    })?;
-    let saved = Arc::new(saved);
-    if let (Kind::Schedule { .. }, Some(interval)) = (&saved.spec.kind, saved.interval) {
-        arm_schedule(shared, &saved, shared.clock.now(), interval);
+        self.by_name.insert(name, saved);
+        Ok(())
     }
-    shared.doors.by_name.insert(name, saved);
-    Ok(())
+
+    /// A schedule's timer fired at `at`: the door and its subject, if the timer is the
+    /// door's current one, with its next fire armed (every boundary missed meanwhile is
+    /// skipped, not replayed).
+    pub(crate) fn schedule_fired(
+        &self,
+        services: &Services,
+        name: &str,
+        generation: u64,
+        at: DateTime<Utc>,
+    ) -> Option<(Arc<Saved>, Arc<str>)> {
+        let door = self.get(name).filter(|d| d.generation == generation)?;
+        let (Kind::Schedule { subject, .. }, Some(interval)) = (&door.spec.kind, door.interval)
+        else {
+            return None;
+        };
+        if let Some(next) = next_fire(at, services.clock.now(), interval) {
+            arm_schedule_at(services, &door, next);
+        }
+        let subject: Arc<str> = Arc::from(subject.as_str());
+        Some((door, subject))
+    }
 }
 
-fn arm_schedule(
-    shared: &Shared,
-    door: &Saved,
-    from: chrono::DateTime<chrono::Utc>,
-    interval: std::time::Duration,
-) {
-    if let Some(at) = next_fire(from, from, interval) {
-        arm_schedule_at(shared, door, at);
-    }
-}
-
-fn arm_schedule_at(shared: &Shared, door: &Saved, at: chrono::DateTime<chrono::Utc>) {
-    shared.timers.arm(
-        shared.timer_key(at),
+/// Arm `door`'s fire at `at`.
+fn arm_schedule_at(services: &Services, door: &Saved, at: DateTime<Utc>) {
+    services.timers.arm(
+        services.keys.key(at),
         Timer::Schedule {
             door: Arc::from(door.name()),
             generation: door.generation,
@@ -109,14 +133,13 @@ fn arm_schedule_at(shared: &Shared, door: &Saved, at: chrono::DateTime<chrono::U
     );
 }
 
-/// The first fire of a schedule whose boundaries are `boundary + k * interval` that is
-/// strictly after `now`, computed in one step however far the clock jumped; `None` past
-/// the end of time (the schedule fires no more).
+/// The first boundary of `interval` after `now`, counting from `boundary`, in one step
+/// (a clock that jumped a year ahead costs no more than one that did not).
 pub(crate) fn next_fire(
-    boundary: chrono::DateTime<chrono::Utc>,
-    now: chrono::DateTime<chrono::Utc>,
+    boundary: DateTime<Utc>,
+    now: DateTime<Utc>,
     interval: std::time::Duration,
-) -> Option<chrono::DateTime<chrono::Utc>> {
+) -> Option<DateTime<Utc>> {
     const NANOS: i128 = 1_000_000_000;
     let step = i128::try_from(interval.as_nanos())
         .ok()
@@ -132,155 +155,126 @@ pub(crate) fn next_fire(
     boundary.checked_add_signed(ahead)
 }
 
-/// A schedule's timer, armed for the boundary `at`, fired: arm the next fire and return
-/// the visit as a message for the schedule's subject, which evaluates and applies it
-/// without the ticker waiting (`None` when the door was replaced or removed, or the visit
-/// is refused before it reaches the subject). A clock that jumped several intervals fires
-/// once, and the next fire is the first boundary after now.
-pub(crate) fn schedule_fired(
-    shared: &Arc<Shared>,
-    name: &str,
-    generation: u64,
-    at: chrono::DateTime<chrono::Utc>,
-) -> Option<(Arc<str>, SubjectMsg)> {
-    let door = shared
-        .doors
-        .get(name)
-        .filter(|d| d.generation == generation)?;
-    let (Kind::Schedule { subject, .. }, Some(interval)) = (&door.spec.kind, door.interval) else {
-        return None;
-    };
-    let now = shared.clock.now();
-    if let Some(next) = next_fire(at, now, interval) {
-        arm_schedule_at(shared, &door, next);
-    }
-    let input = json!({
-        "schedule": name,
-        "fired_at": now.to_rfc3339_opts(SecondsFormat::AutoSi, true),
-    });
-    let subject: Arc<str> = Arc::from(subject.as_str());
-    // A refusal is published as an event; a schedule has nobody to tell.
-    if let Err(error) = admit(&door, &input, shared.settings.max_input_bytes) {
-        refused(shared, &subject, error);
-        return None;
-    }
-    Some((subject, SubjectMsg::Scheduled { door, input }))
-}
-
-/// A schedule's visit, at its subject: `visit`'s refusals are published as events.
-pub(crate) async fn scheduled_visit(
-    shared: &Arc<Shared>,
-    state: &mut crate::subject::state::SubjectState,
-    door: &Saved,
-    input: Value,
-) {
-    if let Err(problems) = state.visit(shared, door, input).await {
-        let error = VisitError::Refused {
-            door: door.name().to_owned(),
-            problems: Problems(problems),
-        };
-        refused(shared, &state.name, error);
-    }
-}
-
-/// Whether a visit of `door` with `input` may go to its subject: the door is not broken
-/// and the input is within the cap.
-fn admit(door: &Saved, input: &Value, max: usize) -> Result<(), VisitError> {
-    let name = door.name().to_owned();
-    if door.is_broken() {
-        return Err(VisitError::Broken { door: name });
-    }
-    let bytes = json_len(input);
-    if bytes > max {
-        return Err(VisitError::InputTooLarge {
-            door: name,
-            bytes,
-            max,
-        });
-    }
-    Ok(())
-}
-
-/// Visit `door` on `subject` with `input`.
-pub(crate) async fn visit(
-    shared: &Arc<Shared>,
-    door: &Arc<Saved>,
-    subject: &Arc<str>,
-    input: Value,
-) -> Result<Visit, VisitError> {
-    let name = door.name().to_owned();
-    admit(door, &input, shared.settings.max_input_bytes)
-        .map_err(|error| refused(shared, subject, error))?;
-    let (reply, rx) = oneshot::channel();
-    let msg = SubjectMsg::Visit {
-        door: Arc::clone(door),
-        input,
-        reply,
-    };
-    shared
-        .subjects
-        .send(shared, subject, msg)
-        .await
-        .map_err(|_| VisitError::Stopped)?;
-    let applied = match rx.await.map_err(|_| VisitError::Stopped)? {
-        Ok(applied) => applied,
-        Err(problems) => {
-            return Err(refused(
-                shared,
-                subject,
-                VisitError::Refused {
-                    door: name,
-                    problems: Problems(problems),
-                },
-            ));
+impl Saved {
+    /// Whether a visit with `input` may go ahead: the door is not broken and the input
+    /// is within `max` bytes as JSON text.
+    pub(crate) fn admit(&self, input: &Value, max: usize) -> Result<(), VisitError> {
+        let name = self.name().to_owned();
+        if self.is_broken() {
+            return Err(VisitError::Broken { door: name });
         }
-    };
-    let outcome = if let Some(items) = applied.resolved {
-        let mut results = Vec::with_capacity(items.len());
-        for item in items {
-            results.push(match item {
-                AppliedItem::Resumed { id, ack, outcome } => {
-                    let outcome = match (ack, outcome) {
-                        (crate::subject::Ack::Buffered { remaining }, _) => {
-                            Some(Resumed::Buffered {
-                                status: Buffered::Buffered,
-                                remaining,
-                            })
-                        }
-                        (_, Some(rx)) => {
-                            Some(Resumed::Outcome(rx.await.map_err(|_| VisitError::Stopped)?))
-                        }
-                        (_, None) => None,
-                    };
-                    ItemOutcome::Resumed { id, outcome }
-                }
-                AppliedItem::Taken { id, result } => match result {
-                    Ok(result) => ItemOutcome::Taken { id, result },
-                    Err(error) => ItemOutcome::TakeFailed { id, error },
-                },
+        let bytes = json_len(input);
+        if bytes > max {
+            return Err(VisitError::InputTooLarge {
+                door: name,
+                bytes,
+                max,
             });
         }
-        VisitOutcome::Resolved { results }
-    } else if let Some((run, rx)) = applied.started {
-        let record = match rx {
-            Some(rx) => Some(rx.await.map_err(|_| VisitError::Stopped)?),
-            None => None,
+        Ok(())
+    }
+
+    /// Evaluate this hook's condition and subject for a fire with `input`. An
+    /// expression that passes its deadline breaks the hook, as it would a visit's.
+    pub(crate) async fn hooked(&self, input: &Value, services: &Services) -> Hooked {
+        let Kind::Hook { subject, .. } = &self.spec.kind else {
+            return Hooked::No;
         };
-        VisitOutcome::Started {
-            run_id: run.to_string(),
-            record,
+        let now = services.clock.now();
+        let vars = [
+            Input::string(self.name()),
+            Input::string(&now.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
+        ];
+        let limits = Limits {
+            deadline: services.settings.jq_deadline,
+            max_input_bytes: services.settings.max_input_bytes,
+        };
+        let doc = Input::from_json(input);
+        let holds = match &self.condition {
+            None => Ok(true),
+            Some(p) => self
+                .one("condition", p, &doc, &vars, &limits)
+                .await
+                .and_then(|v| match v {
+                    Value::Bool(b) => Ok(b),
+                    other => Err(shape("condition", &other, "condition must yield one boolean")),
+                }),
+        };
+        let target = match holds {
+            Err(problem) => Err(problem),
+            Ok(false) => Ok(None),
+            Ok(true) => match (&self.subject_expr, subject) {
+                (Some(p), _) => self
+                    .one("subject_expr", p, &doc, &vars, &limits)
+                    .await
+                    .and_then(|v| match v {
+                        Value::String(s) if !s.is_empty() => Ok(Some(s)),
+                        other => Err(shape(
+                            "subject_expr",
+                            &other,
+                            "subject_expr must yield one non-empty string",
+                        )),
+                    }),
+                (None, Some(s)) => Ok(Some(s.clone())),
+                (None, None) => Ok(None),
+            },
+        };
+        match target {
+            Ok(None) => Hooked::No,
+            Ok(Some(s)) => Hooked::Subject(s),
+            Err(problem) => Hooked::Refused(VisitError::Refused {
+                door: self.name().to_owned(),
+                problems: Problems(vec![problem]),
+            }),
         }
-    } else {
-        VisitOutcome::Nothing
-    };
-    Ok(Visit {
-        cancelled: applied.cancelled,
-        outcome,
-    })
+    }
+
+    /// The one output of `program`, or the problem with it; a deadline passed breaks
+    /// the door.
+    async fn one(
+        &self,
+        expr: &str,
+        program: &Program,
+        doc: &Input,
+        vars: &[Input],
+        limits: &Limits,
+    ) -> Result<Value, VisitProblem> {
+        let result = Program::run_batch(&[program], doc, vars, limits)
+            .await
+            .into_iter()
+            .next()
+            .unwrap_or(Err(EvalError::Internal(
+                "the evaluation reported no result".to_owned(),
+            )));
+        if let Err(EvalError::Deadline { .. }) = &result {
+            self.break_door();
+        }
+        let out = result.map_err(|e| VisitProblem::Eval {
+            expr: expr.to_owned(),
+            error: e.to_string(),
+        })?;
+        if out.more {
+            return Err(VisitProblem::Many {
+                expr: expr.to_owned(),
+                first: out.first.as_ref().map(plan::shown).unwrap_or_default(),
+            });
+        }
+        out.first.ok_or_else(|| VisitProblem::NoOutput {
+            expr: expr.to_owned(),
+        })
+    }
 }
 
-/// The length of `value` as compact JSON, counted without building the text: the cap is
-/// checked on every visit.
+/// The problem of an expression that yielded `v` where it should not.
+fn shape(expr: &str, v: &Value, why: &str) -> VisitProblem {
+    VisitProblem::Shape {
+        expr: expr.to_owned(),
+        emitted: plan::shown(v),
+        why: why.to_owned(),
+    }
+}
+
+/// The length of `value` as JSON text, without writing it anywhere.
 fn json_len(value: &Value) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
@@ -297,138 +291,6 @@ fn json_len(value: &Value) -> usize {
         Ok(()) => count.0,
         Err(_) => usize::MAX,
     }
-}
-
-fn refused(shared: &Shared, subject: &str, error: VisitError) -> VisitError {
-    let door = match &error {
-        VisitError::UnknownDoor { door }
-        | VisitError::Broken { door }
-        | VisitError::InputTooLarge { door, .. }
-        | VisitError::InputTooDeep { door, .. }
-        | VisitError::Refused { door, .. } => door.clone(),
-        VisitError::Stopped | VisitError::EmptySubject => String::new(),
-    };
-    shared.events.publish(Event::VisitRefused {
-        subject: subject.to_owned(),
-        door,
-        error: error.to_string(),
-    });
-    error
-}
-
-/// Fire `topic`: each hook on it, by name, checks its condition, finds its subject, and
-/// visits with no receiver.
-pub(crate) async fn fire(shared: &Arc<Shared>, topic: &str, input: Value) -> Vec<HookFire> {
-    let mut fires = Vec::new();
-    let now = shared.clock.now();
-    let now_text = Input::string(&now.to_rfc3339_opts(SecondsFormat::AutoSi, true));
-    let limits = Limits {
-        deadline: shared.settings.jq_deadline,
-        max_input_bytes: shared.settings.max_input_bytes,
-    };
-    let doc = Input::from_json(&input);
-    for door in shared.doors.hooks(topic) {
-        let Kind::Hook { subject, .. } = &door.spec.kind else {
-            continue;
-        };
-        let vars = [Input::string(door.name()), now_text.clone()];
-        let shape = |expr: &str, v: &Value, why: &str| VisitProblem::Shape {
-            expr: expr.to_owned(),
-            emitted: plan::shown(v),
-            why: why.to_owned(),
-        };
-        let holds = match &door.condition {
-            None => Ok(true),
-            Some(p) => one("condition", p, &doc, &vars, &limits)
-                .await
-                .and_then(|v| match v {
-                    Value::Bool(b) => Ok(b),
-                    other => Err(shape(
-                        "condition",
-                        &other,
-                        "condition must yield one boolean",
-                    )),
-                }),
-        };
-        let target = match holds {
-            Err(problem) => Err(problem),
-            Ok(false) => Ok(None),
-            Ok(true) => match (&door.subject_expr, subject) {
-                (Some(p), _) => one("subject_expr", p, &doc, &vars, &limits)
-                    .await
-                    .and_then(|v| match v {
-                        Value::String(s) if !s.is_empty() => Ok(Some(s)),
-                        other => Err(shape(
-                            "subject_expr",
-                            &other,
-                            "subject_expr must yield one non-empty string",
-                        )),
-                    }),
-                (None, Some(s)) => Ok(Some(s.clone())),
-                (None, None) => Ok(None),
-            },
-        };
-        let fire = match target {
-            Ok(None) => HookFire {
-                door: door.name().to_owned(),
-                subject: None,
-                visit: None,
-            },
-            Ok(Some(s)) => {
-                let subject: Arc<str> = Arc::from(s.as_str());
-                let result = visit(shared, &door, &subject, input.clone()).await;
-                HookFire {
-                    door: door.name().to_owned(),
-                    subject: Some(s),
-                    visit: Some(result),
-                }
-            }
-            Err(problem) => {
-                let error = VisitError::Refused {
-                    door: door.name().to_owned(),
-                    problems: Problems(vec![problem]),
-                };
-                HookFire {
-                    door: door.name().to_owned(),
-                    subject: None,
-                    visit: Some(Err(refused(shared, "", error))),
-                }
-            }
-        };
-        fires.push(fire);
-    }
-    fires
-}
-
-/// Evaluate a hook's `condition` or `subject_expr` through the visits' evaluation path (in
-/// place when shallow, else awaited on the evaluation pool): it must emit exactly one value.
-async fn one(
-    expr: &str,
-    program: &Program,
-    doc: &Input,
-    vars: &[Input],
-    limits: &Limits,
-) -> Result<Value, VisitProblem> {
-    let result = Program::run_batch(&[program], doc, vars, limits)
-        .await
-        .into_iter()
-        .next()
-        .unwrap_or(Err(EvalError::Internal(
-            "the evaluation reported no result".to_owned(),
-        )));
-    let out = result.map_err(|e| VisitProblem::Eval {
-        expr: expr.to_owned(),
-        error: e.to_string(),
-    })?;
-    if out.more {
-        return Err(VisitProblem::Many {
-            expr: expr.to_owned(),
-            first: out.first.as_ref().map(plan::shown).unwrap_or_default(),
-        });
-    }
-    out.first.ok_or_else(|| VisitProblem::NoOutput {
-        expr: expr.to_owned(),
-    })
 }
 
 #[cfg(test)]

@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::contract::Contract;
+use super::plan::{Plan, VisitProblem};
 use super::spec::{Kind, Spec};
-use crate::jq::{CompileError, Program};
+use crate::jq::{CompileError, Input, Limits, Program};
 use crate::target::Targets;
 
 /// The variables a hook's `condition` and `subject_expr` may use.
@@ -190,6 +191,34 @@ impl Saved {
             }),
             _ => Err(problems),
         }
+    }
+
+    /// Evaluate the contract for a visit of `subject` at `now` over `input`, with the
+    /// subject's parked set `parked`: the first leg of a visit, pure but for one thing,
+    /// that an expression passing its deadline breaks the door.
+    pub(crate) async fn evaluate(
+        &self,
+        input: &serde_json::Value,
+        parked: Input,
+        subject: &str,
+        now: chrono::DateTime<chrono::Utc>,
+        limits: &Limits,
+    ) -> Result<Plan, Vec<VisitProblem>> {
+        let vars = [
+            parked,
+            Input::string(subject),
+            Input::string(self.name()),
+            Input::string(&now.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)),
+        ];
+        let input = Input::from_json(input);
+        let evaluated = self
+            .contract
+            .evaluate(&input, &vars, limits, &self.spec.kwargs)
+            .await;
+        if evaluated.deadline_hit {
+            self.break_door();
+        }
+        evaluated.plan
     }
 
     /// The door's name.

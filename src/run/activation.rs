@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 use crate::error::RunError;
 use crate::run::ctx::Ctx;
 use crate::run::stored::Stored;
-use crate::subject::{Ending, SubjectMsg};
+use crate::run::port::Ending;
 use crate::target::Target;
 
 /// What one activation runs.
@@ -92,8 +92,8 @@ async fn run(activation: Activation) {
     } = activation;
     // Looked up at each activation: a parked run resumes with the target registered
     // under its name now, whether its subject stayed live or was packed meanwhile.
-    let shared = ctx.shared();
-    let target = shared.targets.get(ctx.target());
+    let port = Arc::clone(ctx.port());
+    let target = port.services().targets.get(ctx.target());
     let result = match (target, kwargs.read(), extras.read()) {
         (Some(target), Ok(kwargs), Ok(extras)) => {
             call(&ctx, &target, kwargs, extras).await.and_then(|value| {
@@ -125,10 +125,7 @@ async fn run(activation: Activation) {
         replay,
     };
     // A stopping runtime has nobody left to tell.
-    let _ = shared
-        .subjects
-        .send(&shared, &subject, SubjectMsg::Ended(Box::new(ending)))
-        .await;
+    port.ended(subject, ending).await;
 }
 
 /// Call the target; a panic becomes a failure.

@@ -17,20 +17,8 @@ use crate::entry::Entry;
 use crate::error::{AskError, CancelError, CtxError, ResumeError, Suspension, TakeError};
 use crate::record::{Resumed, RunRecord};
 use crate::run::journal::JournalEntry;
-use crate::shared::{Parent, Shared, StartSpec};
-
-/// The reserved key of the expiry marker `{"interaction_expired": true}`.
-pub const EXPIRY_MARKER_KEY: &str = "interaction_expired";
-
-/// The answer an `on_expiry = resume` ask returns when its deadline lapses.
-pub fn expiry_marker() -> Value {
-    serde_json::json!({ EXPIRY_MARKER_KEY: true })
-}
-
-/// Whether `answer` is the expiry marker, so a target can take its expiry branch.
-pub fn is_expiry_marker(answer: &Value) -> bool {
-    answer.get(EXPIRY_MARKER_KEY) == Some(&Value::Bool(true))
-}
+use crate::run::port::{Asker, Parent, Port, Replay, StartSpec};
+use crate::services::Waiter;
 
 /// A run's context: its identity, and the operations a target performs.
 #[derive(Clone)]
@@ -40,7 +28,7 @@ pub struct Ctx {
 }
 
 struct Inner {
-    shared: Arc<Shared>,
+    port: Arc<dyn Port>,
     run_id: Arc<str>,
     target: Arc<str>,
     identity: Arc<str>,
@@ -55,20 +43,6 @@ struct Inner {
     replay: Mutex<Replay>,
 }
 
-/// Where the activation stands in its journal.
-#[derive(Debug, Default)]
-pub(crate) struct Replay {
-    /// The journal: recorded entries, then what this activation appended.
-    pub(crate) journal: Vec<JournalEntry>,
-    /// The next entry to replay; equal to the length once replay is over.
-    pub(crate) cursor: usize,
-    /// Set when the activation met an operation other than the recorded one.
-    pub(crate) diverged: Option<String>,
-    /// The first ask of this activation that was refused (at a cap, or invalid): an
-    /// activation that parks after it fails with it instead (`docs/semantics.md`, "Asks
-    /// and groups").
-    pub(crate) refused: Option<String>,
-}
 
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -109,7 +83,7 @@ fn step_value<T: Serialize + 'static>(name: &str, mut value: T) -> Result<Value,
 impl Ctx {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
-        shared: Arc<Shared>,
+        port: Arc<dyn Port>,
         run_id: Arc<str>,
         target: Arc<str>,
         identity: Arc<str>,
@@ -121,7 +95,7 @@ impl Ctx {
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
-                shared,
+                port,
                 run_id,
                 target,
                 identity,
@@ -176,8 +150,8 @@ impl Ctx {
         self.inner.epoch
     }
 
-    pub(crate) fn shared(&self) -> Arc<Shared> {
-        Arc::clone(&self.inner.shared)
+    pub(crate) fn port(&self) -> &Arc<dyn Port> {
+        &self.inner.port
     }
 
     fn replay(&self) -> MutexGuard<'_, Replay> {
@@ -234,7 +208,7 @@ impl Ctx {
     ///
     /// Several asks made before the activation ends form one group: the run resumes
     /// once, when the last of them is resolved. An `on_expiry = resume` ask that lapsed
-    /// answers with the [`expiry_marker`].
+    /// answers with the [`expiry_marker`](crate::expiry_marker).
     pub async fn ask(&self, ask: Ask) -> Result<Value, AskError> {
         let what = match &ask.question {
             Some(q) => format!("ask {q:?}"),
@@ -256,18 +230,18 @@ impl Ctx {
         let question = ask.question.clone();
         let sync = ask.mode == crate::ask::Mode::Sync;
         let (waiter, answered) = sync.then(tokio::sync::oneshot::channel).unzip();
-        let parked = self
-            .inner
-            .shared
-            .park(
-                &self.inner.subject,
-                &self.inner.run_id,
-                self.inner.epoch,
-                &self.inner.lineage,
-                ask,
-                waiter,
-            )
-            .await;
+        // A sync ask counts its activation idle while it waits for the answer; the guard
+        // ends that if this future is dropped before the answer comes.
+        let (waiter, blocked) = waiter
+            .map(|tx| Waiter::new(tx, &self.inner.port.services().inflight))
+            .unzip();
+        let asker = Asker {
+            subject: &self.inner.subject,
+            run: &self.inner.run_id,
+            epoch: self.inner.epoch,
+            lineage: &self.inner.lineage,
+        };
+        let parked = Arc::clone(&self.inner.port).park(asker, ask, waiter).await;
         let interaction = match parked {
             Ok(interaction) => interaction,
             Err(refused @ (AskError::AtCap { .. } | AskError::Invalid(_))) => {
@@ -283,7 +257,9 @@ impl Ctx {
             // expiry marker. A dropped waiter means the run is being torn down.
             let answer = answered.await.map_err(|_| AskError::Cancelled {
                 run: self.inner.run_id.to_string(),
-            })?;
+            });
+            drop(blocked);
+            let answer = answer?;
             self.append(JournalEntry::Ask {
                 interaction,
                 question,
@@ -368,9 +344,7 @@ impl Ctx {
                 lineage: Arc::clone(&self.inner.lineage),
             },
         };
-        let record = self
-            .inner
-            .shared
+        let record = Arc::clone(&self.inner.port)
             .run_to_end(spec)
             .await
             .map_err(|e| CtxError::Failed(e.to_string()))?;
@@ -383,10 +357,10 @@ impl Ctx {
 
     /// Every parked entry on this run's subject, oldest first. Journaled as a step.
     pub async fn list_parked(&self) -> Result<Vec<Entry>, CtxError> {
-        let shared = Arc::clone(&self.inner.shared);
+        let port = Arc::clone(&self.inner.port);
         let subject = Arc::clone(&self.inner.subject);
         self.step("list_parked", || async move {
-            shared.list(&subject).await.map_err(|e| e.to_string())
+            port.list(&subject).await.map_err(|e| e.to_string())
         })
         .await
     }
@@ -399,13 +373,13 @@ impl Ctx {
         interaction: &str,
         payload: Value,
     ) -> Result<Resumed, CtxError<ResumeError>> {
-        let shared = Arc::clone(&self.inner.shared);
+        let port = Arc::clone(&self.inner.port);
         let subject = Arc::clone(&self.inner.subject);
         let run = Arc::clone(&self.inner.run_id);
         let result = self
             .step(&format!("resume_parked {interaction}"), || async move {
                 Ok::<_, String>(
-                    shared
+                    port
                         .resume(&subject, interaction, payload, Some(run))
                         .await,
                 )
@@ -418,12 +392,12 @@ impl Ctx {
     /// `failed` outcome, its error. Journaled as a step, refusal included: a refusal or a
     /// failed outcome is [`CtxError::Resolution`].
     pub async fn take_parked(&self, interaction: &str) -> Result<Value, CtxError<TakeError>> {
-        let shared = Arc::clone(&self.inner.shared);
+        let port = Arc::clone(&self.inner.port);
         let subject = Arc::clone(&self.inner.subject);
         let run = Arc::clone(&self.inner.run_id);
         let result = self
             .step(&format!("take_parked {interaction}"), || async move {
-                Ok::<_, String>(shared.take(&subject, interaction, Some(run)).await)
+                Ok::<_, String>(port.take(&subject, interaction, Some(run)).await)
             })
             .await;
         flatten(result)
@@ -433,13 +407,13 @@ impl Ctx {
     /// this run when the park was raised beneath it. Journaled as a step, refusal included:
     /// a refusal is [`CtxError::Resolution`].
     pub async fn cancel_parked(&self, ids: &[&str]) -> Result<(), CtxError<CancelError>> {
-        let shared = Arc::clone(&self.inner.shared);
+        let port = Arc::clone(&self.inner.port);
         let subject = Arc::clone(&self.inner.subject);
         let run = Arc::clone(&self.inner.run_id);
         let owned: Vec<String> = ids.iter().map(|s| (*s).to_owned()).collect();
         let result = self
             .step("cancel_parked", || async move {
-                Ok::<_, String>(shared.cancel(&subject, owned, Some(run)).await)
+                Ok::<_, String>(port.cancel(&subject, owned, Some(run)).await)
             })
             .await;
         flatten(result)

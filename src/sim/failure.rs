@@ -5,7 +5,7 @@
 //! `too_deep`, `already_resolved`).
 
 use super::transcript::Failure;
-use crate::door::visit::{SaveError, VisitError};
+use crate::door::outcome::{SaveError, VisitError};
 use crate::error::{CancelError, IdProblem, ResumeError, StartError, TakeError};
 use crate::inbox::AnswerError;
 

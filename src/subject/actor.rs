@@ -1,76 +1,130 @@
 //! The subject actor: owns one subject's state while the subject is active.
 //!
-//! One message at a time, in mailbox order. When the state says the subject is idle the
-//! actor passivates: it marks its registry slot busy (so new senders wait), drains its
-//! mailbox (every message already queued is still handled here), and on stopping hands
-//! its state back to the registry as plain data. ractor's `stop()` would drop queued
-//! messages; `drain()` does not. Only a shutdown stops an actor: it then aborts the
-//! subject's activations, waits for them, and forgets the state.
+//! One message at a time, in mailbox order. For each it runs the state's transition
+//! ([`State::handle`], or for a visit, the door's contract evaluation and then
+//! [`State::visit`]) and applies the effects it returned, in order. A transition that
+//! needs the supervisor's chains leaves its operation waiting in the state; messages that
+//! come meanwhile are held there, and handled once the chains arrive as a message
+//! (ARCHITECTURE.md, "Cancellation"). No handler awaits another actor.
+//!
+//! When the state says the subject is idle the actor passivates: it marks its registry
+//! slot busy (so new senders wait), drains its mailbox (every message already queued is
+//! still handled here), and on stopping hands its state back to the registry as plain
+//! data. ractor's `stop()` would drop queued messages; `drain()` does not. Only a
+//! shutdown stops an actor: it then aborts the subject's activations, waits for them,
+//! and forgets the state.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::{ActorProcessingErr, ActorRef, MessagingErr};
 
-use super::SubjectMsg;
-use super::state::{After, SubjectState};
-use crate::shared::Shared;
+use super::client::Hub;
+use super::effect::{Effect, Step};
+use super::state::{After, Awaiting, Chains, Handled, Pending, Planned, State};
+use super::{Msg, Op};
+use crate::event::{Event, Resolution};
+use crate::jq::Limits;
+use crate::run::Ctx;
+use crate::run::activation::{self, Activation};
+use crate::run::port::Port;
+use crate::supervisor::{self, TimerKey};
 
 /// The actor type.
-pub(crate) struct SubjectActor;
+pub(crate) struct Active;
 
 /// What the actor holds.
 pub(crate) struct Held {
-    shared: Arc<Shared>,
+    hub: Arc<Hub>,
     /// `None` only after the state was handed back on stop.
-    state: Option<Box<SubjectState>>,
+    state: Option<Box<State>>,
     /// Set once passivation began; later messages are still handled.
     draining: bool,
+    /// The tasks of the subject's executing activations, by run.
+    activations: HashMap<Arc<str>, activation::Handle>,
 }
 
-impl Actor for SubjectActor {
-    type Msg = SubjectMsg;
+impl ractor::Actor for Active {
+    type Msg = Msg;
     type State = Held;
-    type Arguments = (Arc<Shared>, Box<SubjectState>);
+    type Arguments = (Arc<Hub>, Box<State>);
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
-        (shared, state): Self::Arguments,
+        _myself: ActorRef<Msg>,
+        (hub, state): Self::Arguments,
     ) -> Result<Held, ActorProcessingErr> {
         Ok(Held {
-            shared,
+            hub,
             state: Some(state),
             draining: false,
+            activations: HashMap::new(),
         })
     }
 
     async fn handle(
         &self,
-        myself: ActorRef<Self::Msg>,
-        msg: SubjectMsg,
+        myself: ActorRef<Msg>,
+        msg: Msg,
         held: &mut Held,
     ) -> Result<(), ActorProcessingErr> {
-        let shared = Arc::clone(&held.shared);
-        let Some(state) = held.state.as_mut() else {
-            shared.inflight.done();
+        let hub = Arc::clone(&held.hub);
+        let Some(mut state) = held.state.take() else {
+            hub.services.inflight.done();
             return Ok(());
         };
         // Boxed: the largest message's future (a visit awaiting its evaluation) is held
-        // only while it runs; inline, it would size every live subject's task for it,
-        // idle or not (7.1 KiB against 11.7 per empty live subject, `examples/memory`).
-        let idle = Box::pin(handle(&shared, state, msg)).await;
+        // only while it runs; inline, it would size every live subject's task for it.
+        let mut idle = None;
+        let mut handled = 0;
+        match msg {
+            Msg::Chains(answer) => {
+                // The exchange's own unit in flight rode on this message.
+                handled += 1;
+                if let Some(Pending { what, runs }) = state.awaiting.take() {
+                    let chains: Chains = runs.into_iter().zip(answer).collect();
+                    let mut work = Work::new(&hub, &myself, &mut held.activations);
+                    // The waiting operation's own unit, kept while it waited.
+                    handled += usize::from(work.run(&mut state, what, Some(&chains)));
+                }
+            }
+            msg if state.awaiting.is_some() => state.held.push_back(msg),
+            msg => {
+                let mut work = Work::new(&hub, &myself, &mut held.activations);
+                let (done, key) = Box::pin(work.message(&mut state, msg)).await;
+                handled += usize::from(done);
+                idle = key;
+            }
+        }
+        // Messages held while an operation waited, now that none waits.
+        while state.awaiting.is_none()
+            && let Some(msg) = state.held.pop_front()
+        {
+            let mut work = Work::new(&hub, &myself, &mut held.activations);
+            let (done, key) = Box::pin(work.message(&mut state, msg)).await;
+            handled += usize::from(done);
+            idle = key.or(idle);
+        }
         // A draining actor's state is on its way to be stored: a message queued before
         // the drain marker arms no idle check, which would outlive the state it was for
         // and wake the subject later for nothing.
-        let after = if held.draining {
+        let after = if held.draining || state.awaiting.is_some() {
             After::Stay
         } else {
-            state.after(&shared, idle)
+            let s = &hub.services;
+            let mut step = Step::new(s.clock.now(), &s.settings, &s.ids, &s.keys);
+            let after = state.after(&mut step, idle);
+            Work::new(&hub, &myself, &mut held.activations).apply(&mut state, step.into_effects());
+            after
         };
+        let name = Arc::clone(&state.name);
+        held.state = Some(state);
+        for _ in 1..handled {
+            hub.services.inflight.done();
+        }
         if after == After::Passivate {
             held.draining = true;
-            state.clear_idle(&shared);
-            shared.subjects.begin_passivation(&state.name);
+            hub.registry.begin_passivation(&name);
             // Messages queued before the drain marker are still handled by this actor;
             // later ones are refused and go back through the registry.
             let _ = myself.drain();
@@ -78,129 +132,268 @@ impl Actor for SubjectActor {
             // so `settle` never sees a subject half-way through passivating.
             return Ok(());
         }
-        shared.inflight.done();
+        if handled > 0 {
+            hub.services.inflight.done();
+        }
         Ok(())
     }
 
     async fn post_stop(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        _myself: ActorRef<Msg>,
         held: &mut Held,
     ) -> Result<(), ActorProcessingErr> {
-        if held.shared.is_closed() {
+        if held.hub.services.is_closed() {
             // Shutting down: nothing is kept. Activations are aborted and waited for;
             // dropping the state fails every receiver as stopped.
-            if let Some(mut state) = held.state.take() {
-                let activations = state.stop_activations();
+            if let Some(state) = held.state.take() {
                 let name = Arc::clone(&state.name);
                 drop(state);
-                for activation in activations {
+                for (_, activation) in held.activations.drain() {
                     activation.stopped().await;
                 }
-                held.shared.subjects.forget(&name);
+                held.hub.registry.forget(&name);
             }
         } else if let Some(mut state) = held.state.take() {
             state.forget_conversions();
             let name = Arc::clone(&state.name);
-            held.shared.subjects.store(&name, state);
+            held.hub.registry.store(&name, state);
         }
         if held.draining {
-            held.shared.inflight.done();
+            held.hub.services.inflight.done();
         }
         Ok(())
     }
 }
 
-/// Handle one message; returns the idle timer key when the message was an idle check.
-async fn handle(
-    shared: &Arc<Shared>,
-    state: &mut SubjectState,
-    msg: SubjectMsg,
-) -> Option<crate::supervisor::TimerKey> {
-    match msg {
-        SubjectMsg::Start {
-            target,
-            kwargs,
-            extras,
-            identity,
-            parent,
-            receiver,
-            reply,
-        } => {
-            let run = state.start(shared, target, kwargs, extras, identity, parent, receiver);
-            let _ = reply.send(run);
+/// One handler's work: the transitions of its messages and the application of their
+/// effects.
+struct Work<'a> {
+    hub: &'a Arc<Hub>,
+    myself: &'a ActorRef<Msg>,
+    activations: &'a mut HashMap<Arc<str>, activation::Handle>,
+}
+
+impl<'a> Work<'a> {
+    fn new(
+        hub: &'a Arc<Hub>,
+        myself: &'a ActorRef<Msg>,
+        activations: &'a mut HashMap<Arc<str>, activation::Handle>,
+    ) -> Self {
+        Self {
+            hub,
+            myself,
+            activations,
         }
-        SubjectMsg::Ask {
-            run,
-            epoch,
-            lineage,
-            ask,
-            checked,
-            id,
-            waiter,
-            reply,
-        } => {
-            let stored = state.ask(shared, run, epoch, lineage, ask, checked, id, waiter);
-            // A teardown removes a run before any later message of it is handled, so the
-            // asking activation is alive to receive this reply.
-            if let Some(reply) = reply {
-                let _ = reply.send(stored);
+    }
+
+    fn step(&self) -> Step<'a> {
+        let s = &self.hub.services;
+        Step::new(s.clock.now(), &s.settings, &s.ids, &s.keys)
+    }
+
+    /// Handle one message from the mailbox (or held): whether it was handled (not left
+    /// waiting for chains), and the idle timer's key when it was an idle check.
+    async fn message(&mut self, state: &mut State, msg: Msg) -> (bool, Option<TimerKey>) {
+        let what = match msg {
+            Msg::Op(op) => {
+                let idle = match &op {
+                    Op::Idle { key } => Some(*key),
+                    _ => None,
+                };
+                return (self.run(state, Awaiting::Op(op), None), idle);
+            }
+            Msg::Visit { door, input, reply } => {
+                let s = &self.hub.services;
+                let limits = Limits {
+                    deadline: s.settings.jq_deadline,
+                    max_input_bytes: s.settings.max_input_bytes,
+                };
+                let parked = state.parked_input();
+                let plan = door
+                    .evaluate(&input, parked, &state.name, s.clock.now(), &limits)
+                    .await;
+                let target = s.targets.get(&door.spec.target);
+                Awaiting::Visit(Planned {
+                    door,
+                    plan,
+                    target,
+                    reply,
+                })
+            }
+            // An answer nothing waits for: a stale exchange, ignored.
+            Msg::Chains(_) => return (true, None),
+        };
+        (self.run(state, what, None), None)
+    }
+
+
+    /// Run one transition and apply its effects; whether it was handled.
+    fn run(&mut self, state: &mut State, what: Awaiting, chains: Option<&Chains>) -> bool {
+        let mut step = self.step();
+        let needs = match what {
+            Awaiting::Op(op) => match state.handle(op, chains, &mut step) {
+                Handled::Done => None,
+                Handled::Needs {
+                    op,
+                    runs,
+                    canceller,
+                } => Some((Awaiting::Op(op), runs, canceller)),
+            },
+            Awaiting::Visit(planned) => match state.visit(planned, chains, &mut step) {
+                Handled::Done => None,
+                Handled::Needs {
+                    op,
+                    runs,
+                    canceller,
+                } => Some((Awaiting::Visit(op), runs, canceller)),
+            },
+        };
+        self.apply(state, step.into_effects());
+        match needs {
+            None => true,
+            Some((what, runs, canceller)) => {
+                self.ask_chains(runs.clone(), canceller, Arc::clone(&state.name));
+                state.awaiting = Some(Pending { what, runs });
+                false
             }
         }
-        SubjectMsg::Ended(ending) => {
-            let run = state.ended(shared, *ending);
-            state.activate_prepared(shared, run);
-        }
-        SubjectMsg::List { reply } => {
-            let _ = reply.send(state.list());
-        }
-        SubjectMsg::Recall { interaction, reply } => {
-            let _ = reply.send(state.recall(shared, &interaction));
-        }
-        SubjectMsg::Resume {
-            interaction,
-            payload,
-            receiver,
-            resumer,
-            reply,
-        } => match state.resume(shared, &interaction, payload, receiver, resumer) {
-            Ok((ack, run)) => {
-                let _ = reply.send(Ok(ack));
-                state.activate_prepared(shared, run);
-            }
-            Err(problem) => {
-                let _ = reply.send(Err(problem));
-            }
-        },
-        SubjectMsg::Take {
-            interaction,
-            taker,
-            reply,
-        } => {
-            let _ = reply.send(state.take(shared, &interaction, taker));
-        }
-        SubjectMsg::Cancel {
-            ids,
+    }
+
+    /// Ask the supervisor for chains; its answer comes back as a [`Msg::Chains`]. The
+    /// exchange counts as one unit in flight until the answer is in the mailbox.
+    fn ask_chains(&self, runs: Vec<Arc<str>>, canceller: Option<Arc<str>>, subject: Arc<str>) {
+        let hub = Arc::clone(self.hub);
+        hub.services.inflight.add();
+        let me = self.myself.clone();
+        let reply = supervisor::Answer::new(move |chains| deliver(&hub, &me, &subject, chains));
+        let asked = self.hub.supervisor.cast(supervisor::Msg::Chains {
+            runs,
             canceller,
             reply,
-        } => match state.check_cancel(shared, &ids) {
-            Err(problems) => {
-                let _ = reply.send(Err(problems));
-            }
-            Ok(()) => {
-                state.cancel(shared, ids, canceller).await;
-                let _ = reply.send(Ok(()));
-            }
-        },
-        SubjectMsg::Expire { interaction, key } => state.expire(shared, &interaction, key).await,
-        SubjectMsg::Retire { interaction, key } => state.retire(shared, &interaction, key),
-        SubjectMsg::Visit { door, input, reply } => {
-            let _ = reply.send(state.visit(shared, &door, input).await);
+        });
+        if let Err(MessagingErr::SendErr(supervisor::Msg::Chains { reply, .. })) = asked {
+            // No supervisor (a stopping runtime): every run is a chain of its own.
+            reply.send(Vec::new());
         }
-        SubjectMsg::Scheduled { door, input } => {
-            crate::door::registry::scheduled_visit(shared, state, &door, input).await;
-        }
-        SubjectMsg::Idle { key } => return Some(key),
     }
-    None
+
+    /// Apply `effects` in order.
+    fn apply(&mut self, state: &mut State, effects: Vec<Effect>) {
+        let hub = self.hub;
+        let s = &hub.services;
+        for effect in effects {
+            match effect {
+                Effect::Reply(reply) => reply.send(),
+                Effect::Deliver(receiver, record, waiting) => {
+                    if receiver.send(record).is_err()
+                        && let Some(waiting) = waiting
+                    {
+                        let mut step = self.step();
+                        state.leave_waiting(&mut step, waiting);
+                        self.apply(state, step.into_effects());
+                    }
+                }
+                Effect::Answer(waiter, answer) => waiter.send(answer),
+                Effect::Event(event) => {
+                    self.project(&event);
+                    s.events.publish(event);
+                }
+                Effect::Offer(item) => hub.inbox.add(item),
+                Effect::Arm(key, timer) => s.timers.arm(key, timer),
+                Effect::Disarm(key) => s.timers.disarm(key),
+                Effect::Release(to) => s.release(to),
+                Effect::CountWaiting => s.count_waiting(),
+                Effect::Record(record) => hub.records.put(record),
+                Effect::Running(run) => hub.records.running(&run),
+                Effect::Activate(launch) => {
+                    s.inflight.add();
+                    let port: Arc<dyn Port> = Arc::clone(hub) as Arc<dyn Port>;
+                    let run = Arc::clone(&launch.run);
+                    let ctx = Ctx::new(
+                        port,
+                        launch.run,
+                        launch.target,
+                        launch.identity,
+                        Arc::clone(&state.name),
+                        launch.lineage,
+                        launch.parent,
+                        launch.epoch,
+                        launch.journal,
+                    );
+                    let activation = Activation {
+                        ctx,
+                        kwargs: launch.kwargs,
+                        extras: launch.extras,
+                    };
+                    self.activations.insert(run, activation::spawn(activation));
+                }
+                Effect::Gone(run) => {
+                    self.activations.remove(&run);
+                    s.inflight.done();
+                }
+                Effect::Abort(run) => {
+                    if let Some(handle) = self.activations.remove(&run) {
+                        handle.abort();
+                    }
+                    s.inflight.done();
+                }
+                Effect::Link { run, parent } => {
+                    let _ = hub.supervisor.cast(supervisor::Msg::Link { run, parent });
+                }
+                Effect::Unlink(run) => {
+                    let _ = hub.supervisor.cast(supervisor::Msg::Ended { run });
+                }
+            }
+        }
+    }
+
+    /// What the subject's events change outside it: the inbox loses a user ask when it
+    /// is resolved, and the count of live runs follows starts and ends.
+    fn project(&self, event: &Event) {
+        let hub = self.hub;
+        let runs = &hub.services.runs;
+        match event {
+            Event::AskResolved {
+                interaction, how, ..
+            } => {
+                let (answered, reason) = match how {
+                    Resolution::Resumed => (true, "answered"),
+                    Resolution::Expired => (false, "expired"),
+                    Resolution::Cancelled => (false, "cancelled"),
+                };
+                hub.inbox.remove(interaction, answered, reason);
+            }
+            Event::RunStarted { .. } => {
+                runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Event::RunFinished { .. } | Event::RunFailed { .. } | Event::RunCancelled { .. } => {
+                runs.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Hand the supervisor's chains to the subject that asked: to its actor's mailbox, or,
+/// if that actor is draining towards passivation, through the registry to the next one
+/// (the state that waits is kept as it is meanwhile, not packed).
+fn deliver(hub: &Arc<Hub>, me: &ActorRef<Msg>, subject: &Arc<str>, chains: Vec<Vec<Arc<str>>>) {
+    match me.cast(Msg::Chains(chains)) {
+        // The exchange's unit in flight rides on the message.
+        Ok(()) => {}
+        Err(MessagingErr::SendErr(msg)) => {
+            let (hub, subject) = (Arc::clone(hub), Arc::clone(subject));
+            let task = tokio::spawn({
+                let hub = Arc::clone(&hub);
+                async move {
+                    let _ = hub.send(&subject, msg).await;
+                    hub.services.inflight.done();
+                }
+            });
+            hub.services.tasks.push(task);
+        }
+        // Stopped: nothing waits for it any more.
+        Err(_) => hub.services.inflight.done(),
+    }
 }

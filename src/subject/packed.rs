@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::state::SubjectState;
+use super::state::State;
 
 /// A subject's state as compact JSON text, compressed.
 #[derive(Clone)]
@@ -36,7 +36,7 @@ pub(crate) enum Unpack {
 
 impl Packed {
     /// Pack `state`, or hand it back if it cannot be packed (see the module doc).
-    pub(crate) fn pack(state: Box<SubjectState>) -> Result<Self, Box<SubjectState>> {
+    pub(crate) fn pack(state: Box<State>) -> Result<Self, Box<State>> {
         if state.holds_activation() {
             return Err(state);
         }
@@ -58,11 +58,11 @@ impl Packed {
     /// the parser's 128 levels for a value at [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH).
     /// The text was written by the runtime from values checked against that limit, so
     /// its depth is bounded all the same; no outside text is read here.
-    pub(crate) fn unpack(&self, name: Arc<str>) -> Result<Box<SubjectState>, Unpack> {
+    pub(crate) fn unpack(&self, name: Arc<str>) -> Result<Box<State>, Unpack> {
         let text = lz4_flex::decompress_size_prepended(&self.0)?;
         let mut de = serde_json::Deserializer::from_slice(&text);
         de.disable_recursion_limit();
-        let mut state = Box::new(SubjectState::deserialize(&mut de)?);
+        let mut state = Box::new(State::deserialize(&mut de)?);
         de.end()?;
         state.name = name;
         Ok(state)
@@ -88,8 +88,8 @@ mod tests {
     /// its own serialization writes it.
     const STATE: &str = r#"{"entries":{"i-1":{"entry":{"id":"i-1","status":"asking","to":"caller","asked_by":["asker","main"],"question":"proceed?","group_id":"g-1","payload":{"deep":[1,{"x":null}],"n":1.5}},"run":"r-1","on_expiry":"kill","timer":{"at":"2026-01-01T01:00:00Z","seq":7},"answer":null,"outcome":null},"i-2":{"entry":{"id":"i-2","status":"finished"},"run":"r-2","on_expiry":"resume","timer":null,"answer":null,"outcome":{"Ok":{"answer":"yes"}}}},"runs":{"r-1":{"target":"asker","parent":"r-0","linked":true,"identity":"door:work","lineage":["asker","main"],"kwargs":"{\"a\":1}","extras":"{}","journal":[{"op":"ask","interaction":"i-1","question":"proceed?"}],"status":"parked","epoch":1,"group":"g-1","resumed_group":null,"resumed_by":null,"started_at":"2026-01-01T00:00:00Z","resumed_interactions":["i-0"]}},"groups":{"g-1":{"run":"r-1","members":["i-1"],"open":false}}}"#;
 
-    fn state() -> Box<SubjectState> {
-        let mut state: Box<SubjectState> = serde_json::from_str(STATE).expect("a state");
+    fn state() -> Box<State> {
+        let mut state: Box<State> = serde_json::from_str(STATE).expect("a state");
         state.name = Arc::from("s");
         state
     }

@@ -17,16 +17,17 @@ use dashmap::mapref::entry::Entry as SlotEntry;
 use ractor::{Actor, ActorRef, MessagingErr};
 use tokio::sync::Notify;
 
-use super::SubjectMsg;
-use super::actor::SubjectActor;
+use super::Msg;
+use super::actor::Active;
+use super::client::Hub;
 use super::packed::Packed;
-use super::state::SubjectState;
-use crate::shared::{Shared, Tasks};
+use super::state::State;
+use crate::services::Tasks;
 
 /// One subject's slot.
 enum Slot {
     /// An actor handles the subject.
-    Live(ActorRef<SubjectMsg>),
+    Live(ActorRef<Msg>),
     /// Spawning or passivating: wait.
     Busy,
     /// No actor; the state as data.
@@ -38,7 +39,7 @@ enum Passive {
     /// Packed: the usual case.
     Packed(Packed),
     /// Held as it was, when it could not be packed.
-    Plain(Box<SubjectState>),
+    Plain(Box<State>),
 }
 
 /// The runtime is stopping: the message could not be delivered.
@@ -47,7 +48,7 @@ pub(crate) struct Stopped;
 
 /// Every subject, active or passive.
 #[derive(Default)]
-pub(crate) struct Subjects {
+pub(crate) struct Registry {
     /// By subject name.
     slots: DashMap<Arc<str>, Slot>,
     /// Notified whenever a slot leaves `Busy`.
@@ -61,26 +62,26 @@ pub(crate) struct Subjects {
 }
 
 enum Step {
-    Cast(ActorRef<SubjectMsg>),
+    Cast(ActorRef<Msg>),
     Wait,
-    Spawn(Box<SubjectState>),
+    Spawn(Box<State>),
     Unpack(Packed),
 }
 
-impl Subjects {
+impl Registry {
     /// Deliver `msg` to `subject`'s actor, spawning it if the subject is passive or new.
     pub(crate) async fn send(
         &self,
-        shared: &Arc<Shared>,
+        hub: &Arc<Hub>,
         subject: &Arc<str>,
-        mut msg: SubjectMsg,
+        mut msg: Msg,
     ) -> Result<(), Stopped> {
-        if shared.is_closed() {
+        if hub.services.is_closed() {
             return Err(Stopped);
         }
         // Handed on with the message once it is in a mailbox; given back if this future
         // is dropped first or the message cannot be delivered.
-        let pending = shared.inflight.pending();
+        let pending = hub.services.inflight.pending();
         // The usual case, a live actor, needs only a read of its slot (the map's shared
         // lock, held while the message is queued; nothing is cloned).
         if let Some(slot) = self.slots.get(subject)
@@ -96,7 +97,7 @@ impl Subjects {
             }
         }
         loop {
-            if shared.is_closed() {
+            if hub.services.is_closed() {
                 return Err(Stopped);
             }
             let changed = self.changed.notified();
@@ -114,7 +115,7 @@ impl Subjects {
                 },
                 SlotEntry::Vacant(slot) => {
                     slot.insert(Slot::Busy);
-                    Step::Spawn(Box::new(SubjectState::new(Arc::clone(subject))))
+                    Step::Spawn(Box::new(State::new(Arc::clone(subject))))
                 }
             };
             match step {
@@ -127,10 +128,10 @@ impl Subjects {
                     Some(back) => msg = back,
                 },
                 Step::Wait => changed.await,
-                Step::Spawn(state) => self.spawn(shared, subject, state).await?,
+                Step::Spawn(state) => self.spawn(hub, subject, state).await?,
                 // Unpacked outside the map's lock, the slot `Busy` meanwhile.
                 Step::Unpack(packed) => match packed.unpack(Arc::clone(subject)) {
-                    Ok(state) => self.spawn(shared, subject, state).await?,
+                    Ok(state) => self.spawn(hub, subject, state).await?,
                     Err(e) => {
                         // Not expected (the text was written from a state); the state is
                         // kept, and every message to the subject fails loudly.
@@ -149,9 +150,9 @@ impl Subjects {
     /// draining actor refused it (it arrived after the drain marker).
     fn cast(
         &self,
-        actor: &ActorRef<SubjectMsg>,
-        msg: SubjectMsg,
-    ) -> Result<Option<SubjectMsg>, Stopped> {
+        actor: &ActorRef<Msg>,
+        msg: Msg,
+    ) -> Result<Option<Msg>, Stopped> {
         match actor.cast(msg) {
             Ok(()) => Ok(None),
             Err(MessagingErr::SendErr(back)) => {
@@ -171,11 +172,11 @@ impl Subjects {
     pub(crate) fn read_idle<T>(
         &self,
         subject: &Arc<str>,
-        read: impl FnOnce(&SubjectState) -> T,
+        read: impl FnOnce(&State) -> T,
     ) -> Option<T> {
         // Copied under the map's lock, unpacked outside it.
         let packed = match self.slots.get(subject).as_deref() {
-            None => return Some(read(&SubjectState::new(Arc::clone(subject)))),
+            None => return Some(read(&State::new(Arc::clone(subject)))),
             Some(Slot::Passive(Passive::Plain(state))) => return Some(read(state)),
             Some(Slot::Passive(Passive::Packed(packed))) => packed.clone(),
             Some(Slot::Live(_) | Slot::Busy) => return None,
@@ -187,11 +188,11 @@ impl Subjects {
     /// Spawn `subject`'s actor over `state`; its slot is `Busy` until then.
     async fn spawn(
         &self,
-        shared: &Arc<Shared>,
+        hub: &Arc<Hub>,
         subject: &Arc<str>,
-        state: Box<SubjectState>,
+        state: Box<State>,
     ) -> Result<(), Stopped> {
-        let spawned = Actor::spawn(None, SubjectActor, (Arc::clone(shared), state)).await;
+        let spawned = Actor::spawn(None, Active, (Arc::clone(hub), state)).await;
         let result = match spawned {
             Ok((actor, task)) => {
                 self.tasks.push(task);
@@ -199,7 +200,7 @@ impl Subjects {
                     .insert(Arc::clone(subject), Slot::Live(actor.clone()));
                 // Checked after the slot is live: a shutdown that began meanwhile either
                 // finds the slot live and stops the actor, or is seen closed here.
-                if shared.is_closed() {
+                if hub.services.is_closed() {
                     actor.stop(None);
                     Err(Stopped)
                 } else {
@@ -223,7 +224,7 @@ impl Subjects {
 
     /// The draining actor stopped and hands its state back, to be packed; an empty
     /// subject is forgotten altogether.
-    pub(crate) fn store(&self, subject: &Arc<str>, state: Box<SubjectState>) {
+    pub(crate) fn store(&self, subject: &Arc<str>, state: Box<State>) {
         if state.is_empty() {
             self.slots.remove(subject);
         } else {

@@ -2,40 +2,40 @@
 //!
 //! The state is plain data: the parked set (oldest first), the runs living on the
 //! subject with their journals and receivers, and the groups of asks each activation
-//! raised. The actor calls one method per message; a method never awaits a run (the
-//! run's own messages would then queue behind it): it records who receives the
-//! outcome and returns, and the activation's `Ended` message completes the receiver.
-//! The only await is on the supervisor during a teardown, which never waits on a
-//! subject.
+//! raised. [`State::handle`] takes one operation with a [`Step`] (the time, the id
+//! source, the settings) and returns nothing but the state it changed and the effects it
+//! pushed on the step ([`super::effect`]): it never awaits and touches nothing outside
+//! the state. A transition that needs the chain of a linked run asks for it with an
+//! effect and hands its operation back ([`Handled::Needs`]); the actor handles it again
+//! once the supervisor's answer arrives.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::oneshot;
 
-use super::{Ack, Ending, Receiver};
-use crate::ask::{Ask, Checked, OnExpiry};
+use super::effect::{Effect, Launch, Receiver, Reply, Step};
+use super::{Ack, Msg, Op};
+use crate::ask::{Ask, Checked, EXPIRY_MARKER_KEY, OnExpiry, expiry_marker};
 use crate::entry::{Entry, Status, To};
 use crate::error::{AskError, IdProblem, RunError};
 use crate::event::{Event, Resolution, Settled};
 use crate::ids::Kind;
+use crate::inbox::InboxItem;
 use crate::record::{RunRecord, RunStatus, Suspended};
-use crate::run::activation::{self, Activation};
-use crate::run::ctx::{Ctx, EXPIRY_MARKER_KEY, expiry_marker};
 use crate::run::journal::JournalEntry;
+use crate::run::port::{Ending, Parent};
 use crate::run::stored::Stored;
-use crate::shared::{Parent, Shared};
-use crate::supervisor::{SupervisorMsg, Timer, TimerKey};
+use crate::services::Waiter;
+use crate::supervisor::{Timer, TimerKey};
 use crate::target::Target;
 
 mod visit;
 
-pub(crate) use visit::{Applied, AppliedItem};
+pub(crate) use visit::{Applied, Planned};
 
 /// The most resolutions one subject remembers (`docs/semantics.md`, "Exactly-once
 /// resolution"): past it the oldest is forgotten, and reads as unknown.
@@ -74,11 +74,21 @@ pub(crate) struct Parked {
     outcome: Option<Box<Result<Value, String>>>,
     /// A `sync` user ask: the blocked activation waiting for the answer.
     #[serde(skip)]
-    waiter: Option<crate::shared::Waiter>,
+    waiter: Option<Waiter>,
     /// The entry converted for jq, kept until the entry changes: `$parked` is rebuilt
     /// from these whenever the set changes.
     #[serde(skip)]
     pub(crate) input: Option<crate::jq::Input>,
+}
+
+/// A resolved run's outcome, left waiting under the id that resumed it when nobody
+/// receives it.
+#[derive(Debug)]
+pub(crate) struct Waiting {
+    /// The interaction whose resolution resumed the run.
+    id: String,
+    run: Arc<str>,
+    outcome: Result<Value, String>,
 }
 
 /// A group of asks raised by one activation.
@@ -116,10 +126,10 @@ struct RunState {
     status: RunStatus,
     /// Counts activations; an `Ended` or `Ask` of another epoch is stale.
     epoch: u64,
-    /// The executing activation, if one is: a teardown aborts it. Dropped when the
-    /// activation ends, so a parked run holds nothing of its task.
+    /// Whether an activation is executing: its `Ended` (or a teardown, which aborts it)
+    /// clears this. The actor holds its task.
     #[serde(skip)]
-    activation: Option<activation::Handle>,
+    executing: bool,
     /// Who takes the outcome of the executing activation.
     #[serde(skip)]
     receiver: Option<Receiver>,
@@ -141,7 +151,7 @@ struct RunState {
 /// the name (the registry's key), and what a subject with nothing executing and no
 /// idle check armed holds empty.
 #[derive(Debug, Serialize, Deserialize)]
-pub(crate) struct SubjectState {
+pub(crate) struct State {
     /// The subject's name.
     #[serde(skip)]
     pub(crate) name: Arc<str>,
@@ -168,6 +178,52 @@ pub(crate) struct SubjectState {
     /// `$parked` converted for jq, kept until the parked set changes.
     #[serde(skip)]
     parked: Option<crate::jq::Input>,
+    /// The operation waiting for the supervisor's chains, if one is.
+    #[serde(skip)]
+    pub(crate) awaiting: Option<Pending>,
+    /// Messages that came while an operation waits for chains, in arrival order: the
+    /// actor handles them once it is handled.
+    #[serde(skip)]
+    pub(crate) held: VecDeque<Msg>,
+}
+
+/// An operation waiting for the supervisor's chains, with the runs it asked about.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    /// The operation.
+    pub(crate) what: Awaiting,
+    /// The runs whose chains it asked for, in the order asked.
+    pub(crate) runs: Vec<Arc<str>>,
+}
+
+/// The operations that may wait for chains.
+#[derive(Debug)]
+pub(crate) enum Awaiting {
+    /// A cancel or an expiry.
+    Op(Op),
+    /// A visit whose plan cancels.
+    Visit(Planned),
+}
+
+/// The supervisor's chains, by the run whose park they tear down (asker first).
+pub(crate) type Chains = HashMap<Arc<str>, Vec<Arc<str>>>;
+
+/// What became of an operation.
+#[derive(Debug)]
+pub(crate) enum Handled<T> {
+    /// Handled; its effects are on the step.
+    Done,
+    /// Not handled, and nothing changed: it tears down the chains of these linked runs,
+    /// which the supervisor walks. The operation comes back, to be handled again with
+    /// the chains once they arrive.
+    Needs {
+        /// The operation.
+        op: T,
+        /// The runs whose chains it needs.
+        runs: Vec<Arc<str>>,
+        /// Where the chains stop: below the cancelling run.
+        canceller: Option<Arc<str>>,
+    },
 }
 
 /// What the actor should do after a message.
@@ -179,7 +235,7 @@ pub(crate) enum After {
     Passivate,
 }
 
-impl SubjectState {
+impl State {
     /// An empty subject.
     pub(crate) fn new(name: Arc<str>) -> Self {
         Self {
@@ -192,6 +248,8 @@ impl SubjectState {
             idle_timer: None,
             last_active: None,
             parked: None,
+            awaiting: None,
+            held: VecDeque::new(),
         }
     }
 
@@ -199,10 +257,12 @@ impl SubjectState {
     /// a receiver or a blocked `sync` ask's waiter. Such a state is not packed.
     pub(crate) fn holds_activation(&self) -> bool {
         self.live > 0
+            || self.awaiting.is_some()
+            || !self.held.is_empty()
             || self
                 .runs
                 .values()
-                .any(|run| run.activation.is_some() || run.receiver.is_some())
+                .any(|run| run.executing || run.receiver.is_some())
             || self.entries.values().any(|parked| parked.waiter.is_some())
             || self.groups.values().any(|group| group.pending.is_some())
     }
@@ -218,8 +278,112 @@ impl SubjectState {
         self.entries.values().map(|p| p.entry.clone()).collect()
     }
 
-    fn publish(&self, shared: &Shared, event: Event) {
-        shared.events.publish(event);
+    /// Handle one operation at `step.now`, with the chains the supervisor walked for it
+    /// (`None` the first time). Its effects are pushed on `step`, in order.
+    pub(crate) fn handle(&mut self, op: Op, chains: Option<&Chains>, step: &mut Step<'_>) -> Handled<Op> {
+        let none = Chains::new();
+        match op {
+            Op::Start {
+                target,
+                kwargs,
+                extras,
+                identity,
+                parent,
+                receiver,
+                reply,
+            } => {
+                let run = self.start(step, target, kwargs, extras, identity, parent, receiver);
+                step.reply(Reply::Start(reply, run));
+            }
+            Op::Ask {
+                run,
+                epoch,
+                lineage,
+                ask,
+                checked,
+                id,
+                waiter,
+                reply,
+            } => {
+                let stored = self.ask(step, run, epoch, lineage, ask, checked, id, waiter);
+                // A teardown removes a run before any later message of it is handled, so
+                // the asking activation is alive to receive this reply.
+                if let Some(reply) = reply {
+                    step.reply(Reply::Ask(reply, stored));
+                }
+            }
+            Op::Ended(ending) => {
+                let run = self.ended(step, *ending);
+                self.activate_prepared(step, run);
+            }
+            Op::List { reply } => step.reply(Reply::List(reply, self.list())),
+            Op::Recall { interaction, reply } => {
+                let recalled = self.recall(step, &interaction);
+                step.reply(Reply::Recall(reply, recalled));
+            }
+            Op::Resume {
+                interaction,
+                payload,
+                receiver,
+                resumer,
+                reply,
+            } => match self.resume(step, &interaction, payload, receiver, resumer) {
+                Ok((ack, run)) => {
+                    step.reply(Reply::Resume(reply, Ok(ack)));
+                    self.activate_prepared(step, run);
+                }
+                Err(problem) => step.reply(Reply::Resume(reply, Err(problem))),
+            },
+            Op::Take {
+                interaction,
+                taker,
+                reply,
+            } => {
+                let taken = self.take(step, &interaction, taker);
+                step.reply(Reply::Take(reply, taken));
+            }
+            Op::Cancel {
+                ids,
+                canceller,
+                reply,
+            } => match self.check_cancel(step, &ids) {
+                Err(problems) => step.reply(Reply::Cancel(reply, Err(problems))),
+                Ok(()) => {
+                    let runs = self.linked_owners(ids.iter().map(String::as_str));
+                    match chains {
+                        None if !runs.is_empty() => {
+                            return Handled::Needs {
+                                op: Op::Cancel {
+                                    ids,
+                                    canceller: canceller.clone(),
+                                    reply,
+                                },
+                                runs,
+                                canceller,
+                            };
+                        }
+                        _ => {
+                            self.cancel(step, ids, canceller, chains.unwrap_or(&none));
+                            step.reply(Reply::Cancel(reply, Ok(())));
+                        }
+                    }
+                }
+            },
+            Op::Expire { interaction, key } => match (chains, self.expiry_needs(&interaction, key)) {
+                (None, Some(owner)) => {
+                    return Handled::Needs {
+                        op: Op::Expire { interaction, key },
+                        runs: vec![owner],
+                        canceller: None,
+                    };
+                }
+                _ => self.expire(step, &interaction, key, chains.unwrap_or(&none)),
+            },
+            Op::Retire { interaction, key } => self.retire(step, &interaction, key),
+            // The actor decides about passivation after every operation (`State::after`).
+            Op::Idle { .. } => {}
+        }
+        Handled::Done
     }
 
     fn subject(&self) -> String {
@@ -227,10 +391,9 @@ impl SubjectState {
     }
 
     /// Publish that the ask `id` was resolved, and how, and remember it.
-    fn resolved(&mut self, shared: &Shared, id: &str, how: Resolution) {
-        self.remember(shared, id, how.into());
-        self.publish(
-            shared,
+    fn resolved(&mut self, step: &mut Step<'_>, id: &str, how: Resolution) {
+        self.remember(step, id, how.into());
+        step.publish(
             Event::AskResolved {
                 subject: self.subject(),
                 interaction: id.to_owned(),
@@ -243,9 +406,9 @@ impl SubjectState {
 
     /// Remember that `id` was resolved `how`, now. The oldest memory goes past
     /// [`REMEMBERED`].
-    fn remember(&mut self, shared: &Shared, id: &str, how: Settled) {
-        let at = shared.clock.now();
-        self.forget_before(shared, at);
+    fn remember(&mut self, step: &mut Step<'_>, id: &str, how: Settled) {
+        let at = step.now;
+        self.forget_before(step, at);
         if self.memory.len() >= REMEMBERED {
             self.memory.pop_front();
         }
@@ -257,8 +420,8 @@ impl SubjectState {
     }
 
     /// Forget the resolutions past the retention horizon at `now`.
-    fn forget_before(&mut self, shared: &Shared, now: DateTime<Utc>) {
-        let horizon = chrono::Duration::from_std(shared.settings.waiting_retention)
+    fn forget_before(&mut self, step: &Step<'_>, now: DateTime<Utc>) {
+        let horizon = chrono::Duration::from_std(step.settings.waiting_retention)
             .ok()
             .and_then(|d| now.checked_sub_signed(d))
             .unwrap_or(DateTime::<Utc>::MIN_UTC);
@@ -269,11 +432,11 @@ impl SubjectState {
 
     /// The problem with naming `id`, which has no entry: already resolved, if the
     /// subject still remembers it, else unknown.
-    fn gone(&self, shared: &Shared, id: &str) -> IdProblem {
-        let now = shared.clock.now();
+    fn gone(&self, step: &Step<'_>, id: &str) -> IdProblem {
+        let now = step.now;
         // Newest first: an ask resumed and then its waiting outcome taken reads as taken.
         match self.memory.iter().rev().find(|m| m.id == id) {
-            Some(m) if self.within_memory(shared, m.at, now) => IdProblem::AlreadyResolved {
+            Some(m) if self.within_memory(step, m.at, now) => IdProblem::AlreadyResolved {
                 id: id.to_owned(),
                 subject: self.subject(),
                 how: m.how,
@@ -289,14 +452,14 @@ impl SubjectState {
     /// How the ask `id` was resolved, if the subject still remembers it: what the answer
     /// door tells a late answer. The ask's own resolution, not a later take of its
     /// waiting outcome; the entry may still be there, `running` or waiting.
-    pub(crate) fn recall(&self, shared: &Shared, id: &str) -> Option<IdProblem> {
-        let now = shared.clock.now();
+    pub(crate) fn recall(&self, step: &Step<'_>, id: &str) -> Option<IdProblem> {
+        let now = step.now;
         let m = self
             .memory
             .iter()
             .rev()
             .find(|m| m.id == id && m.how != Settled::Taken)?;
-        self.within_memory(shared, m.at, now)
+        self.within_memory(step, m.at, now)
             .then(|| IdProblem::AlreadyResolved {
                 id: id.to_owned(),
                 subject: self.subject(),
@@ -306,8 +469,8 @@ impl SubjectState {
     }
 
     /// Whether a resolution at `at` is still remembered at `now`.
-    fn within_memory(&self, shared: &Shared, at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
-        retention_end(shared, at) > now
+    fn within_memory(&self, step: &Step<'_>, at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+        step.retention_end(at) > now
     }
 
     // ----- starting and activations ---------------------------------------------------
@@ -316,7 +479,7 @@ impl SubjectState {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         &mut self,
-        shared: &Arc<Shared>,
+        step: &mut Step<'_>,
         target: Arc<Target>,
         kwargs: Value,
         extras: Value,
@@ -324,7 +487,7 @@ impl SubjectState {
         parent: Parent,
         receiver: Option<Receiver>,
     ) -> Arc<str> {
-        let run: Arc<str> = Arc::from(shared.id(Kind::Run));
+        let run: Arc<str> = Arc::from(step.id(Kind::Run));
         let (parent_run, lineage) = match parent {
             Parent::Top => (None, Arc::from(vec![target.name.to_string()])),
             Parent::Run { run, lineage } => {
@@ -339,7 +502,7 @@ impl SubjectState {
         let caller = parent_run.as_ref().and_then(|p| self.runs.get_mut(p));
         let linked = if let Some(caller) = caller {
             caller.linked = true;
-            let _ = shared.supervisor.cast(SupervisorMsg::Link {
+            step.push(Effect::Link {
                 run: Arc::clone(&run),
                 parent: parent_run.clone(),
             });
@@ -347,9 +510,7 @@ impl SubjectState {
         } else {
             false
         };
-        shared.runs.fetch_add(1, Ordering::Relaxed);
-        self.publish(
-            shared,
+        step.publish(
             Event::RunStarted {
                 subject: self.subject(),
                 run: run.to_string(),
@@ -369,85 +530,79 @@ impl SubjectState {
                 journal: Vec::new(),
                 status: RunStatus::Running,
                 epoch: 0,
-                activation: None,
+                executing: false,
                 receiver,
                 group: None,
                 resumed_group: None,
                 resumed_by: None,
-                started_at: shared.clock.now(),
+                started_at: step.now,
                 resumed_interactions: Vec::new(),
             }),
         );
         if let Some(record) = self.record(&run, RunStatus::Running, None, None, None) {
-            shared.records.put(record);
+            step.push(Effect::Record(record));
         }
-        self.activate(shared, &run);
+        self.activate(step, &run);
         run
     }
 
     /// Start a new activation of `run`, replaying its journal.
-    fn activate(&mut self, shared: &Arc<Shared>, run_id: &Arc<str>) {
+    fn activate(&mut self, step: &mut Step<'_>, run_id: &Arc<str>) {
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
         run.epoch += 1;
         run.status = RunStatus::Running;
         if run.epoch > 1 {
-            shared.records.running(run_id);
+            step.push(Effect::Running(Arc::clone(run_id)));
         }
         self.live += 1;
-        shared.inflight.add();
-        let ctx = Ctx::new(
-            Arc::clone(shared),
-            Arc::clone(run_id),
-            Arc::clone(&run.target),
-            Arc::clone(&run.identity),
-            Arc::clone(&self.name),
-            Arc::clone(&run.lineage),
-            run.parent.clone(),
-            run.epoch,
-            run.journal.clone(),
-        );
-        let activation = Activation {
-            ctx,
+        run.executing = true;
+        step.push(Effect::Activate(Box::new(Launch {
+            run: Arc::clone(run_id),
+            epoch: run.epoch,
+            target: Arc::clone(&run.target),
+            identity: Arc::clone(&run.identity),
+            lineage: Arc::clone(&run.lineage),
+            parent: run.parent.clone(),
+            journal: run.journal.clone(),
             kwargs: run.kwargs.clone(),
             extras: run.extras.clone(),
-        };
-        run.activation = Some(activation::spawn(activation));
+        })));
     }
 
     /// An activation ended: deliver its outcome, or resume at once if its group was
     /// resolved while it ran.
-    pub(crate) fn ended(&mut self, shared: &Arc<Shared>, ending: Ending) -> Option<Arc<str>> {
+    fn ended(&mut self, step: &mut Step<'_>, ending: Ending) -> Option<Arc<str>> {
         let Ending {
             run: run_id,
             epoch,
             result,
             replay,
         } = ending;
-        let now = shared.clock.now();
+        let now = step.now;
         let run = self.runs.get_mut(&run_id)?;
-        if run.epoch != epoch || run.activation.is_none() {
+        if run.epoch != epoch || !run.executing {
             return None;
         }
-        run.activation = None;
+        run.executing = false;
         self.live = self.live.saturating_sub(1);
-        shared.inflight.done();
+        step.push(Effect::Gone(Arc::clone(&run_id)));
         run.journal = replay.journal;
         // Kept while the run is parked, perhaps for long: no spare capacity.
         run.journal.shrink_to_fit();
         let resumed_group = run.resumed_group.take();
         let raised = run.group.clone();
         if let Some(g) = resumed_group {
-            self.remove_group(shared, &g);
+            self.remove_group(step, &g);
         }
         let run = self.runs.get_mut(&run_id)?;
 
         if let Some(diverged) = replay.diverged {
             if let Some(g) = raised {
-                self.drop_group_asks(shared, &g, Resolution::Cancelled);
+                self.drop_group_asks(step, &g, Resolution::Cancelled);
             }
-            return self.finish(shared, &run_id, Err(diverged), now);
+            return self.finish(step, &run_id, Err(diverged), now);
         }
         if let Some(refused) = replay.refused {
             // An ask of this activation was refused: nothing it raised stays parked, and
@@ -457,7 +612,7 @@ impl SubjectState {
                 Err(RunError::Failed(message)) => Err(message),
                 Err(RunError::Suspended(_)) => Err(refused),
             };
-            let resumer = raised.and_then(|g| self.withdraw_group(shared, &g));
+            let resumer = raised.and_then(|g| self.withdraw_group(step, &g));
             if let Some(resumer) = resumer {
                 // A resume of the group's last ask was held for this activation's end:
                 // its resumer receives the same terminal as the run's receiver.
@@ -467,10 +622,10 @@ impl SubjectState {
                 };
                 if let Some(mut record) = self.record(&run_id, status, result, error, None) {
                     record.finished_at = Some(now);
-                    let _ = resumer.send(record);
+                    step.push(Effect::Deliver(resumer, record, None));
                 }
             }
-            return self.finish(shared, &run_id, outcome, now);
+            return self.finish(step, &run_id, outcome, now);
         }
         if let Some(gid) = raised.filter(|g| self.groups.contains_key(g)) {
             run.status = RunStatus::Parked;
@@ -500,10 +655,10 @@ impl SubjectState {
                 r
             });
             if let Some(record) = record {
-                shared.records.put(record.clone());
                 if let Some(receiver) = receiver {
-                    let _ = receiver.send(record);
+                    step.push(Effect::Deliver(receiver, record.clone(), None));
                 }
+                step.push(Effect::Record(record));
             }
             if let Some((receiver, last)) = pending {
                 return self.prepare_resume(&run_id, &gid, receiver, last);
@@ -518,13 +673,13 @@ impl SubjectState {
                 run.target, s.interaction
             )),
         };
-        self.finish(shared, &run_id, outcome, now)
+        self.finish(step, &run_id, outcome, now)
     }
 
     /// End `run` for good with `outcome`, delivering it or leaving it waiting.
     fn finish(
         &mut self,
-        shared: &Arc<Shared>,
+        step: &mut Step<'_>,
         run_id: &Arc<str>,
         outcome: Result<Value, String>,
         now: DateTime<Utc>,
@@ -535,16 +690,12 @@ impl SubjectState {
         };
         let mut record = self.record(run_id, status, result, error.clone(), None)?;
         record.finished_at = Some(now);
-        self.keep_ended(shared, &record, now);
+        self.keep_ended(step, &record, now);
         let run = self.runs.remove(run_id)?;
-        shared.runs.fetch_sub(1, Ordering::Relaxed);
         if run.linked {
-            let _ = shared.supervisor.cast(SupervisorMsg::Ended {
-                run: Arc::clone(run_id),
-            });
+            step.push(Effect::Unlink(Arc::clone(run_id)));
         }
-        self.publish(
-            shared,
+        step.publish(
             match &error {
                 None => Event::RunFinished {
                     subject: self.subject(),
@@ -557,41 +708,42 @@ impl SubjectState {
                 },
             },
         );
-        let undelivered = match run.receiver {
-            Some(receiver) => receiver.send(record).is_err(),
-            None => true,
-        };
-        if undelivered && let Some(id) = run.resumed_by {
-            self.store_waiting(shared, id, Arc::clone(run_id), outcome, now);
+        let waiting = run.resumed_by.map(|id| Waiting {
+            id,
+            run: Arc::clone(run_id),
+            outcome,
+        });
+        match run.receiver {
+            // Left waiting if the receiver stopped waiting before the actor delivers it.
+            Some(receiver) => step.push(Effect::Deliver(receiver, record, waiting)),
+            None => {
+                if let Some(waiting) = waiting {
+                    self.leave_waiting(step, waiting);
+                }
+            }
         }
         None
     }
 
-    /// Leave a resolved run's terminal waiting under `id`.
-    fn store_waiting(
-        &mut self,
-        shared: &Arc<Shared>,
-        id: String,
-        run: Arc<str>,
-        outcome: Result<Value, String>,
-        now: DateTime<Utc>,
-    ) {
+    /// Leave a resolved run's terminal waiting under the id that resumed it: its
+    /// receiver was gone, or it had none.
+    pub(crate) fn leave_waiting(&mut self, step: &mut Step<'_>, waiting: Waiting) {
+        let Waiting { id, run, outcome } = waiting;
+        let now = step.now;
         let status = if outcome.is_ok() {
             Status::Finished
         } else {
             Status::Failed
         };
-        let horizon = retention_end(shared, now);
-        let key = shared.timer_key(horizon);
         let name: Arc<str> = Arc::from(id.as_str());
-        shared.timers.arm(
-            key,
+        let key = step.arm(
+            step.retention_end(now),
             Timer::Retention {
                 subject: Arc::clone(&self.name),
                 interaction: Arc::clone(&name),
             },
         );
-        shared.count_waiting();
+        step.push(Effect::CountWaiting);
         self.parked = None;
         self.entries.insert(
             name,
@@ -606,8 +758,7 @@ impl SubjectState {
                 input: None,
             }),
         );
-        self.publish(
-            shared,
+        step.publish(
             Event::WaitingOutcomeStored {
                 subject: self.subject(),
                 interaction: id,
@@ -641,16 +792,15 @@ impl SubjectState {
     }
 
     /// Keep the record of a run that ended for good, and arm its retention horizon.
-    fn keep_ended(&self, shared: &Shared, record: &RunRecord, now: DateTime<Utc>) {
-        let horizon = retention_end(shared, now);
-        shared.timers.arm(
-            shared.timer_key(horizon),
+    fn keep_ended(&self, step: &mut Step<'_>, record: &RunRecord, now: DateTime<Utc>) {
+        step.arm(
+            step.retention_end(now),
             Timer::Record {
                 subject: Arc::clone(&self.name),
                 run: Arc::from(record.run_id.as_str()),
             },
         );
-        shared.records.put(record.clone());
+        step.push(Effect::Record(record.clone()));
     }
 
     // ----- asks ----------------------------------------------------------------------
@@ -659,21 +809,21 @@ impl SubjectState {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn ask(
         &mut self,
-        shared: &Arc<Shared>,
+        step: &mut Step<'_>,
         run_id: Arc<str>,
         epoch: u64,
         lineage: Arc<[String]>,
         ask: Ask,
         checked: Checked,
         id: String,
-        waiter: Option<oneshot::Sender<Value>>,
+        waiter: Option<Waiter>,
     ) -> Result<String, AskError> {
         let Some(run) = self
             .runs
             .get_mut(&run_id)
-            .filter(|r| r.activation.is_some() && r.epoch == epoch)
+            .filter(|r| r.executing && r.epoch == epoch)
         else {
-            shared.release(ask.to);
+            step.push(Effect::Release(ask.to));
             return Err(AskError::Cancelled {
                 run: run_id.to_string(),
             });
@@ -683,7 +833,7 @@ impl SubjectState {
             _ if waiter.is_some() => String::new(),
             Some(g) => g,
             None => {
-                let g = shared.id(Kind::Group);
+                let g = step.id(Kind::Group);
                 run.group = Some(g.clone());
                 self.groups.insert(
                     g.clone(),
@@ -698,17 +848,16 @@ impl SubjectState {
                 g
             }
         };
-        let key = shared.timer_key(checked.deadline);
         let name: Arc<str> = Arc::from(id.as_str());
-        shared.timers.arm(
-            key,
+        let key = step.arm(
+            checked.deadline,
             Timer::Expiry {
                 subject: Arc::clone(&self.name),
                 interaction: Arc::clone(&name),
             },
         );
         if ask.to == To::User {
-            shared.inbox.add(crate::inbox::InboxItem {
+            step.push(Effect::Offer(InboxItem {
                 id: id.clone(),
                 subject: self.subject(),
                 question: ask.question.clone(),
@@ -717,7 +866,7 @@ impl SubjectState {
                 schema: ask.schema.clone(),
                 asked_by: lineage.to_vec(),
                 expiry_at: checked.deadline,
-            });
+            }));
         }
         let entry = Entry {
             id: id.clone(),
@@ -739,15 +888,14 @@ impl SubjectState {
                 timer: Some(key),
                 answer: None,
                 outcome: None,
-                waiter: waiter.map(|tx| crate::shared::Waiter::new(tx, &shared.inflight)),
+                waiter,
                 input: None,
             }),
         );
         if let Some(group) = self.groups.get_mut(&gid) {
             group.members.push(id.clone());
         }
-        self.publish(
-            shared,
+        step.publish(
             Event::AskParked {
                 subject: self.subject(),
                 interaction: id.clone(),
@@ -758,28 +906,23 @@ impl SubjectState {
     }
 
     /// Remove one entry, disarming its timer and giving back its unit of the ceiling.
-    fn remove_entry(&mut self, shared: &Shared, id: &str) -> Option<Parked> {
+    fn remove_entry(&mut self, step: &mut Step<'_>, id: &str) -> Option<Parked> {
         let parked = self.entries.shift_remove(id)?;
         self.parked = None;
-        if parked.entry.to == Some(To::User) {
-            // A no-op when the entry already left the inbox with its own reason.
-            shared.inbox.remove(id, false, "cancelled");
-        }
+        // A user ask leaves the inbox with its `ask_resolved`, which every removal of an
+        // asking entry publishes.
         if let Some(key) = parked.timer {
-            shared.timers.disarm(key);
+            step.disarm(key);
         }
-        match parked.entry.to {
-            Some(to) => shared.release(to),
-            None => shared.release(To::Caller),
-        }
+        step.push(Effect::Release(parked.entry.to.unwrap_or(To::Caller)));
         Some(*parked)
     }
 
     /// Remove a resolved group and its (running) entries.
-    fn remove_group(&mut self, shared: &Shared, gid: &str) {
+    fn remove_group(&mut self, step: &mut Step<'_>, gid: &str) {
         if let Some(group) = self.groups.remove(gid) {
             for id in group.members {
-                self.remove_entry(shared, &id);
+                self.remove_entry(step, &id);
             }
         }
     }
@@ -787,20 +930,20 @@ impl SubjectState {
     /// Withdraw the asks of a group whose activation had an ask refused: those still
     /// asking are resolved `cancelled`. Returns the receiver of a resume held for the
     /// activation's end, if one was.
-    fn withdraw_group(&mut self, shared: &Shared, gid: &str) -> Option<Receiver> {
+    fn withdraw_group(&mut self, step: &mut Step<'_>, gid: &str) -> Option<Receiver> {
         let pending = self.groups.get_mut(gid)?.pending.take();
-        self.drop_group_asks(shared, gid, Resolution::Cancelled);
+        self.drop_group_asks(step, gid, Resolution::Cancelled);
         pending.and_then(|(receiver, _)| receiver)
     }
 
     /// Remove a group whose asks will never be answered (the run diverged).
-    fn drop_group_asks(&mut self, shared: &Shared, gid: &str, how: Resolution) {
+    fn drop_group_asks(&mut self, step: &mut Step<'_>, gid: &str, how: Resolution) {
         if let Some(group) = self.groups.remove(gid) {
             for id in group.members {
-                if let Some(p) = self.remove_entry(shared, &id)
+                if let Some(p) = self.remove_entry(step, &id)
                     && p.entry.status == Status::Asking
                 {
-                    self.resolved(shared, &id, how);
+                    self.resolved(step, &id, how);
                 }
             }
         }
@@ -809,9 +952,9 @@ impl SubjectState {
     // ----- resume, take, cancel ------------------------------------------------------
 
     /// Check that `id` names an `asking` entry.
-    fn check_asking(&self, shared: &Shared, id: &str) -> Result<(), IdProblem> {
+    fn check_asking(&self, step: &Step<'_>, id: &str) -> Result<(), IdProblem> {
         match self.entries.get(id) {
-            None => Err(self.gone(shared, id)),
+            None => Err(self.gone(step, id)),
             Some(p) if p.entry.status != Status::Asking => Err(IdProblem::WrongStatus {
                 id: id.to_owned(),
                 wanted: "asking".into(),
@@ -822,9 +965,9 @@ impl SubjectState {
     }
 
     /// Check that `id` names a waiting outcome.
-    pub(crate) fn check_waiting(&self, shared: &Shared, id: &str) -> Result<(), IdProblem> {
+    pub(crate) fn check_waiting(&self, step: &Step<'_>, id: &str) -> Result<(), IdProblem> {
         match self.entries.get(id) {
-            None => Err(self.gone(shared, id)),
+            None => Err(self.gone(step, id)),
             Some(p) if p.outcome.is_none() => Err(IdProblem::WrongStatus {
                 id: id.to_owned(),
                 wanted: "a waiting outcome (finished or failed)".into(),
@@ -838,13 +981,13 @@ impl SubjectState {
     /// complete and its activation has ended.
     pub(crate) fn resume(
         &mut self,
-        shared: &Arc<Shared>,
+        step: &mut Step<'_>,
         id: &str,
         payload: Value,
         receiver: Option<Receiver>,
         resumer: Option<Arc<str>>,
     ) -> Result<(Ack, Option<Arc<str>>), IdProblem> {
-        self.check_asking(shared, id)?;
+        self.check_asking(step, id)?;
         if payload.get(EXPIRY_MARKER_KEY).is_some() {
             return Err(IdProblem::ReservedKey {
                 id: id.to_owned(),
@@ -854,14 +997,14 @@ impl SubjectState {
         if let Some(r) = resumer.and_then(|r| self.runs.get_mut(&r)) {
             r.resumed_interactions.push(id.to_owned());
         }
-        Ok(self.resolve(shared, id, payload, receiver, Resolution::Resumed))
+        Ok(self.resolve(step, id, payload, receiver, Resolution::Resumed))
     }
 
     /// Record `answer` for the asking entry `id`; resume its run if that completes the
     /// group.
     fn resolve(
         &mut self,
-        shared: &Arc<Shared>,
+        step: &mut Step<'_>,
         id: &str,
         answer: Value,
         receiver: Option<Receiver>,
@@ -870,16 +1013,11 @@ impl SubjectState {
         let Some(parked) = self.entries.get_mut(id) else {
             return (Ack::Buffered { remaining: 0 }, None);
         };
-        if parked.entry.to == Some(To::User) {
-            shared
-                .inbox
-                .remove(id, how == Resolution::Resumed, "expired");
-        }
         if let Some(waiter) = parked.waiter.take() {
             // A sync ask: hand the answer to the blocked activation; no group resumes.
-            self.remove_entry(shared, id);
-            waiter.send(answer);
-            self.resolved(shared, id, how);
+            self.remove_entry(step, id);
+            step.push(Effect::Answer(waiter, answer));
+            self.resolved(step, id, how);
             return (Ack::Started, None);
         }
         parked.entry.status = Status::Running;
@@ -887,11 +1025,11 @@ impl SubjectState {
         parked.answer = Some(Box::new(answer));
         self.parked = None;
         if let Some(key) = parked.timer.take() {
-            shared.timers.disarm(key);
+            step.disarm(key);
         }
         let run_id = Arc::clone(&parked.run);
         let gid = parked.entry.group_id.clone().unwrap_or_default();
-        self.resolved(shared, id, how);
+        self.resolved(step, id, how);
         let Some(group) = self.groups.get_mut(&gid) else {
             return (Ack::Buffered { remaining: 0 }, None);
         };
@@ -955,28 +1093,27 @@ impl SubjectState {
         Some(Arc::clone(run_id))
     }
 
-    /// Activate a run that [`SubjectState::resume`] or [`SubjectState::ended`] prepared.
-    pub(crate) fn activate_prepared(&mut self, shared: &Arc<Shared>, run: Option<Arc<str>>) {
+    /// Activate a run that [`State::resume`] or [`State::ended`] prepared.
+    pub(crate) fn activate_prepared(&mut self, step: &mut Step<'_>, run: Option<Arc<str>>) {
         if let Some(run) = run {
-            self.activate(shared, &run);
+            self.activate(step, &run);
         }
     }
 
     /// Take the waiting outcome `id`.
     pub(crate) fn take(
         &mut self,
-        shared: &Arc<Shared>,
+        step: &mut Step<'_>,
         id: &str,
         taker: Option<Arc<str>>,
     ) -> Result<Result<Value, String>, IdProblem> {
-        self.check_waiting(shared, id)?;
-        let parked = self.remove_entry(shared, id);
-        self.remember(shared, id, Settled::Taken);
+        self.check_waiting(step, id)?;
+        let parked = self.remove_entry(step, id);
+        self.remember(step, id, Settled::Taken);
         if let Some(r) = taker.and_then(|r| self.runs.get_mut(&r)) {
             r.resumed_interactions.push(id.to_owned());
         }
-        self.publish(
-            shared,
+        step.publish(
             Event::WaitingOutcomeTaken {
                 subject: self.subject(),
                 interaction: id.to_owned(),
@@ -990,7 +1127,7 @@ impl SubjectState {
     /// Check a cancel of `ids`: every problem is reported.
     pub(crate) fn check_cancel(
         &self,
-        shared: &Shared,
+        step: &Step<'_>,
         ids: &[String],
     ) -> Result<(), Vec<IdProblem>> {
         let mut problems = Vec::new();
@@ -1000,7 +1137,7 @@ impl SubjectState {
                 problems.push(IdProblem::Duplicate { id: id.clone() });
             } else {
                 match self.entries.get(id.as_str()) {
-                    None => problems.push(self.gone(shared, id)),
+                    None => problems.push(self.gone(step, id)),
                     // Already resolved by a resume: a cancel would resolve it twice.
                     Some(p) if p.entry.status == Status::Running => {
                         problems.push(IdProblem::WrongStatus {
@@ -1021,12 +1158,13 @@ impl SubjectState {
     }
 
     /// Cancel each of `ids` (already checked): a waiting outcome is removed, an ask tears
-    /// its chain down.
-    pub(crate) async fn cancel(
+    /// its chain down. `chains` holds the supervisor's chain of every linked owner.
+    fn cancel(
         &mut self,
-        shared: &Arc<Shared>,
+        step: &mut Step<'_>,
         ids: Vec<String>,
         canceller: Option<Arc<str>>,
+        chains: &Chains,
     ) {
         if let Some(r) = canceller.as_ref().and_then(|r| self.runs.get_mut(r)) {
             r.resumed_interactions.extend(ids.iter().cloned());
@@ -1037,64 +1175,73 @@ impl SubjectState {
                 continue;
             };
             if parked.outcome.is_some() {
-                self.remove_entry(shared, &id);
-                self.remember(shared, &id, Settled::Cancelled);
-                self.publish(
-                    shared,
-                    Event::WaitingOutcomeDropped {
-                        subject: self.subject(),
-                        interaction: id,
-                        reason: "cancelled".into(),
-                    },
-                );
+                self.remove_entry(step, &id);
+                self.remember(step, &id, Settled::Cancelled);
+                step.publish(Event::WaitingOutcomeDropped {
+                    subject: self.subject(),
+                    interaction: id,
+                    reason: "cancelled".into(),
+                });
                 continue;
             }
             let owner = Arc::clone(&parked.run);
-            self.tear_down(
-                shared,
-                &owner,
-                canceller.clone(),
-                &id,
-                Resolution::Cancelled,
-            )
-            .await;
+            self.tear_down(step, &owner, chains, &id, Resolution::Cancelled);
         }
     }
 
     /// Whether the supervisor's run tree holds `run`, that is, whether it is part of a
     /// chain longer than itself.
-    pub(crate) fn is_linked(&self, run: &str) -> bool {
+    fn is_linked(&self, run: &str) -> bool {
         self.runs.get(run).is_some_and(|r| r.linked)
     }
 
-    /// Tear down the chain of the park `interaction` raised by `owner`.
-    async fn tear_down(
-        &mut self,
-        shared: &Arc<Shared>,
-        owner: &Arc<str>,
-        canceller: Option<Arc<str>>,
-        interaction: &str,
-        how: Resolution,
-    ) {
-        let mut runs = if self.is_linked(owner) {
-            let (reply, rx) = oneshot::channel();
-            let asked = shared.supervisor.cast(SupervisorMsg::TearDown {
-                run: Arc::clone(owner),
-                canceller,
-                reply,
-            });
-            match asked {
-                Ok(()) => rx.await.unwrap_or_default(),
-                Err(_) => Vec::new(),
+    /// The linked runs owning the asks among `ids`: the chains a teardown of them needs
+    /// from the supervisor. A run that is not linked is a chain of its own.
+    pub(crate) fn linked_owners<'i>(&self, ids: impl IntoIterator<Item = &'i str>) -> Vec<Arc<str>> {
+        let mut owners: Vec<Arc<str>> = Vec::new();
+        for id in ids {
+            if let Some(p) = self.entries.get(id).filter(|p| p.outcome.is_none())
+                && self.is_linked(&p.run)
+                && !owners.contains(&p.run)
+            {
+                owners.push(Arc::clone(&p.run));
             }
-        } else {
-            // A chain of its own: no caller, no callee, nothing above or below to walk.
-            Vec::new()
-        };
+        }
+        owners
+    }
+
+    /// The runs a teardown of `owner`'s park reaches: the supervisor's chain if the
+    /// owner is linked, else the owner alone; runs started on the subject under one of
+    /// them since the supervisor answered are reached too (asker first).
+    pub(crate) fn chain_of(&self, owner: &Arc<str>, chains: &Chains) -> Vec<Arc<str>> {
+        let mut runs = chains.get(owner).cloned().unwrap_or_default();
         if !runs.iter().any(|r| r == owner) {
             runs.insert(0, Arc::clone(owner));
         }
-        let now = shared.clock.now();
+        let mut at = 0;
+        while at < runs.len() {
+            let parent = Arc::clone(&runs[at]);
+            for (id, run) in &self.runs {
+                if run.parent.as_ref() == Some(&parent) && !runs.contains(id) {
+                    runs.push(Arc::clone(id));
+                }
+            }
+            at += 1;
+        }
+        runs
+    }
+
+    /// Tear down the chain of the park `interaction` raised by `owner`.
+    fn tear_down(
+        &mut self,
+        step: &mut Step<'_>,
+        owner: &Arc<str>,
+        chains: &Chains,
+        interaction: &str,
+        how: Resolution,
+    ) {
+        let runs = self.chain_of(owner, chains);
+        let now = step.now;
         let verb = match how {
             Resolution::Expired => "expired",
             _ => "was cancelled",
@@ -1109,10 +1256,7 @@ impl SubjectState {
             .map(|(_, p)| p.entry.id.clone())
             .collect();
         for id in owned {
-            if id == interaction && how == Resolution::Expired {
-                shared.inbox.remove(&id, false, "expired");
-            }
-            if let Some(p) = self.remove_entry(shared, &id)
+            if let Some(p) = self.remove_entry(step, &id)
                 && p.entry.status == Status::Asking
             {
                 let how = if id == interaction {
@@ -1120,7 +1264,7 @@ impl SubjectState {
                 } else {
                     Resolution::Cancelled
                 };
-                self.resolved(shared, &id, how);
+                self.resolved(step, &id, how);
             }
         }
         // Receivers waiting on a group that was resolved while its activation ran.
@@ -1138,21 +1282,19 @@ impl SubjectState {
             let Some(run) = self.runs.remove(run_id) else {
                 continue;
             };
-            shared.runs.fetch_sub(1, Ordering::Relaxed);
-            if let Some(activation) = run.activation {
+            if run.executing {
                 // Dropped wherever the target's future stands.
-                activation.abort();
+                step.push(Effect::Abort(Arc::clone(run_id)));
                 self.live = self.live.saturating_sub(1);
-                shared.inflight.done();
             }
-            self.publish(
-                shared,
-                Event::RunCancelled {
-                    subject: self.subject(),
-                    run: run_id.to_string(),
-                    interaction: interaction.to_owned(),
-                },
-            );
+            if run.linked {
+                step.push(Effect::Unlink(Arc::clone(run_id)));
+            }
+            step.publish(Event::RunCancelled {
+                subject: self.subject(),
+                run: run_id.to_string(),
+                interaction: interaction.to_owned(),
+            });
             let record = RunRecord {
                 run_id: run_id.to_string(),
                 target: run.target.to_string(),
@@ -1166,22 +1308,32 @@ impl SubjectState {
                 suspension: None,
                 resumed_interactions: run.resumed_interactions,
             };
-            self.keep_ended(shared, &record, now);
+            self.keep_ended(step, &record, now);
             let receivers = run
                 .receiver
                 .into_iter()
                 .chain(pending.remove(run_id).into_iter().flatten());
             for receiver in receivers {
-                let _ = receiver.send(record.clone());
+                step.push(Effect::Deliver(receiver, record.clone(), None));
             }
         }
     }
 
     // ----- timers ----------------------------------------------------------------------
 
+    /// The linked owner of the ask `id` if its deadline firing at `key` would tear its
+    /// chain down: the chain the expiry needs from the supervisor.
+    fn expiry_needs(&self, id: &str, key: TimerKey) -> Option<Arc<str>> {
+        let parked = self.entries.get(id)?;
+        let due = parked.entry.status == Status::Asking
+            && parked.timer == Some(key)
+            && parked.on_expiry == OnExpiry::Kill;
+        (due && self.is_linked(&parked.run)).then(|| Arc::clone(&parked.run))
+    }
+
     /// An ask's deadline fired: whichever of expiry and resume the subject handles first
     /// wins, so a resolved ask or a re-armed timer makes this a no-op.
-    pub(crate) async fn expire(&mut self, shared: &Arc<Shared>, id: &str, key: TimerKey) {
+    fn expire(&mut self, step: &mut Step<'_>, id: &str, key: TimerKey, chains: &Chains) {
         let Some(parked) = self.entries.get_mut(id) else {
             return;
         };
@@ -1191,27 +1343,21 @@ impl SubjectState {
         parked.timer = None;
         let on_expiry = parked.on_expiry;
         let owner = Arc::clone(&parked.run);
-        self.publish(
-            shared,
-            Event::ExpiryFired {
-                subject: self.subject(),
-                interaction: id.to_owned(),
-            },
-        );
+        step.publish(Event::ExpiryFired {
+            subject: self.subject(),
+            interaction: id.to_owned(),
+        });
         match on_expiry {
-            OnExpiry::Kill => {
-                self.tear_down(shared, &owner, None, id, Resolution::Expired)
-                    .await;
-            }
+            OnExpiry::Kill => self.tear_down(step, &owner, chains, id, Resolution::Expired),
             OnExpiry::Resume => {
-                let (_, run) = self.resolve(shared, id, expiry_marker(), None, Resolution::Expired);
-                self.activate_prepared(shared, run);
+                let (_, run) = self.resolve(step, id, expiry_marker(), None, Resolution::Expired);
+                self.activate_prepared(step, run);
             }
         }
     }
 
     /// A waiting outcome's retention horizon passed: drop it, with an event.
-    pub(crate) fn retire(&mut self, shared: &Arc<Shared>, id: &str, key: TimerKey) {
+    fn retire(&mut self, step: &mut Step<'_>, id: &str, key: TimerKey) {
         let due = self
             .entries
             .get(id)
@@ -1220,21 +1366,18 @@ impl SubjectState {
             if let Some(p) = self.entries.get_mut(id) {
                 p.timer = None;
             }
-            self.remove_entry(shared, id);
-            self.publish(
-                shared,
-                Event::WaitingOutcomeDropped {
-                    subject: self.subject(),
-                    interaction: id.to_owned(),
-                    reason: "retention".into(),
-                },
-            );
+            self.remove_entry(step, id);
+            step.publish(Event::WaitingOutcomeDropped {
+                subject: self.subject(),
+                interaction: id.to_owned(),
+                reason: "retention".into(),
+            });
         }
     }
 
     /// After each message: decide whether to passivate, or arm the idle check.
-    pub(crate) fn after(&mut self, shared: &Shared, idle_fired: Option<TimerKey>) -> After {
-        let now = shared.clock.now();
+    pub(crate) fn after(&mut self, step: &mut Step<'_>, idle_fired: Option<TimerKey>) -> After {
+        let now = step.now;
         if let Some(key) = idle_fired {
             if self.idle_timer == Some(key) {
                 self.idle_timer = None;
@@ -1252,44 +1395,29 @@ impl SubjectState {
         if self.live > 0 {
             return After::Stay;
         }
-        let after = shared.settings.passivate_after;
         let idle_since = self.last_active.unwrap_or(now);
-        let due = chrono::Duration::from_std(after)
+        let due = chrono::Duration::from_std(step.settings.passivate_after)
             .ok()
             .and_then(|d| idle_since.checked_add_signed(d))
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
         if due <= now {
-            self.forget_before(shared, now);
+            self.forget_before(step, now);
             if self.entries.is_empty() && self.runs.is_empty() {
-                self.arm_forgetting(shared);
+                self.arm_forgetting(step);
+            }
+            // A passive subject arms nothing: the idle check is forgotten.
+            if let Some(key) = self.idle_timer.take() {
+                step.disarm(key);
             }
             return After::Passivate;
         }
         if self.idle_timer.is_none() {
-            let key = shared.timer_key(due);
-            self.idle_timer = Some(key);
-            shared.timers.arm(
-                key,
-                Timer::Idle {
-                    subject: Arc::clone(&self.name),
-                },
-            );
+            let timer = Timer::Idle {
+                subject: Arc::clone(&self.name),
+            };
+            self.idle_timer = Some(step.arm(due, timer));
         }
         After::Stay
-    }
-
-    /// The runtime is shutting down: abort every executing activation and hand back
-    /// their handles, so the subject can wait for them to end.
-    pub(crate) fn stop_activations(&mut self) -> Vec<activation::Handle> {
-        let handles: Vec<activation::Handle> = self
-            .runs
-            .values_mut()
-            .filter_map(|run| run.activation.take())
-            .collect();
-        for handle in &handles {
-            handle.abort();
-        }
-        handles
     }
 
     /// A subject that passivates holding only resolutions it remembers is woken once
@@ -1297,13 +1425,13 @@ impl SubjectState {
     /// (a wake from an idle check armed before it passivated, which the actor handles as
     /// any such check). A subject holding entries forgets its old resolutions when
     /// something else wakes it; [`REMEMBERED`] bounds them meanwhile.
-    fn arm_forgetting(&self, shared: &Shared) {
+    fn arm_forgetting(&self, step: &mut Step<'_>) {
         let Some(newest) = self.memory.back() else {
             return;
         };
-        let due = retention_end(shared, newest.at);
-        shared.timers.arm(
-            shared.timer_key(due),
+        let due = step.retention_end(newest.at);
+        step.arm(
+            due,
             Timer::Idle {
                 subject: Arc::clone(&self.name),
             },
@@ -1318,19 +1446,4 @@ impl SubjectState {
             parked.input = None;
         }
     }
-
-    /// Forget the idle check before passivating; a passive subject arms nothing.
-    pub(crate) fn clear_idle(&mut self, shared: &Shared) {
-        if let Some(key) = self.idle_timer.take() {
-            shared.timers.disarm(key);
-        }
-    }
-}
-
-/// When the retention horizon that starts at `at` ends (the end of time if it overflows).
-fn retention_end(shared: &Shared, at: DateTime<Utc>) -> DateTime<Utc> {
-    chrono::Duration::from_std(shared.settings.waiting_retention)
-        .ok()
-        .and_then(|d| at.checked_add_signed(d))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }

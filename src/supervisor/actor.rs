@@ -1,8 +1,10 @@
 //! The supervisor actor: the run tree and the timers.
 //!
-//! It handles one message at a time, never awaits anything in its handlers and never
-//! sends to a subject: subjects may wait on it (a teardown), so it must never wait on
-//! them. Fired timers are handed to the [ticker](super::ticker), which delivers them.
+//! It handles one message at a time and never awaits anything in its handlers. A subject
+//! that tears a chain down asks it for the chain with [`Msg::Chains`] and goes on with
+//! its other messages; the answer goes back through the callback the subject gave, which
+//! puts it in the subject's mailbox. Fired timers are handed to the
+//! [ticker](super::ticker), which delivers them.
 
 use std::sync::Arc;
 
@@ -16,7 +18,7 @@ use super::tree::Tree;
 
 /// What the supervisor is asked to do.
 #[derive(Debug)]
-pub(crate) enum SupervisorMsg {
+pub(crate) enum Msg {
     /// A run was started under `parent`.
     Link {
         /// The new run.
@@ -29,21 +31,16 @@ pub(crate) enum SupervisorMsg {
         /// The run.
         run: Arc<str>,
     },
-    /// Tear down the chain of a park raised by `run`; reply with the runs torn down.
-    TearDown {
-        /// The run whose park is cancelled.
-        run: Arc<str>,
-        /// The cancelling run, below which the chain stops.
+    /// The chains a teardown of the parks of `runs` reaches, each stopping below
+    /// `canceller`, answered in the order asked. The subject tears them down and
+    /// unlinks them with [`Msg::Ended`].
+    Chains {
+        /// The runs whose parks are cancelled.
+        runs: Vec<Arc<str>>,
+        /// The cancelling run, below which each chain stops.
         canceller: Option<Arc<str>>,
-        /// The runs torn down, asker first.
-        reply: oneshot::Sender<Vec<Arc<str>>>,
-    },
-    /// The runs a teardown of `run`'s park would reach, without tearing anything down.
-    Chain {
-        /// The run whose park would be cancelled.
-        run: Arc<str>,
-        /// The runs, asker first.
-        reply: oneshot::Sender<Vec<Arc<str>>>,
+        /// Where the chains go, asker first in each.
+        reply: Answer,
     },
     /// Pop every timer due at `now`; reply with them and the next deadline.
     FireDue {
@@ -59,6 +56,27 @@ pub(crate) enum SupervisorMsg {
     },
 }
 
+/// Takes the supervisor's answer to a [`Msg::Chains`] back to the subject that asked.
+pub(crate) struct Answer(Box<dyn FnOnce(Vec<Vec<Arc<str>>>) + Send>);
+
+impl Answer {
+    /// An answer that calls `f` with the chains.
+    pub(crate) fn new(f: impl FnOnce(Vec<Vec<Arc<str>>>) + Send + 'static) -> Self {
+        Self(Box::new(f))
+    }
+
+    /// Send the chains.
+    pub(crate) fn send(self, chains: Vec<Vec<Arc<str>>>) {
+        (self.0)(chains);
+    }
+}
+
+impl std::fmt::Debug for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Answer")
+    }
+}
+
 /// The supervisor's state.
 pub(crate) struct Supervisor;
 
@@ -71,7 +89,7 @@ pub(crate) struct State {
 }
 
 impl Actor for Supervisor {
-    type Msg = SupervisorMsg;
+    type Msg = Msg;
     type State = State;
     type Arguments = Armed;
 
@@ -90,32 +108,31 @@ impl Actor for Supervisor {
     async fn handle(
         &self,
         _myself: ActorRef<Self::Msg>,
-        msg: SupervisorMsg,
+        msg: Msg,
         state: &mut State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SupervisorMsg::Link { run, parent } => state.tree.link(run, parent),
-            SupervisorMsg::Ended { run } => state.tree.remove(&run),
-            SupervisorMsg::TearDown {
-                run,
+            Msg::Link { run, parent } => state.tree.link(run, parent),
+            Msg::Ended { run } => state.tree.remove(&run),
+            Msg::Chains {
+                runs,
                 canceller,
                 reply,
             } => {
-                let runs = state.tree.chain(&run, canceller.as_deref());
-                state.tree.tear_down(&runs);
-                let _ = reply.send(runs);
+                let chains = runs
+                    .iter()
+                    .map(|run| state.tree.chain(run, canceller.as_deref()))
+                    .collect();
+                reply.send(chains);
             }
-            SupervisorMsg::Chain { run, reply } => {
-                let _ = reply.send(state.tree.chain(&run, None));
-            }
-            SupervisorMsg::FireDue { now, reply } => {
+            Msg::FireDue { now, reply } => {
                 state.armed.drain(&mut state.timers);
                 let fired = state.timers.fire_due(now);
                 let next = state.timers.next();
                 state.armed.publish(next);
                 let _ = reply.send((fired, next));
             }
-            SupervisorMsg::Stats { reply } => {
+            Msg::Stats { reply } => {
                 state.armed.drain(&mut state.timers);
                 state.armed.publish(state.timers.next());
                 let _ = reply.send((state.tree.len(), state.timers.len()));

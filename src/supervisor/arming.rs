@@ -64,7 +64,7 @@ fn micros(at: DateTime<Utc>) -> i64 {
     at.timestamp_micros()
 }
 
-/// The sending side, kept in [`Shared`](crate::shared::Shared).
+/// The sending side, kept in [`Services`](crate::services::Services).
 #[derive(Debug)]
 pub(crate) struct Arming {
     ops: mpsc::UnboundedSender<TimerOp>,

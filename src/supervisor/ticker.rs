@@ -14,31 +14,30 @@ use std::sync::{Arc, Weak};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::actor::SupervisorMsg;
+use super::actor::Msg;
 use super::arming::Wake;
 use super::timers::{Fired, Timer};
-use crate::shared::Shared;
-use crate::subject::SubjectMsg;
+use crate::subject::{Hub, Msg as SubjectMsg, Op};
 
 /// A request for one full round; answered with how many timers it fired.
 pub(crate) type RoundRequest = oneshot::Sender<usize>;
 
 /// Run the ticker until the runtime is dropped.
 pub(crate) async fn run(
-    shared: Weak<Shared>,
+    hub: Weak<Hub>,
     wake: Arc<Wake>,
     mut requests: mpsc::UnboundedReceiver<RoundRequest>,
 ) {
     let mut waiting: Vec<RoundRequest> = Vec::new();
     loop {
-        let Some(strong) = shared.upgrade() else {
+        let Some(strong) = hub.upgrade() else {
             return;
         };
-        let now = strong.clock.now();
+        let now = strong.services.clock.now();
         let (tx, rx) = oneshot::channel();
         if strong
             .supervisor
-            .cast(SupervisorMsg::FireDue { now, reply: tx })
+            .cast(Msg::FireDue { now, reply: tx })
             .is_err()
         {
             return;
@@ -56,7 +55,7 @@ pub(crate) async fn run(
         if count > 0 {
             continue;
         }
-        let due = strong.clock.wake_at(next);
+        let due = strong.services.clock.wake_at(next);
         drop(strong);
         tokio::select! {
             _ = due => {}
@@ -69,37 +68,37 @@ pub(crate) async fn run(
     }
 }
 
-async fn deliver(shared: &Arc<Shared>, timer: Fired) {
+/// Deliver one fired timer: a message to its subject, or, for a run's record, the
+/// record dropped here.
+async fn deliver(hub: &Arc<Hub>, timer: Fired) {
     let Fired { key, timer } = timer;
-    let (subject, msg) = match timer {
+    let (subject, op) = match timer {
         Timer::Expiry {
             subject,
             interaction,
-        } => (subject, SubjectMsg::Expire { interaction, key }),
+        } => (subject, Op::Expire { interaction, key }),
         Timer::Retention {
             subject,
             interaction,
-        } => (subject, SubjectMsg::Retire { interaction, key }),
-        Timer::Idle { subject } => (subject, SubjectMsg::Idle { key }),
+        } => (subject, Op::Retire { interaction, key }),
+        Timer::Idle { subject } => (subject, Op::Idle { key }),
         Timer::Record { subject, run } => {
-            // The record store is the runtime's, not the subject's: no message needed.
-            if shared.records.retire(&run) {
-                shared.events.publish(crate::event::Event::RecordDropped {
+            // The record store is the hub's, not the subject's: no message needed.
+            if hub.records.retire(&run) {
+                hub.services.events.publish(crate::event::Event::RecordDropped {
                     subject: subject.to_string(),
                     run: run.to_string(),
                 });
             }
             return;
         }
-        // The next fire is armed here and the visit is a message to the schedule's
-        // subject: the ticker never waits on an evaluation.
+        // The next fire is armed and the visit is a message to the schedule's subject:
+        // the ticker never waits on an evaluation.
         Timer::Schedule { door, generation } => {
-            match crate::door::registry::schedule_fired(shared, &door, generation, key.at) {
-                Some(visit) => visit,
-                None => return,
-            }
+            hub.scheduled(&door, generation, key.at).await;
+            return;
         }
     };
     // A runtime that is stopping drops its timers; nothing is waiting for them then.
-    let _ = shared.subjects.send(shared, &subject, msg).await;
+    let _ = hub.send(&subject, SubjectMsg::Op(op)).await;
 }

@@ -71,6 +71,22 @@ pub(crate) struct TimerKey {
     pub(crate) seq: u64,
 }
 
+/// Makes timer keys: the sequence that orders timers due at the same instant.
+#[derive(Debug, Default)]
+pub(crate) struct TimerKeys {
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl TimerKeys {
+    /// A key firing at `at`, after every key made before it for the same instant.
+    pub(crate) fn key(&self, at: DateTime<Utc>) -> TimerKey {
+        TimerKey {
+            at,
+            seq: self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+}
+
 /// A timer that fired, to be delivered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Fired {

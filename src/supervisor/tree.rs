@@ -100,13 +100,6 @@ impl Tree {
         order
     }
 
-    /// Forget `runs`, which a teardown ends (their subject aborts their activations).
-    pub(crate) fn tear_down(&mut self, runs: &[Arc<str>]) {
-        for run in runs {
-            self.remove(run);
-        }
-    }
-
     /// How many runs the tree holds.
     pub(crate) fn len(&self) -> usize {
         self.nodes.len()

@@ -1,24 +1,29 @@
-//! A door visit at the subject: evaluate the contract over one snapshot of `$parked`,
-//! check every shape and every named id against the parked set, and only then apply —
-//! cancels first, then the resolutions, else the start — all within one message.
+//! A door visit at the subject, once its contract was evaluated over the subject's
+//! parked set (`crate::door::saved::Saved::evaluate`): check every shape and every named
+//! id against the parked set, and only then apply — cancels first, then the resolutions,
+//! else the start — all within one message, so nothing changes between check and apply.
+//! The visitor then turns what was applied into the visit's outcome
+//! ([`Applied::outcome`]), awaiting the receivers it holds.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use chrono::SecondsFormat;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::SubjectState;
+use super::{Chains, Handled, State};
+use crate::ask::EXPIRY_MARKER_KEY;
+use crate::door::outcome::{ItemOutcome, Visit, VisitError, VisitOutcome};
 use crate::door::plan::{Item, Plan, VisitProblem};
 use crate::door::saved::Saved;
-use crate::error::IdProblem;
-use crate::jq::{Input, Limits};
-use crate::record::RunRecord;
-use crate::run::ctx::EXPIRY_MARKER_KEY;
-use crate::shared::{Parent, Shared};
+use crate::error::{IdProblem, Problems};
+use crate::event::Event;
+use crate::jq::Input;
+use crate::record::{Buffered, Resumed, RunRecord};
+use crate::run::port::Parent;
 use crate::subject::Ack;
-use crate::supervisor::SupervisorMsg;
+use crate::subject::effect::{Reply, Step};
+use crate::target::Target;
 
 /// One resolution as applied; the visitor awaits its receiver, if any.
 #[derive(Debug)]
@@ -52,9 +57,22 @@ pub(crate) struct Applied {
     pub(crate) started: Option<(Arc<str>, Option<oneshot::Receiver<RunRecord>>)>,
 }
 
-impl SubjectState {
+/// A visit whose contract was evaluated: what the subject checks and applies.
+#[derive(Debug)]
+pub(crate) struct Planned {
+    /// The door, as the visit found it.
+    pub(crate) door: Arc<Saved>,
+    /// The plan, or every problem the evaluation found.
+    pub(crate) plan: Result<Plan, Vec<VisitProblem>>,
+    /// The door's target as registered when the visit began, for a start.
+    pub(crate) target: Option<Arc<Target>>,
+    /// Where the result goes; `None` for a schedule's fire, whose refusal is an event.
+    pub(crate) reply: Option<oneshot::Sender<Result<Applied, Vec<VisitProblem>>>>,
+}
+
+impl State {
     /// `$parked`, converted once and kept until the set changes.
-    fn parked_input(&mut self) -> Input {
+    pub(crate) fn parked_input(&mut self) -> Input {
         if let Some(p) = &self.parked {
             return p.clone();
         }
@@ -70,46 +88,88 @@ impl SubjectState {
         input
     }
 
-    /// Visit `door` with `input`.
-    pub(crate) async fn visit(
+    /// Check and apply a planned visit, with the chains of its cancels' linked owners
+    /// (`None` the first time).
+    pub(crate) fn visit(
         &mut self,
-        shared: &Arc<Shared>,
-        door: &Saved,
-        input: Value,
-    ) -> Result<Applied, Vec<VisitProblem>> {
-        let now = shared.clock.now();
-        let vars = [
-            self.parked_input(),
-            Input::string(&self.name),
-            Input::string(door.name()),
-            Input::string(&now.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
-        ];
-        let limits = Limits {
-            deadline: shared.settings.jq_deadline,
-            max_input_bytes: shared.settings.max_input_bytes,
+        planned: Planned,
+        chains: Option<&Chains>,
+        step: &mut Step<'_>,
+    ) -> Handled<Planned> {
+        let Planned {
+            door,
+            plan,
+            target,
+            reply,
+        } = planned;
+        let plan = match plan {
+            Ok(plan) => plan,
+            Err(problems) => {
+                self.refuse(&door, reply, problems, step);
+                return Handled::Done;
+            }
         };
-        let input = Input::from_json(&input);
-        let evaluated = door
-            .contract
-            .evaluate(&input, &vars, &limits, &door.spec.kwargs)
-            .await;
-        if evaluated.deadline_hit {
-            door.break_door();
+        let runs = self.linked_owners(plan.cancels.iter().map(String::as_str));
+        let none = Chains::new();
+        let Some(chains) = chains.or(runs.is_empty().then_some(&none)) else {
+            return Handled::Needs {
+                op: Planned {
+                    door,
+                    plan: Ok(plan),
+                    target,
+                    reply,
+                },
+                runs,
+                canceller: None,
+            };
+        };
+        match self.check(step, &door, &plan, target.as_deref(), chains) {
+            Err(problems) => self.refuse(&door, reply, problems, step),
+            Ok(()) => {
+                let applied = self.apply(step, &door, plan, target, chains);
+                if let Some(reply) = reply {
+                    step.reply(Reply::Visit(reply, Ok(applied)));
+                }
+            }
         }
-        let plan = evaluated.plan?;
-        self.check(shared, door, &plan).await?;
-        Ok(self.apply(shared, door, plan).await)
+        Handled::Done
+    }
+
+    /// Refuse a visit whole: to its visitor, or, for a schedule's fire, as an event.
+    fn refuse(
+        &self,
+        door: &Saved,
+        reply: Option<oneshot::Sender<Result<Applied, Vec<VisitProblem>>>>,
+        problems: Vec<VisitProblem>,
+        step: &mut Step<'_>,
+    ) {
+        match reply {
+            Some(reply) => step.reply(Reply::Visit(reply, Err(problems))),
+            None => {
+                let error = VisitError::Refused {
+                    door: door.name().to_owned(),
+                    problems: Problems(problems),
+                };
+                step.publish(Event::VisitRefused {
+                    subject: self.subject(),
+                    door: door.name().to_owned(),
+                    error: error.to_string(),
+                });
+            }
+        }
     }
 
     /// Check every id the plan names against the parked set, and the start's target.
-    async fn check(
+    fn check(
         &self,
-        shared: &Arc<Shared>,
+        step: &Step<'_>,
         door: &Saved,
         plan: &Plan,
+        target: Option<&Target>,
+        chains: &Chains,
     ) -> Result<(), Vec<VisitProblem>> {
         let mut problems: Vec<VisitProblem> = Vec::new();
-        if let Err(ps) = self.check_cancel(shared, &plan.cancels) {
+        if let Err(ps) = self.check_cancel(step, &plan.cancels) {
             problems.extend(ps.into_iter().map(|problem| VisitProblem::Id {
                 expr: "cancel_expr".into(),
                 problem,
@@ -125,7 +185,7 @@ impl SubjectState {
                 } else {
                     match item {
                         Item::Resume { payload, .. } => {
-                            self.check_asking(shared, id).err().or_else(|| {
+                            self.check_asking(step, id).err().or_else(|| {
                                 payload
                                     .get(EXPIRY_MARKER_KEY)
                                     .map(|_| IdProblem::ReservedKey {
@@ -134,7 +194,7 @@ impl SubjectState {
                                     })
                             })
                         }
-                        Item::Take { .. } => self.check_waiting(shared, id).err(),
+                        Item::Take { .. } => self.check_waiting(step, id).err(),
                     }
                 };
                 if let Some(problem) = problem {
@@ -154,11 +214,11 @@ impl SubjectState {
                 }
             }
             if problems.is_empty() && !plan.cancels.is_empty() {
-                problems.extend(self.torn_by_cancels(shared, plan, items).await);
+                problems.extend(self.torn_by_cancels(plan, items, chains));
             }
         }
         if plan.start.is_some() {
-            match shared.targets.get(&door.spec.target) {
+            match target {
                 None => problems.push(VisitProblem::UnknownTarget {
                     target: door.spec.target.clone(),
                 }),
@@ -191,12 +251,7 @@ impl SubjectState {
     }
 
     /// Resolutions that name an entry one of the plan's cancels would tear down.
-    async fn torn_by_cancels(
-        &self,
-        shared: &Arc<Shared>,
-        plan: &Plan,
-        items: &[Item],
-    ) -> Vec<VisitProblem> {
+    fn torn_by_cancels(&self, plan: &Plan, items: &[Item], chains: &Chains) -> Vec<VisitProblem> {
         let mut problems = Vec::new();
         for cancel in &plan.cancels {
             let Some(owner) = self
@@ -207,15 +262,7 @@ impl SubjectState {
             else {
                 continue;
             };
-            let runs: HashSet<Arc<str>> = if self.is_linked(&owner) {
-                let (reply, rx) = oneshot::channel();
-                let _ = shared
-                    .supervisor
-                    .cast(SupervisorMsg::Chain { run: owner, reply });
-                rx.await.unwrap_or_default().into_iter().collect()
-            } else {
-                HashSet::from([owner])
-            };
+            let runs: HashSet<Arc<str>> = self.chain_of(&owner, chains).into_iter().collect();
             for item in items {
                 let doomed = self
                     .entries
@@ -233,13 +280,20 @@ impl SubjectState {
     }
 
     /// Apply a checked plan.
-    async fn apply(&mut self, shared: &Arc<Shared>, door: &Saved, plan: Plan) -> Applied {
+    fn apply(
+        &mut self,
+        step: &mut Step<'_>,
+        door: &Saved,
+        plan: Plan,
+        target: Option<Arc<Target>>,
+        chains: &Chains,
+    ) -> Applied {
         let mut applied = Applied {
             cancelled: plan.cancels.clone(),
             ..Applied::default()
         };
         if !plan.cancels.is_empty() {
-            self.cancel(shared, plan.cancels, None).await;
+            self.cancel(step, plan.cancels, None, chains);
         }
         let receiver = door.has_receiver();
         if let Some(items) = plan.resolve {
@@ -248,9 +302,9 @@ impl SubjectState {
                 match item {
                     Item::Resume { id, payload } => {
                         let (tx, rx) = receiver.then(oneshot::channel).unzip();
-                        match self.resume(shared, &id, payload, tx, None) {
+                        match self.resume(step, &id, payload, tx, None) {
                             Ok((ack, run)) => {
-                                self.activate_prepared(shared, run);
+                                self.activate_prepared(step, run);
                                 let outcome = rx.filter(|_| ack == Ack::Started);
                                 out.push(AppliedItem::Resumed { id, ack, outcome });
                             }
@@ -264,22 +318,20 @@ impl SubjectState {
                     }
                     Item::Take { id } => {
                         let result = self
-                            .take(shared, &id, None)
+                            .take(step, &id, None)
                             .unwrap_or_else(|problem| Err(problem.to_string()));
                         out.push(AppliedItem::Taken { id, result });
                     }
                 }
             }
             applied.resolved = Some(out);
-        } else if let (Some(kwargs), Some(target)) =
-            (plan.start, shared.targets.get(&door.spec.target))
-        {
+        } else if let (Some(kwargs), Some(target)) = (plan.start, target) {
             let (tx, rx) = receiver.then(oneshot::channel).unzip();
             let extras = plan
                 .extras
                 .unwrap_or_else(|| Value::Object(Default::default()));
             let run = self.start(
-                shared,
+                step,
                 target,
                 kwargs,
                 extras,
@@ -290,5 +342,52 @@ impl SubjectState {
             applied.started = Some((run, rx));
         }
         applied
+    }
+}
+
+impl Applied {
+    /// The visit's outcome: each resumed run's next outcome and the started run's first
+    /// record, awaited from their receivers.
+    pub(crate) async fn outcome(self) -> Result<Visit, VisitError> {
+        let outcome = if let Some(items) = self.resolved {
+            let mut results = Vec::with_capacity(items.len());
+            for item in items {
+                results.push(match item {
+                    AppliedItem::Resumed { id, ack, outcome } => {
+                        let outcome = match (ack, outcome) {
+                            (Ack::Buffered { remaining }, _) => Some(Resumed::Buffered {
+                                status: Buffered::Buffered,
+                                remaining,
+                            }),
+                            (_, Some(rx)) => Some(Resumed::Outcome(
+                                rx.await.map_err(|_| VisitError::Stopped)?,
+                            )),
+                            (_, None) => None,
+                        };
+                        ItemOutcome::Resumed { id, outcome }
+                    }
+                    AppliedItem::Taken { id, result } => match result {
+                        Ok(result) => ItemOutcome::Taken { id, result },
+                        Err(error) => ItemOutcome::TakeFailed { id, error },
+                    },
+                });
+            }
+            VisitOutcome::Resolved { results }
+        } else if let Some((run, rx)) = self.started {
+            let record = match rx {
+                Some(rx) => Some(rx.await.map_err(|_| VisitError::Stopped)?),
+                None => None,
+            };
+            VisitOutcome::Started {
+                run_id: run.to_string(),
+                record,
+            }
+        } else {
+            VisitOutcome::Nothing
+        };
+        Ok(Visit {
+            cancelled: self.cancelled,
+            outcome,
+        })
     }
 }

@@ -122,6 +122,20 @@ pub enum VisitError {
     Stopped,
 }
 
+impl VisitError {
+    /// The door the error is about; empty for an error about no door in particular.
+    pub(crate) fn door(&self) -> &str {
+        match self {
+            VisitError::UnknownDoor { door }
+            | VisitError::Broken { door }
+            | VisitError::InputTooLarge { door, .. }
+            | VisitError::InputTooDeep { door, .. }
+            | VisitError::Refused { door, .. } => door,
+            VisitError::Stopped | VisitError::EmptySubject => "",
+        }
+    }
+}
+
 /// Why a door was not saved.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]

@@ -1,0 +1,345 @@
+//! The leaf services every part of a runtime shares: settings, the clock, the id source,
+//! the targets, the event stream, the ceilings, the timer handle, and the count of work in
+//! flight. Nothing here knows a subject, a door or a run; the operations on subjects are
+//! in `crate::subject::client`.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::Value;
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::clock::Clock;
+use crate::entry::To;
+use crate::error::AskError;
+use crate::event::{Event, Events};
+use crate::ids::Ids;
+use crate::settings::{self, Settings};
+use crate::supervisor::{Arming, TimerKeys};
+use crate::target::Targets;
+
+/// The two concurrency ceilings, counted atomically so admission under a burst is exact.
+#[derive(Debug, Default)]
+pub(crate) struct Caps {
+    /// Caller asks (`asking`, `running`) and waiting outcomes.
+    pub(crate) caller: AtomicUsize,
+    /// Open user asks.
+    pub(crate) user: AtomicUsize,
+}
+
+/// Messages and activations not yet handled, so a test or a simulation can wait until
+/// the runtime has nothing left to do.
+///
+/// An activation blocked in a `sync` user ask stays counted, but is also counted as
+/// `blocked` for as long as its subject holds the ask's [`Waiter`]: it waits for an answer
+/// or for its timeout, neither of which comes unless someone answers or the clock moves,
+/// so the runtime is quiet when every unit in flight is such an activation.
+#[derive(Debug, Default)]
+pub(crate) struct Inflight {
+    /// How many.
+    count: AtomicUsize,
+    /// How many of them are activations blocked in a `sync` ask.
+    blocked: AtomicUsize,
+    /// Notified whenever the count falls to the blocked ones.
+    zero: Notify,
+}
+
+impl Inflight {
+    pub(crate) fn add(&self) {
+        self.count.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn done(&self) {
+        let left = self.count.fetch_sub(1, Ordering::AcqRel).saturating_sub(1);
+        if left <= self.blocked.load(Ordering::Acquire) {
+            self.zero.notify_waiters();
+        }
+    }
+
+    /// An activation in flight is now blocked in a `sync` ask.
+    fn block(&self) {
+        self.blocked.fetch_add(1, Ordering::AcqRel);
+        if self.is_quiet() {
+            self.zero.notify_waiters();
+        }
+    }
+
+    /// The blocked activation was answered, timed out or torn down.
+    fn unblock(&self) {
+        let _ = self
+            .blocked
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    /// Wait until nothing is in flight but activations blocked in a `sync` ask.
+    pub(crate) async fn quiet(&self) {
+        loop {
+            let notified = self.zero.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_quiet() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.count.load(Ordering::Acquire) <= self.blocked.load(Ordering::Acquire)
+    }
+
+    /// Count one unit in flight until the returned guard is dropped or handed on with
+    /// [`Pending::handed_on`]. A sender whose future is dropped half-way (a run actor
+    /// killed by a teardown while it waits on a passivating subject, a caller's
+    /// timeout) gives its unit back instead of leaving `settle` waiting forever.
+    pub(crate) fn pending(&self) -> Pending<'_> {
+        self.add();
+        Pending {
+            inflight: Some(self),
+        }
+    }
+}
+
+/// One unit in flight, given back on drop unless handed on to whoever completes it.
+#[must_use]
+pub(crate) struct Pending<'a> {
+    /// `None` once handed on.
+    inflight: Option<&'a Inflight>,
+}
+
+impl Pending<'_> {
+    /// The unit now belongs to the message that carries it; its handler calls `done`.
+    pub(crate) fn handed_on(mut self) {
+        self.inflight = None;
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some(inflight) = self.inflight.take() {
+            inflight.done();
+        }
+    }
+}
+
+/// The answer channel of an activation blocked in a `sync` user ask, as its subject holds
+/// it in the ask's entry. While the activation waits the runtime counts it as idle for
+/// `settle`; that ends once, at whichever comes first: the subject sends the answer (or
+/// the expiry marker) or drops the waiter (a teardown), or the activation stops waiting
+/// (its [`Blocked`] guard is dropped, say by a `select!` that took another branch).
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    /// Where the answer goes.
+    tx: Option<oneshot::Sender<Value>>,
+    blocked: Blocked,
+}
+
+/// One activation counted as blocked in a `sync` ask, until the first of its two holders
+/// (the subject's [`Waiter`], the asking future) lets go.
+#[derive(Debug)]
+pub(crate) struct Blocked {
+    /// Cleared by whichever holder lets go first.
+    still: Arc<AtomicBool>,
+    inflight: Arc<Inflight>,
+}
+
+impl Blocked {
+    fn end(&self) {
+        if self.still.swap(false, Ordering::AcqRel) {
+            self.inflight.unblock();
+        }
+    }
+}
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+impl Waiter {
+    /// The waiter for `tx`, and the guard the asking future holds while it waits.
+    pub(crate) fn new(tx: oneshot::Sender<Value>, inflight: &Arc<Inflight>) -> (Self, Blocked) {
+        inflight.block();
+        let still = Arc::new(AtomicBool::new(true));
+        let blocked = || Blocked {
+            still: Arc::clone(&still),
+            inflight: Arc::clone(inflight),
+        };
+        let waiter = Self {
+            tx: Some(tx),
+            blocked: blocked(),
+        };
+        (waiter, blocked())
+    }
+
+    /// Hand the answer to the blocked activation. Called inside a subject message, whose
+    /// own unit in flight covers the activation until it is counted busy again.
+    pub(crate) fn send(mut self, answer: Value) {
+        self.blocked.end();
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(answer);
+        }
+    }
+}
+
+/// Tasks a shutdown waits for, kept by their join handles. Finished ones are pruned
+/// as new ones come, so the list stays about as long as the tasks alive.
+#[derive(Debug, Default)]
+pub(crate) struct Tasks {
+    /// The handles, and the length at which the next push prunes finished ones.
+    list: Mutex<(Vec<JoinHandle<()>>, usize)>,
+}
+
+impl Tasks {
+    /// Keep `task`, to be waited for at shutdown.
+    pub(crate) fn push(&self, task: JoinHandle<()>) {
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        let (handles, prune_at) = &mut *list;
+        if handles.len() >= *prune_at {
+            handles.retain(|h| !h.is_finished());
+            *prune_at = (handles.len() * 2).max(64);
+        }
+        handles.push(task);
+    }
+
+    /// Wait until every task kept, including any kept meanwhile, has ended.
+    pub(crate) async fn join(&self) {
+        loop {
+            let handles =
+                std::mem::take(&mut self.list.lock().unwrap_or_else(PoisonError::into_inner).0);
+            if handles.is_empty() {
+                return;
+            }
+            for handle in handles {
+                // A task that panicked or was aborted has ended all the same.
+                let _ = handle.await;
+            }
+        }
+    }
+}
+
+/// The leaf services of a runtime.
+pub(crate) struct Services {
+    pub(crate) settings: Settings,
+    /// The one clock.
+    pub(crate) clock: Arc<dyn Clock>,
+    /// The one id source.
+    pub(crate) ids: Ids,
+    /// Registered targets.
+    pub(crate) targets: Targets,
+    pub(crate) events: Events,
+    /// The concurrency ceilings.
+    pub(crate) caps: Caps,
+    /// Arms and disarms the supervisor's timers.
+    pub(crate) timers: Arming,
+    /// Timer keys, unique across the runtime.
+    pub(crate) keys: TimerKeys,
+    /// Work not yet handled.
+    pub(crate) inflight: Arc<Inflight>,
+    /// Runs that have not ended, on every subject, counted from their events.
+    pub(crate) runs: AtomicUsize,
+    /// Set once the runtime stops taking work (`docs/semantics.md`, "Shutdown").
+    closed: AtomicBool,
+    /// Notified when `closed` is set.
+    closing: Notify,
+    /// Background tasks a shutdown waits for: the `submit` door's record writers, the
+    /// deliveries of the supervisor's answers.
+    pub(crate) tasks: Tasks,
+}
+
+impl Services {
+    pub(crate) fn new(
+        settings: Settings,
+        clock: Arc<dyn Clock>,
+        ids: Ids,
+        timers: Arming,
+        event_capacity: usize,
+    ) -> Self {
+        Self {
+            settings,
+            clock,
+            ids,
+            targets: Targets::default(),
+            events: Events::new(event_capacity),
+            caps: Caps::default(),
+            timers,
+            keys: TimerKeys::default(),
+            inflight: Arc::default(),
+            runs: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            closing: Notify::new(),
+            tasks: Tasks::default(),
+        }
+    }
+
+    /// Stop taking work: every operation from now on is refused as stopped.
+    pub(crate) fn close(&self) {
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            self.closing.notify_waiters();
+        }
+    }
+
+    /// Whether the runtime has stopped taking work.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Wait until the runtime stops taking work.
+    pub(crate) async fn closed(&self) {
+        let closing = self.closing.notified();
+        tokio::pin!(closing);
+        closing.as_mut().enable();
+        if self.is_closed() {
+            return;
+        }
+        closing.await;
+    }
+
+    /// Admit one ask of `to` under its ceiling, atomically; refused at the cap.
+    pub(crate) fn admit(&self, subject: &str, to: To) -> Result<(), AskError> {
+        let (counter, limit, setting) = match to {
+            To::Caller => (
+                &self.caps.caller,
+                self.settings.max_concurrent_caller,
+                settings::MAX_CONCURRENT_CALLER,
+            ),
+            To::User => (
+                &self.caps.user,
+                self.settings.max_concurrent,
+                settings::MAX_CONCURRENT,
+            ),
+        };
+        let admitted = counter
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_ok();
+        if admitted {
+            Ok(())
+        } else {
+            self.events.publish(Event::CapRefused {
+                subject: subject.to_owned(),
+                setting: setting.to_owned(),
+                limit,
+            });
+            Err(AskError::AtCap { setting, limit })
+        }
+    }
+
+    /// Give back one unit of `to`'s ceiling (a waiting outcome counts as a caller ask).
+    pub(crate) fn release(&self, to: To) {
+        let counter = match to {
+            To::Caller => &self.caps.caller,
+            To::User => &self.caps.user,
+        };
+        // Saturating: a release never wraps the counter, even if miscounted.
+        let _ = counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    /// Count a waiting outcome: counted against the caller ceiling, never refused.
+    pub(crate) fn count_waiting(&self) {
+        self.caps.caller.fetch_add(1, Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,488 @@
+//! The operations on subjects that everything else goes through: the public API, the
+//! doors, the inbox's answer door, the ticker, and runs (through [`Port`], which the hub
+//! implements). Each is a message to the subject's actor through the registry and an
+//! await on its reply; nothing here reads or changes a subject's state.
+
+use std::sync::Arc;
+
+use ractor::ActorRef;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::effect::Step;
+use super::records::Records;
+use super::registry::{Registry, Stopped};
+use super::state::State;
+use super::{Ack, Msg, Op};
+use crate::ask::Ask;
+use crate::door::outcome::{Visit, VisitError};
+use crate::door::registry::{Doors, HookFire, Hooked};
+use crate::door::saved::Saved;
+use crate::entry::Entry;
+use crate::error::{
+    AskError, CancelError, IdProblem, Problems, ResumeError, StartError, TakeError,
+};
+use crate::event::Event;
+use crate::ids::Kind;
+use crate::inbox::{AnswerError, Inbox};
+use crate::record::{Buffered, Resumed, RunRecord};
+use crate::run::port::{Asker, Boxed, Ending, Port, StartSpec, checked_payload};
+use crate::services::{Services, Waiter};
+use crate::supervisor;
+
+/// The subjects and what their effects feed, with the operations on them.
+pub(crate) struct Hub {
+    pub(crate) services: Services,
+    /// Finds or spawns each subject's actor.
+    pub(crate) registry: Registry,
+    pub(crate) doors: Doors,
+    /// The interactions inbox: a projection of the subjects' effects.
+    pub(crate) inbox: Inbox,
+    /// Every run's latest record: a projection of the subjects' effects.
+    pub(crate) records: Records,
+    pub(crate) supervisor: ActorRef<supervisor::Msg>,
+}
+
+impl Hub {
+    /// A hub over `services`, with the supervisor that walks its chains and keeps its
+    /// timers.
+    pub(crate) fn new(services: Services, supervisor: ActorRef<supervisor::Msg>) -> Self {
+        Self {
+            services,
+            registry: Registry::default(),
+            doors: Doors::default(),
+            inbox: Inbox::default(),
+            records: Records::default(),
+            supervisor,
+        }
+    }
+
+    /// Send `msg` to `subject`'s actor, waking or spawning it.
+    pub(crate) async fn send(self: &Arc<Self>, subject: &Arc<str>, msg: Msg) -> Result<(), Stopped> {
+        self.registry.send(self, subject, msg).await
+    }
+
+    /// A step at the clock's now, for reading an idle subject's state.
+    fn step(&self) -> Step<'_> {
+        let s = &self.services;
+        Step::new(s.clock.now(), &s.settings, &s.ids, &s.keys)
+    }
+
+    /// Park an ask of `run` on `subject`; returns the interaction id.
+    ///
+    /// An async ask is one message with no reply: the run makes the interaction id, and
+    /// the subject, which handles the run's messages in the order sent, stores the entry
+    /// before anything the run does next. Only a sync ask, whose run blocks on the
+    /// answer, waits to hear that it was stored.
+    pub(crate) async fn park(
+        self: &Arc<Self>,
+        asker: Asker<'_>,
+        ask: Ask,
+        waiter: Option<Waiter>,
+    ) -> Result<String, AskError> {
+        let Asker {
+            subject,
+            run,
+            epoch,
+            lineage,
+        } = asker;
+        let checked = match ask.validate(self.services.clock.now(), self.services.settings.max_question_chars) {
+            Ok(checked) => checked,
+            Err(problems) => {
+                ask.drop_deep();
+                return Err(AskError::Invalid(Problems(problems)));
+            }
+        };
+        self.services.admit(subject, ask.to)?;
+        let to = ask.to;
+        let id = self.services.ids.next(Kind::Interaction);
+        let (reply, rx) = waiter.is_some().then(oneshot::channel).unzip();
+        let msg = Op::Ask {
+            run: Arc::clone(run),
+            epoch,
+            lineage: Arc::clone(lineage),
+            ask,
+            checked,
+            id: id.clone(),
+            waiter,
+            reply,
+        };
+        let cancelled = || AskError::Cancelled {
+            run: run.to_string(),
+        };
+        if self.send(subject, Msg::Op(msg)).await.is_err() {
+            self.services.release(to);
+            return Err(cancelled());
+        }
+        match rx {
+            None => Ok(id),
+            // The subject releases the unit itself when it refuses the ask.
+            Some(rx) => rx.await.unwrap_or_else(|_| Err(cancelled())),
+        }
+    }
+
+    /// Start a run; `receiver` gets its record when its activation ends.
+    pub(crate) async fn start(
+        self: &Arc<Self>,
+        spec: StartSpec,
+        receiver: Option<oneshot::Sender<RunRecord>>,
+    ) -> Result<Arc<str>, StartError> {
+        if spec.subject.is_empty() {
+            return Err(StartError::EmptySubject);
+        }
+        let spec = spec.checked()?;
+        if self.services.is_closed() {
+            return Err(StartError::Stopped);
+        }
+        let target = self
+            .services
+            .targets
+            .get(&spec.target)
+            .ok_or_else(|| StartError::UnknownTarget(spec.target.clone()))?;
+        if !spec.kwargs.is_object() {
+            return Err(StartError::NotAnObject { what: "kwargs" });
+        }
+        let Value::Object(extras) = &spec.extras else {
+            return Err(StartError::NotAnObject { what: "extras" });
+        };
+        let undeclared: Vec<String> = extras
+            .keys()
+            .filter(|k| !target.extras.contains(*k))
+            .cloned()
+            .collect();
+        if !undeclared.is_empty() {
+            return Err(StartError::UndeclaredExtras {
+                target: spec.target,
+                keys: undeclared,
+            });
+        }
+        let (reply, rx) = oneshot::channel();
+        let subject = Arc::clone(&spec.subject);
+        let msg = Op::Start {
+            target,
+            kwargs: spec.kwargs,
+            extras: spec.extras,
+            identity: spec.identity,
+            parent: spec.parent,
+            receiver,
+            reply,
+        };
+        self.send(&subject, Msg::Op(msg))
+            .await
+            .map_err(|_| StartError::Stopped)?;
+        rx.await.map_err(|_| StartError::Stopped)
+    }
+
+    /// Start a run and wait for the record its first activation ends with.
+    pub(crate) async fn run_to_end(
+        self: &Arc<Self>,
+        spec: StartSpec,
+    ) -> Result<RunRecord, StartError> {
+        let (tx, rx) = oneshot::channel();
+        self.start(spec, Some(tx)).await?;
+        rx.await.map_err(|_| StartError::Stopped)
+    }
+
+    /// Every parked entry on `subject`, oldest first. A subject without an actor is
+    /// read as it is kept and not woken.
+    pub(crate) async fn list(
+        self: &Arc<Self>,
+        subject: &Arc<str>,
+    ) -> Result<Vec<Entry>, StartError> {
+        if self.services.is_closed() {
+            return Err(StartError::Stopped);
+        }
+        if let Some(entries) = self.registry.read_idle(subject, State::list) {
+            return Ok(entries);
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(subject, Msg::Op(Op::List { reply }))
+            .await
+            .map_err(|_| StartError::Stopped)?;
+        rx.await.map_err(|_| StartError::Stopped)
+    }
+
+    /// Resume the ask `interaction` with `payload`, with a receiver for the outcome.
+    pub(crate) async fn resume(
+        self: &Arc<Self>,
+        subject: &Arc<str>,
+        interaction: &str,
+        payload: Value,
+        resumer: Option<Arc<str>>,
+    ) -> Result<Resumed, ResumeError> {
+        let payload = checked_payload(interaction, payload)?;
+        if self.services.is_closed() {
+            return Err(ResumeError::Stopped);
+        }
+        let (tx, outcome) = oneshot::channel();
+        let (reply, rx) = oneshot::channel();
+        let msg = Op::Resume {
+            interaction: interaction.to_owned(),
+            payload,
+            receiver: Some(tx),
+            resumer,
+            reply,
+        };
+        self.send(subject, Msg::Op(msg))
+            .await
+            .map_err(|_| ResumeError::Stopped)?;
+        match rx.await.map_err(|_| ResumeError::Stopped)? {
+            Err(problem) => Err(ResumeError::Refused(problem)),
+            Ok(Ack::Buffered { remaining }) => Ok(Resumed::Buffered {
+                status: Buffered::Buffered,
+                remaining,
+            }),
+            Ok(Ack::Started) => outcome
+                .await
+                .map(Resumed::Outcome)
+                .map_err(|_| ResumeError::Stopped),
+        }
+    }
+
+    /// Take the waiting outcome `interaction`.
+    pub(crate) async fn take(
+        self: &Arc<Self>,
+        subject: &Arc<str>,
+        interaction: &str,
+        taker: Option<Arc<str>>,
+    ) -> Result<Value, TakeError> {
+        if self.services.is_closed() {
+            return Err(TakeError::Stopped);
+        }
+        let (reply, rx) = oneshot::channel();
+        let msg = Op::Take {
+            interaction: interaction.to_owned(),
+            taker,
+            reply,
+        };
+        self.send(subject, Msg::Op(msg))
+            .await
+            .map_err(|_| TakeError::Stopped)?;
+        match rx.await.map_err(|_| TakeError::Stopped)? {
+            Err(problem) => Err(TakeError::Refused(problem)),
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(TakeError::Failed {
+                id: interaction.to_owned(),
+                error,
+            }),
+        }
+    }
+
+    /// Cancel each of `ids`: all are checked first, and any problem refuses them all.
+    pub(crate) async fn cancel(
+        self: &Arc<Self>,
+        subject: &Arc<str>,
+        ids: Vec<String>,
+        canceller: Option<Arc<str>>,
+    ) -> Result<(), CancelError> {
+        if self.services.is_closed() {
+            return Err(CancelError::Stopped);
+        }
+        let (reply, rx) = oneshot::channel();
+        let msg = Op::Cancel {
+            ids,
+            canceller,
+            reply,
+        };
+        self.send(subject, Msg::Op(msg))
+            .await
+            .map_err(|_| CancelError::Stopped)?;
+        rx.await
+            .map_err(|_| CancelError::Stopped)?
+            .map_err(|p| CancelError::Refused(Problems(p)))
+    }
+
+    /// Visit `door` on `subject` with `input`: the subject evaluates the contract, checks
+    /// and applies its plan in one message; the outcome is then read off the receivers.
+    pub(crate) async fn visit(
+        self: &Arc<Self>,
+        door: &Arc<Saved>,
+        subject: &Arc<str>,
+        input: Value,
+    ) -> Result<Visit, VisitError> {
+        let name = door.name().to_owned();
+        door.admit(&input, self.services.settings.max_input_bytes)
+            .map_err(|error| self.refused(subject, error))?;
+        let (reply, rx) = oneshot::channel();
+        let msg = Msg::Visit {
+            door: Arc::clone(door),
+            input,
+            reply: Some(reply),
+        };
+        self.send(subject, msg)
+            .await
+            .map_err(|_| VisitError::Stopped)?;
+        match rx.await.map_err(|_| VisitError::Stopped)? {
+            Ok(applied) => applied.outcome().await,
+            Err(problems) => Err(self.refused(
+                subject,
+                VisitError::Refused {
+                    door: name,
+                    problems: Problems(problems),
+                },
+            )),
+        }
+    }
+
+    /// Publish a refused visit, and hand the error back.
+    pub(crate) fn refused(&self, subject: &str, error: VisitError) -> VisitError {
+        self.services.events.publish(Event::VisitRefused {
+            subject: subject.to_owned(),
+            door: error.door().to_owned(),
+            error: error.to_string(),
+        });
+        error
+    }
+
+    /// Fire `topic`: each hook on it, in name order, evaluates its condition and its
+    /// subject, then visits that subject with no receiver.
+    pub(crate) async fn fire(self: &Arc<Self>, topic: &str, input: Value) -> Vec<HookFire> {
+        let mut fires = Vec::new();
+        for door in self.doors.hooks(topic) {
+            let hooked = door.hooked(&input, &self.services).await;
+            let name = door.name().to_owned();
+            fires.push(match hooked {
+                Hooked::No => HookFire {
+                    door: name,
+                    subject: None,
+                    visit: None,
+                },
+                Hooked::Subject(s) => {
+                    let subject: Arc<str> = Arc::from(s.as_str());
+                    let result = self.visit(&door, &subject, input.clone()).await;
+                    HookFire {
+                        door: name,
+                        subject: Some(s),
+                        visit: Some(result),
+                    }
+                }
+                Hooked::Refused(error) => HookFire {
+                    door: name,
+                    subject: None,
+                    visit: Some(Err(self.refused("", error))),
+                },
+            });
+        }
+        fires
+    }
+
+    /// A schedule's timer fired at `at`: arm its next fire, and send the fire's visit to
+    /// its subject, which evaluates it and publishes a refusal as an event. The ticker
+    /// calls this and never waits on the evaluation.
+    pub(crate) async fn scheduled(self: &Arc<Self>, name: &str, generation: u64, at: chrono::DateTime<chrono::Utc>) {
+        let Some((door, subject)) = self.doors.schedule_fired(&self.services, name, generation, at) else {
+            return;
+        };
+        let now = self.services.clock.now();
+        let input = json!({
+            "schedule": name,
+            "fired_at": now.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        });
+        // A refusal is published as an event; a schedule has nobody to tell.
+        if let Err(error) = door.admit(&input, self.services.settings.max_input_bytes) {
+            self.refused(&subject, error);
+            return;
+        }
+        let msg = Msg::Visit {
+            door,
+            input,
+            reply: None,
+        };
+        // A runtime that is stopping drops its timers; nobody waits for them then.
+        let _ = self.send(&subject, msg).await;
+    }
+
+    /// Why the answer door refuses an answer to `id`, which is not pending: already
+    /// resolved, when the ask was a user ask that left the inbox and its subject
+    /// remembers how; else unknown (a caller ask never entered the inbox).
+    pub(crate) async fn gone(self: &Arc<Self>, id: &str) -> AnswerError {
+        let unknown = || AnswerError::Unknown { id: id.to_owned() };
+        let Some(subject) = self.inbox.left(id) else {
+            return unknown();
+        };
+        let step = self.step();
+        let recalled = match self.registry.read_idle(&subject, |state| state.recall(&step, id)) {
+            Some(recalled) => recalled,
+            None => {
+                let (reply, rx) = oneshot::channel();
+                let msg = Op::Recall {
+                    interaction: id.to_owned(),
+                    reply,
+                };
+                if self.send(&subject, Msg::Op(msg)).await.is_err() {
+                    return AnswerError::Stopped;
+                }
+                match rx.await {
+                    Ok(recalled) => recalled,
+                    Err(_) => return AnswerError::Stopped,
+                }
+            }
+        };
+        match recalled {
+            Some(IdProblem::AlreadyResolved { how, at, .. }) => AnswerError::AlreadyResolved {
+                id: id.to_owned(),
+                how,
+                at,
+            },
+            _ => unknown(),
+        }
+    }
+}
+
+/// A run's activation reaches the runtime through the hub.
+impl Port for Hub {
+    fn services(&self) -> &Services {
+        &self.services
+    }
+
+    fn park<'a>(
+        self: Arc<Self>,
+        asker: Asker<'a>,
+        ask: Ask,
+        waiter: Option<Waiter>,
+    ) -> Boxed<'a, Result<String, AskError>> {
+        Box::pin(async move { Hub::park(&self, asker, ask, waiter).await })
+    }
+
+    fn run_to_end(self: Arc<Self>, spec: StartSpec) -> Boxed<'static, Result<RunRecord, StartError>> {
+        Box::pin(async move { Hub::run_to_end(&self, spec).await })
+    }
+
+    fn list<'a>(self: Arc<Self>, subject: &'a Arc<str>) -> Boxed<'a, Result<Vec<Entry>, StartError>> {
+        Box::pin(async move { Hub::list(&self, subject).await })
+    }
+
+    fn resume<'a>(
+        self: Arc<Self>,
+        subject: &'a Arc<str>,
+        interaction: &'a str,
+        payload: Value,
+        resumer: Option<Arc<str>>,
+    ) -> Boxed<'a, Result<Resumed, ResumeError>> {
+        Box::pin(async move { Hub::resume(&self, subject, interaction, payload, resumer).await })
+    }
+
+    fn take<'a>(
+        self: Arc<Self>,
+        subject: &'a Arc<str>,
+        interaction: &'a str,
+        taker: Option<Arc<str>>,
+    ) -> Boxed<'a, Result<Value, TakeError>> {
+        Box::pin(async move { Hub::take(&self, subject, interaction, taker).await })
+    }
+
+    fn cancel<'a>(
+        self: Arc<Self>,
+        subject: &'a Arc<str>,
+        ids: Vec<String>,
+        canceller: Option<Arc<str>>,
+    ) -> Boxed<'a, Result<(), CancelError>> {
+        Box::pin(async move { Hub::cancel(&self, subject, ids, canceller).await })
+    }
+
+    fn ended(self: Arc<Self>, subject: Arc<str>, ending: Ending) -> Boxed<'static, ()> {
+        Box::pin(async move {
+            let _ = self.send(&subject, Msg::Op(Op::Ended(Box::new(ending)))).await;
+        })
+    }
+}

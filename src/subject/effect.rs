@@ -1,0 +1,210 @@
+//! What a subject's transition asks the world to do, as data.
+//!
+//! A transition ([`super::state`]) reads the subject's state, one message, the time and
+//! the id source, changes the state, and returns its effects in order: replies,
+//! outcomes for receivers, events, the user asks the inbox projects, timers to arm or
+//! disarm, activations to start or abort, links for the supervisor's run tree. The actor
+//! ([`super::actor`]) applies them after the transition, in order; nothing of the
+//! world changes inside a transition, so a transition is tested by looking at what it
+//! returned, and a durable store can hold the effects back until the change is written.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::Ack;
+use super::state::{Applied, Waiting};
+use crate::door::plan::VisitProblem;
+use crate::entry::{Entry, To};
+use crate::error::{AskError, IdProblem};
+use crate::event::Event;
+use crate::ids::{Ids, Kind};
+use crate::inbox::InboxItem;
+use crate::record::RunRecord;
+use crate::run::journal::JournalEntry;
+use crate::run::stored::Stored;
+use crate::services::Waiter;
+use crate::settings::Settings;
+use crate::supervisor::{Timer, TimerKey, TimerKeys};
+
+/// Whoever takes a run's next outcome inline.
+pub(crate) type Receiver = oneshot::Sender<RunRecord>;
+
+/// One answer to whoever sent a message, with the channel it goes back on.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// A started run's id.
+    Start(oneshot::Sender<Arc<str>>, Arc<str>),
+    /// A `sync` ask stored, or why not.
+    Ask(oneshot::Sender<Result<String, AskError>>, Result<String, AskError>),
+    /// The parked set.
+    List(oneshot::Sender<Vec<Entry>>, Vec<Entry>),
+    /// How an interaction was resolved, if remembered.
+    Recall(oneshot::Sender<Option<IdProblem>>, Option<IdProblem>),
+    /// A resume: started, buffered or refused.
+    Resume(oneshot::Sender<Result<Ack, IdProblem>>, Result<Ack, IdProblem>),
+    /// A take: the outcome, or why not.
+    Take(
+        oneshot::Sender<Result<Result<Value, String>, IdProblem>>,
+        Result<Result<Value, String>, IdProblem>,
+    ),
+    /// A cancel: done, or every problem.
+    Cancel(
+        oneshot::Sender<Result<(), Vec<IdProblem>>>,
+        Result<(), Vec<IdProblem>>,
+    ),
+    /// A visit: what was applied, or every problem.
+    Visit(
+        oneshot::Sender<Result<Applied, Vec<VisitProblem>>>,
+        Result<Applied, Vec<VisitProblem>>,
+    ),
+}
+
+impl Reply {
+    /// Send it; a sender that stopped waiting is no concern of the subject's.
+    pub(crate) fn send(self) {
+        match self {
+            Reply::Start(tx, v) => drop(tx.send(v)),
+            Reply::Ask(tx, v) => drop(tx.send(v)),
+            Reply::List(tx, v) => drop(tx.send(v)),
+            Reply::Recall(tx, v) => drop(tx.send(v)),
+            Reply::Resume(tx, v) => drop(tx.send(v)),
+            Reply::Take(tx, v) => drop(tx.send(v)),
+            Reply::Cancel(tx, v) => drop(tx.send(v)),
+            Reply::Visit(tx, v) => drop(tx.send(v)),
+        }
+    }
+}
+
+/// Everything an activation needs to start: the run's identity and its journal.
+#[derive(Debug)]
+pub(crate) struct Launch {
+    pub(crate) run: Arc<str>,
+    /// Which activation of the run this is; its `Ask` and `Ended` carry it back.
+    pub(crate) epoch: u64,
+    /// The target's name, looked up when the activation starts.
+    pub(crate) target: Arc<str>,
+    pub(crate) identity: Arc<str>,
+    pub(crate) lineage: Arc<[String]>,
+    pub(crate) parent: Option<Arc<str>>,
+    pub(crate) journal: Vec<JournalEntry>,
+    pub(crate) kwargs: Stored,
+    pub(crate) extras: Stored,
+}
+
+/// One thing a transition asks for.
+#[derive(Debug)]
+pub(crate) enum Effect {
+    /// Answer the sender of the message.
+    Reply(Reply),
+    /// Hand a run's record to whoever takes its outcome; if that receiver has stopped
+    /// waiting and the run's outcome can wait, the actor leaves it waiting
+    /// (`State::leave_waiting`), so no outcome is lost between transition and delivery.
+    Deliver(Receiver, RunRecord, Option<Waiting>),
+    /// Hand the answer of a `sync` ask to its blocked activation.
+    Answer(Waiter, Value),
+    /// Publish a platform event. The inbox removes a user ask on its `ask_resolved`,
+    /// and the count of live runs follows `run_started` and the three ends.
+    Event(Event),
+    /// A user ask was parked: the inbox lists it.
+    Offer(InboxItem),
+    /// Arm a timer.
+    Arm(TimerKey, Timer),
+    /// Disarm a timer.
+    Disarm(TimerKey),
+    /// Give back one unit of a ceiling (a waiting outcome's unit is a caller's).
+    Release(To),
+    /// Count a waiting outcome against the caller ceiling.
+    CountWaiting,
+    /// Keep a run's latest record.
+    Record(RunRecord),
+    /// A kept record's run is running again.
+    Running(Arc<str>),
+    /// Start an activation; the actor hands its handle back with `State::attach`.
+    Activate(Box<Launch>),
+    /// The run's activation ended: it is no longer in flight.
+    Gone(Arc<str>),
+    /// Abort the run's executing activation (torn down); it is no longer in flight.
+    Abort(Arc<str>),
+    /// Link `run` under `parent` in the supervisor's run tree.
+    Link {
+        run: Arc<str>,
+        parent: Option<Arc<str>>,
+    },
+    /// Forget `run` in the run tree: it ended, or was torn down.
+    Unlink(Arc<str>),
+}
+
+/// One transition's inputs besides the state and the message, and the effects it
+/// collects.
+pub(crate) struct Step<'a> {
+    /// The clock's now, read once for the message.
+    pub(crate) now: DateTime<Utc>,
+    pub(crate) settings: &'a Settings,
+    ids: &'a Ids,
+    keys: &'a TimerKeys,
+    /// In the order the transition made them.
+    pub(crate) effects: Vec<Effect>,
+}
+
+impl<'a> Step<'a> {
+    /// A step at `now`.
+    pub(crate) fn new(
+        now: DateTime<Utc>,
+        settings: &'a Settings,
+        ids: &'a Ids,
+        keys: &'a TimerKeys,
+    ) -> Self {
+        Self {
+            now,
+            settings,
+            ids,
+            keys,
+            effects: Vec::new(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, effect: Effect) {
+        self.effects.push(effect);
+    }
+
+    pub(crate) fn publish(&mut self, event: Event) {
+        self.effects.push(Effect::Event(event));
+    }
+
+    pub(crate) fn reply(&mut self, reply: Reply) {
+        self.effects.push(Effect::Reply(reply));
+    }
+
+    /// A fresh id.
+    pub(crate) fn id(&self, kind: Kind) -> String {
+        self.ids.next(kind)
+    }
+
+    /// Arm `timer` at `at`; its key disarms it.
+    pub(crate) fn arm(&mut self, at: DateTime<Utc>, timer: Timer) -> TimerKey {
+        let key = self.keys.key(at);
+        self.effects.push(Effect::Arm(key, timer));
+        key
+    }
+
+    pub(crate) fn disarm(&mut self, key: TimerKey) {
+        self.effects.push(Effect::Disarm(key));
+    }
+
+    /// When the retention horizon that starts at `at` ends (the end of time if it
+    /// overflows).
+    pub(crate) fn retention_end(&self, at: DateTime<Utc>) -> DateTime<Utc> {
+        chrono::Duration::from_std(self.settings.waiting_retention)
+            .ok()
+            .and_then(|d| at.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    }
+
+    /// The effects, in order.
+    pub(crate) fn into_effects(self) -> Vec<Effect> {
+        self.effects
+    }
+}
