@@ -19,8 +19,8 @@ use serde_json::Value;
 use thiserror::Error;
 use tokio::sync::broadcast;
 
-use crate::event::Settled;
 use crate::ask::EXPIRY_MARKER_KEY;
+use crate::event::Settled;
 
 /// The default page size of [`Runtime::inbox`](crate::Runtime::inbox).
 pub const DEFAULT_PAGE_SIZE: usize = 50;

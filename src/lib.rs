@@ -55,8 +55,8 @@ mod jq;
 mod record;
 mod run;
 mod runtime;
-mod settings;
 mod services;
+mod settings;
 pub mod sim;
 mod subject;
 mod supervisor;
@@ -73,11 +73,11 @@ pub use ask::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use depth::{MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH};
+pub use door::outcome::{ItemOutcome, SaveError, Visit, VisitError, VisitOutcome};
 pub use door::plan::VisitProblem;
 pub use door::registry::HookFire;
 pub use door::saved::SaveProblem;
 pub use door::spec::{Kind as DoorKind, Spec as DoorSpec};
-pub use door::outcome::{ItemOutcome, SaveError, Visit, VisitError, VisitOutcome};
 pub use entry::{Entry, Status, To};
 pub use error::{
     AskError, BuildError, CancelError, CtxError, IdProblem, NoResult, Problems, ResumeError,

@@ -21,9 +21,9 @@ use crate::event::Event;
 use crate::ids::Ids;
 use crate::record::{Resumed, RunRecord};
 use crate::run::Ctx;
-use crate::settings::Settings;
 use crate::run::port::{Parent, StartSpec, checked_payload};
 use crate::services::Services;
+use crate::settings::Settings;
 use crate::subject::{Hub, Msg, Op};
 use crate::supervisor::arming::{self, Wake};
 use crate::supervisor::ticker::{self, RoundRequest};
@@ -697,7 +697,11 @@ impl Runtime {
                 .caps
                 .caller
                 .load(std::sync::atomic::Ordering::Acquire),
-            user_open: hub.services.caps.user.load(std::sync::atomic::Ordering::Acquire),
+            user_open: hub
+                .services
+                .caps
+                .user
+                .load(std::sync::atomic::Ordering::Acquire),
             live_subjects,
             passive_subjects,
             passive_bytes,

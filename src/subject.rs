@@ -56,6 +56,8 @@ pub(crate) enum Ack {
 
 /// What a subject's mailbox takes.
 #[derive(Debug)]
+// Operations are nearly every message; boxing them would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Msg {
     /// An operation on the state.
     Op(Op),

@@ -197,7 +197,11 @@ impl Saved {
                 .await
                 .and_then(|v| match v {
                     Value::Bool(b) => Ok(b),
-                    other => Err(shape("condition", &other, "condition must yield one boolean")),
+                    other => Err(shape(
+                        "condition",
+                        &other,
+                        "condition must yield one boolean",
+                    )),
                 }),
         };
         let target = match holds {

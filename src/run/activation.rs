@@ -26,8 +26,8 @@ use tokio::task::JoinHandle;
 
 use crate::error::RunError;
 use crate::run::ctx::Ctx;
-use crate::run::stored::Stored;
 use crate::run::port::Ending;
+use crate::run::stored::Stored;
 use crate::target::Target;
 
 /// What one activation runs.

@@ -43,7 +43,6 @@ struct Inner {
     replay: Mutex<Replay>,
 }
 
-
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ctx")
@@ -378,11 +377,7 @@ impl Ctx {
         let run = Arc::clone(&self.inner.run_id);
         let result = self
             .step(&format!("resume_parked {interaction}"), || async move {
-                Ok::<_, String>(
-                    port
-                        .resume(&subject, interaction, payload, Some(run))
-                        .await,
-                )
+                Ok::<_, String>(port.resume(&subject, interaction, payload, Some(run)).await)
             })
             .await;
         flatten(result)

@@ -36,10 +36,16 @@ pub(crate) trait Port: Send + Sync {
     ) -> Boxed<'a, Result<String, AskError>>;
 
     /// Start a run and wait for the record its first activation ends with.
-    fn run_to_end(self: Arc<Self>, spec: StartSpec) -> Boxed<'static, Result<RunRecord, StartError>>;
+    fn run_to_end(
+        self: Arc<Self>,
+        spec: StartSpec,
+    ) -> Boxed<'static, Result<RunRecord, StartError>>;
 
     /// Every parked entry on `subject`, oldest first.
-    fn list<'a>(self: Arc<Self>, subject: &'a Arc<str>) -> Boxed<'a, Result<Vec<Entry>, StartError>>;
+    fn list<'a>(
+        self: Arc<Self>,
+        subject: &'a Arc<str>,
+    ) -> Boxed<'a, Result<Vec<Entry>, StartError>>;
 
     /// Resume the ask `interaction` with `payload`; `resumer` receives the outcome.
     fn resume<'a>(

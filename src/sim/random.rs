@@ -21,16 +21,16 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use super::model::{Launch, Model, ModelFault, Tally};
+use crate::ask::is_expiry_marker;
 use crate::ask::{Ask, OnExpiry};
 use crate::clock::ManualClock;
-use crate::door::spec::Spec as DoorSpec;
 use crate::door::outcome::{ItemOutcome, Visit, VisitError, VisitOutcome};
+use crate::door::spec::Spec as DoorSpec;
 use crate::error::{BuildError, RunError};
 use crate::event::Event;
 use crate::ids::Ids;
 use crate::inbox::Frame;
 use crate::record::{Resumed, RunRecord, RunStatus};
-use crate::ask::is_expiry_marker;
 use crate::runtime::Runtime;
 
 /// What to generate.

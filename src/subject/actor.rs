@@ -227,7 +227,6 @@ impl<'a> Work<'a> {
         (self.run(state, what, None), None)
     }
 
-
     /// Run one transition and apply its effects; whether it was handled.
     fn run(&mut self, state: &mut State, what: Awaiting, chains: Option<&Chains>) -> bool {
         let mut step = self.step();

@@ -58,7 +58,11 @@ impl Hub {
     }
 
     /// Send `msg` to `subject`'s actor, waking or spawning it.
-    pub(crate) async fn send(self: &Arc<Self>, subject: &Arc<str>, msg: Msg) -> Result<(), Stopped> {
+    pub(crate) async fn send(
+        self: &Arc<Self>,
+        subject: &Arc<str>,
+        msg: Msg,
+    ) -> Result<(), Stopped> {
         self.registry.send(self, subject, msg).await
     }
 
@@ -86,7 +90,10 @@ impl Hub {
             epoch,
             lineage,
         } = asker;
-        let checked = match ask.validate(self.services.clock.now(), self.services.settings.max_question_chars) {
+        let checked = match ask.validate(
+            self.services.clock.now(),
+            self.services.settings.max_question_chars,
+        ) {
             Ok(checked) => checked,
             Err(problems) => {
                 ask.drop_deep();
@@ -369,8 +376,16 @@ impl Hub {
     /// A schedule's timer fired at `at`: arm its next fire, and send the fire's visit to
     /// its subject, which evaluates it and publishes a refusal as an event. The ticker
     /// calls this and never waits on the evaluation.
-    pub(crate) async fn scheduled(self: &Arc<Self>, name: &str, generation: u64, at: chrono::DateTime<chrono::Utc>) {
-        let Some((door, subject)) = self.doors.schedule_fired(&self.services, name, generation, at) else {
+    pub(crate) async fn scheduled(
+        self: &Arc<Self>,
+        name: &str,
+        generation: u64,
+        at: chrono::DateTime<chrono::Utc>,
+    ) {
+        let Some((door, subject)) = self
+            .doors
+            .schedule_fired(&self.services, name, generation, at)
+        else {
             return;
         };
         let now = self.services.clock.now();
@@ -401,7 +416,10 @@ impl Hub {
             return unknown();
         };
         let step = self.step();
-        let recalled = match self.registry.read_idle(&subject, |state| state.recall(&step, id)) {
+        let recalled = match self
+            .registry
+            .read_idle(&subject, |state| state.recall(&step, id))
+        {
             Some(recalled) => recalled,
             None => {
                 let (reply, rx) = oneshot::channel();
@@ -444,11 +462,17 @@ impl Port for Hub {
         Box::pin(async move { Hub::park(&self, asker, ask, waiter).await })
     }
 
-    fn run_to_end(self: Arc<Self>, spec: StartSpec) -> Boxed<'static, Result<RunRecord, StartError>> {
+    fn run_to_end(
+        self: Arc<Self>,
+        spec: StartSpec,
+    ) -> Boxed<'static, Result<RunRecord, StartError>> {
         Box::pin(async move { Hub::run_to_end(&self, spec).await })
     }
 
-    fn list<'a>(self: Arc<Self>, subject: &'a Arc<str>) -> Boxed<'a, Result<Vec<Entry>, StartError>> {
+    fn list<'a>(
+        self: Arc<Self>,
+        subject: &'a Arc<str>,
+    ) -> Boxed<'a, Result<Vec<Entry>, StartError>> {
         Box::pin(async move { Hub::list(&self, subject).await })
     }
 
@@ -482,7 +506,9 @@ impl Port for Hub {
 
     fn ended(self: Arc<Self>, subject: Arc<str>, ending: Ending) -> Boxed<'static, ()> {
         Box::pin(async move {
-            let _ = self.send(&subject, Msg::Op(Op::Ended(Box::new(ending)))).await;
+            let _ = self
+                .send(&subject, Msg::Op(Op::Ended(Box::new(ending))))
+                .await;
         })
     }
 }

@@ -38,13 +38,19 @@ pub(crate) enum Reply {
     /// A started run's id.
     Start(oneshot::Sender<Arc<str>>, Arc<str>),
     /// A `sync` ask stored, or why not.
-    Ask(oneshot::Sender<Result<String, AskError>>, Result<String, AskError>),
+    Ask(
+        oneshot::Sender<Result<String, AskError>>,
+        Result<String, AskError>,
+    ),
     /// The parked set.
     List(oneshot::Sender<Vec<Entry>>, Vec<Entry>),
     /// How an interaction was resolved, if remembered.
     Recall(oneshot::Sender<Option<IdProblem>>, Option<IdProblem>),
     /// A resume: started, buffered or refused.
-    Resume(oneshot::Sender<Result<Ack, IdProblem>>, Result<Ack, IdProblem>),
+    Resume(
+        oneshot::Sender<Result<Ack, IdProblem>>,
+        Result<Ack, IdProblem>,
+    ),
     /// A take: the outcome, or why not.
     Take(
         oneshot::Sender<Result<Result<Value, String>, IdProblem>>,

@@ -148,11 +148,7 @@ impl Registry {
 
     /// Queue `msg` in `actor`'s mailbox: `None` once queued, the message back when a
     /// draining actor refused it (it arrived after the drain marker).
-    fn cast(
-        &self,
-        actor: &ActorRef<Msg>,
-        msg: Msg,
-    ) -> Result<Option<Msg>, Stopped> {
+    fn cast(&self, actor: &ActorRef<Msg>, msg: Msg) -> Result<Option<Msg>, Stopped> {
         match actor.cast(msg) {
             Ok(()) => Ok(None),
             Err(MessagingErr::SendErr(back)) => {

@@ -280,7 +280,12 @@ impl State {
 
     /// Handle one operation at `step.now`, with the chains the supervisor walked for it
     /// (`None` the first time). Its effects are pushed on `step`, in order.
-    pub(crate) fn handle(&mut self, op: Op, chains: Option<&Chains>, step: &mut Step<'_>) -> Handled<Op> {
+    pub(crate) fn handle(
+        &mut self,
+        op: Op,
+        chains: Option<&Chains>,
+        step: &mut Step<'_>,
+    ) -> Handled<Op> {
         let none = Chains::new();
         match op {
             Op::Start {
@@ -369,7 +374,8 @@ impl State {
                     }
                 }
             },
-            Op::Expire { interaction, key } => match (chains, self.expiry_needs(&interaction, key)) {
+            Op::Expire { interaction, key } => match (chains, self.expiry_needs(&interaction, key))
+            {
                 (None, Some(owner)) => {
                     return Handled::Needs {
                         op: Op::Expire { interaction, key },
@@ -393,13 +399,11 @@ impl State {
     /// Publish that the ask `id` was resolved, and how, and remember it.
     fn resolved(&mut self, step: &mut Step<'_>, id: &str, how: Resolution) {
         self.remember(step, id, how.into());
-        step.publish(
-            Event::AskResolved {
-                subject: self.subject(),
-                interaction: id.to_owned(),
-                how,
-            },
-        );
+        step.publish(Event::AskResolved {
+            subject: self.subject(),
+            interaction: id.to_owned(),
+            how,
+        });
     }
 
     // ----- the memory of resolutions ---------------------------------------------------
@@ -510,13 +514,11 @@ impl State {
         } else {
             false
         };
-        step.publish(
-            Event::RunStarted {
-                subject: self.subject(),
-                run: run.to_string(),
-                target: target.name.to_string(),
-            },
-        );
+        step.publish(Event::RunStarted {
+            subject: self.subject(),
+            run: run.to_string(),
+            target: target.name.to_string(),
+        });
         self.runs.insert(
             Arc::clone(&run),
             Box::new(RunState {
@@ -695,19 +697,17 @@ impl State {
         if run.linked {
             step.push(Effect::Unlink(Arc::clone(run_id)));
         }
-        step.publish(
-            match &error {
-                None => Event::RunFinished {
-                    subject: self.subject(),
-                    run: run_id.to_string(),
-                },
-                Some(e) => Event::RunFailed {
-                    subject: self.subject(),
-                    run: run_id.to_string(),
-                    error: e.clone(),
-                },
+        step.publish(match &error {
+            None => Event::RunFinished {
+                subject: self.subject(),
+                run: run_id.to_string(),
             },
-        );
+            Some(e) => Event::RunFailed {
+                subject: self.subject(),
+                run: run_id.to_string(),
+                error: e.clone(),
+            },
+        });
         let waiting = run.resumed_by.map(|id| Waiting {
             id,
             run: Arc::clone(run_id),
@@ -758,12 +758,10 @@ impl State {
                 input: None,
             }),
         );
-        step.publish(
-            Event::WaitingOutcomeStored {
-                subject: self.subject(),
-                interaction: id,
-            },
-        );
+        step.publish(Event::WaitingOutcomeStored {
+            subject: self.subject(),
+            interaction: id,
+        });
     }
 
     /// The record of `run` as it stands.
@@ -895,13 +893,11 @@ impl State {
         if let Some(group) = self.groups.get_mut(&gid) {
             group.members.push(id.clone());
         }
-        step.publish(
-            Event::AskParked {
-                subject: self.subject(),
-                interaction: id.clone(),
-                run: run_id.to_string(),
-            },
-        );
+        step.publish(Event::AskParked {
+            subject: self.subject(),
+            interaction: id.clone(),
+            run: run_id.to_string(),
+        });
         Ok(id)
     }
 
@@ -1113,12 +1109,10 @@ impl State {
         if let Some(r) = taker.and_then(|r| self.runs.get_mut(&r)) {
             r.resumed_interactions.push(id.to_owned());
         }
-        step.publish(
-            Event::WaitingOutcomeTaken {
-                subject: self.subject(),
-                interaction: id.to_owned(),
-            },
-        );
+        step.publish(Event::WaitingOutcomeTaken {
+            subject: self.subject(),
+            interaction: id.to_owned(),
+        });
         Ok(parked
             .and_then(|p| p.outcome)
             .map_or_else(|| Err(format!("interaction {id} held no outcome")), |o| *o))
@@ -1197,7 +1191,10 @@ impl State {
 
     /// The linked runs owning the asks among `ids`: the chains a teardown of them needs
     /// from the supervisor. A run that is not linked is a chain of its own.
-    pub(crate) fn linked_owners<'i>(&self, ids: impl IntoIterator<Item = &'i str>) -> Vec<Arc<str>> {
+    pub(crate) fn linked_owners<'i>(
+        &self,
+        ids: impl IntoIterator<Item = &'i str>,
+    ) -> Vec<Arc<str>> {
         let mut owners: Vec<Arc<str>> = Vec::new();
         for id in ids {
             if let Some(p) = self.entries.get(id).filter(|p| p.outcome.is_none())

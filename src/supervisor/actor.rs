@@ -57,16 +57,19 @@ pub(crate) enum Msg {
 }
 
 /// Takes the supervisor's answer to a [`Msg::Chains`] back to the subject that asked.
-pub(crate) struct Answer(Box<dyn FnOnce(Vec<Vec<Arc<str>>>) + Send>);
+pub(crate) struct Answer(Box<dyn FnOnce(Chained) + Send>);
+
+/// Chains, in the order asked, each asker first.
+pub(crate) type Chained = Vec<Vec<Arc<str>>>;
 
 impl Answer {
     /// An answer that calls `f` with the chains.
-    pub(crate) fn new(f: impl FnOnce(Vec<Vec<Arc<str>>>) + Send + 'static) -> Self {
+    pub(crate) fn new(f: impl FnOnce(Chained) + Send + 'static) -> Self {
         Self(Box::new(f))
     }
 
     /// Send the chains.
-    pub(crate) fn send(self, chains: Vec<Vec<Arc<str>>>) {
+    pub(crate) fn send(self, chains: Chained) {
         (self.0)(chains);
     }
 }

@@ -85,10 +85,12 @@ async fn deliver(hub: &Arc<Hub>, timer: Fired) {
         Timer::Record { subject, run } => {
             // The record store is the hub's, not the subject's: no message needed.
             if hub.records.retire(&run) {
-                hub.services.events.publish(crate::event::Event::RecordDropped {
-                    subject: subject.to_string(),
-                    run: run.to_string(),
-                });
+                hub.services
+                    .events
+                    .publish(crate::event::Event::RecordDropped {
+                        subject: subject.to_string(),
+                        run: run.to_string(),
+                    });
             }
             return;
         }

@@ -359,9 +359,9 @@ impl Applied {
                                 status: Buffered::Buffered,
                                 remaining,
                             }),
-                            (_, Some(rx)) => Some(Resumed::Outcome(
-                                rx.await.map_err(|_| VisitError::Stopped)?,
-                            )),
+                            (_, Some(rx)) => {
+                                Some(Resumed::Outcome(rx.await.map_err(|_| VisitError::Stopped)?))
+                            }
                             (_, None) => None,
                         };
                         ItemOutcome::Resumed { id, outcome }
