@@ -233,3 +233,25 @@ async fn a_slow_hook_condition_blocks_no_worker() {
     assert!(!fire.is_finished(), "the condition is still evaluating");
     fire.abort();
 }
+
+/// A hook whose condition passes its evaluation deadline is broken, as a door whose
+/// contract does: later fires are refused until it is saved again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_whose_condition_passes_its_deadline_is_broken() {
+    let (rt, _clock) = common::runtime_with(|b| b.jq_deadline(Duration::from_millis(50))).await;
+    let heavy = "[range(100000) as $a | range(100000) | $a] | length > 0";
+    rt.save_door(DoorSpec::hook("h", "push", "s", "asker").condition(heavy))
+        .unwrap();
+    let first = rt.fire("push", json!({})).await;
+    let error = first[0].visit.clone().unwrap().unwrap_err().to_string();
+    assert!(error.contains("deadline"), "{error}");
+    let second = rt.fire("push", json!({})).await;
+    assert_eq!(
+        second[0].visit.clone().unwrap().unwrap_err().to_string(),
+        "door h is broken: an expression passed its evaluation deadline; save it again"
+    );
+    rt.save_door(DoorSpec::hook("h", "push", "s", "asker").condition("true"))
+        .unwrap();
+    let third = rt.fire("push", json!({})).await;
+    assert!(third[0].visit.clone().unwrap().is_ok());
+}

@@ -406,3 +406,40 @@ async fn a_late_answer_to_an_expired_ask_reads_already_resolved() {
         AnswerError::Unknown { id: "i-999".into() }
     );
 }
+
+/// A run that stops waiting for its `sync` ask (a `select!` took another branch) is busy
+/// again: `settle` waits for it instead of counting it idle for as long as the ask stands.
+#[tokio::test(start_paused = true)]
+async fn a_sync_ask_given_up_by_its_run_no_longer_counts_it_idle() {
+    let (rt, _clock) = common::runtime().await;
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let done = std::sync::Arc::new(tokio::sync::Notify::new());
+    let (g, d) = (gate.clone(), done.clone());
+    rt.register("chooser", &[], move |ctx, _, _| {
+        let (gate, done) = (g.clone(), d.clone());
+        async move {
+            let ask = Ask::user("ok?")
+                .answer_format("confirm")
+                .mode(Mode::Sync)
+                .timeout(Duration::from_secs(60));
+            tokio::select! {
+                answer = ctx.ask(ask) => return Ok(answer?),
+                () = gate.notified() => {}
+            }
+            // The ask's future is dropped: the run now waits on something else.
+            done.notified().await;
+            Ok(json!("chose"))
+        }
+    });
+    let run = rt.submit(Start::new("s", "chooser")).await.unwrap();
+    // Blocked in its sync ask: idle for `settle`.
+    rt.settle().await;
+    gate.notify_one();
+    // No longer blocked in the ask (which still stands on the subject): not idle. The
+    // paused clock moves on to the timeout once nothing else can run.
+    let waited = tokio::time::timeout(Duration::from_secs(5), rt.settle()).await;
+    assert!(waited.is_err(), "settle returned while the run was busy");
+    done.notify_one();
+    rt.settle().await;
+    assert_eq!(rt.record(&run).unwrap().status, RunStatus::Succeeded);
+}

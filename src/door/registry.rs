@@ -180,6 +180,11 @@ impl Saved {
         let Kind::Hook { subject, .. } = &self.spec.kind else {
             return Hooked::No;
         };
+        if self.is_broken() {
+            return Hooked::Refused(VisitError::Broken {
+                door: self.name().to_owned(),
+            });
+        }
         let now = services.clock.now();
         let vars = [
             Input::string(self.name()),

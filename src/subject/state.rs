@@ -33,6 +33,8 @@ use crate::services::Waiter;
 use crate::supervisor::{Timer, TimerKey};
 use crate::target::Target;
 
+#[cfg(test)]
+mod tests;
 mod visit;
 
 pub(crate) use visit::{Applied, Planned};

@@ -1,0 +1,792 @@
+//! The transitions on their own: a state, one operation, and the effects it returned,
+//! with no runtime, no actor and no task. One test per rule of `docs/semantics.md`;
+//! each reads the effects as short lines, in order.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::{After, Chains, Handled, State};
+use crate::ask::{Ask, OnExpiry};
+use crate::entry::Status;
+use crate::error::{IdProblem, RunError, Suspension};
+use crate::ids::Ids;
+use crate::record::RunRecord;
+use crate::run::journal::JournalEntry;
+use crate::run::port::{Ending, Parent, Replay};
+use crate::settings::Settings;
+use crate::subject::Op;
+use crate::subject::effect::{Effect, Reply, Step};
+use crate::subject::packed::Packed;
+use crate::supervisor::{Timer, TimerKey, TimerKeys};
+use crate::target::{Target, Targets};
+
+/// One subject and what its transitions read.
+struct World {
+    state: State,
+    settings: Settings,
+    ids: Ids,
+    keys: TimerKeys,
+    now: DateTime<Utc>,
+    target: Arc<Target>,
+    /// Each ask's deadline timer, by interaction.
+    timers: Vec<(String, TimerKey)>,
+}
+
+impl World {
+    fn new() -> Self {
+        let targets = Targets::default();
+        targets.register("t", &[], |_, _, _| async { Ok(Value::Null) });
+        let Some(target) = targets.get("t") else {
+            panic!("the target was just registered");
+        };
+        Self {
+            state: State::new(Arc::from("s")),
+            settings: Settings::default(),
+            ids: Ids::sequential(),
+            keys: TimerKeys::default(),
+            now: DateTime::from_timestamp(1_000_000, 0).unwrap_or_default(),
+            target,
+            timers: Vec::new(),
+        }
+    }
+
+    /// Handle `op` with `chains`; the effects, and whether it needed chains.
+    fn try_op(&mut self, op: Op, chains: Option<&Chains>) -> (Vec<Effect>, Option<Vec<String>>) {
+        let mut step = Step::new(self.now, &self.settings, &self.ids, &self.keys);
+        let needs = match self.state.handle(op, chains, &mut step) {
+            Handled::Done => None,
+            Handled::Needs { runs, .. } => Some(runs.iter().map(|r| r.to_string()).collect()),
+        };
+        let effects = step.into_effects();
+        for effect in &effects {
+            if let Effect::Arm(key, Timer::Expiry { interaction, .. }) = effect {
+                self.timers.push((interaction.to_string(), *key));
+            }
+        }
+        (effects, needs)
+    }
+
+    /// Handle `op`, which needs no chains.
+    fn op(&mut self, op: Op) -> Vec<Effect> {
+        let (effects, needs) = self.try_op(op, None);
+        assert_eq!(needs, None, "the operation asked for chains");
+        effects
+    }
+
+    /// Start a run of `t`, under `parent`; its id and its receiver.
+    fn start(&mut self, parent: Parent) -> (Arc<str>, oneshot::Receiver<RunRecord>, Vec<Effect>) {
+        let (receiver, outcome) = oneshot::channel();
+        let (reply, _) = oneshot::channel();
+        let effects = self.op(Op::Start {
+            target: Arc::clone(&self.target),
+            kwargs: json!({}),
+            extras: json!({}),
+            identity: Arc::from("me"),
+            parent,
+            receiver: Some(receiver),
+            reply,
+        });
+        let run = effects
+            .iter()
+            .find_map(|e| match e {
+                Effect::Activate(launch) => Some(Arc::clone(&launch.run)),
+                _ => None,
+            })
+            .unwrap_or_else(|| Arc::from("none"));
+        (run, outcome, effects)
+    }
+
+    /// Park `ask` for activation `epoch` of `run`; its interaction id.
+    fn ask(&mut self, run: &Arc<str>, epoch: u64, ask: Ask) -> (String, Vec<Effect>) {
+        let checked = match ask.validate(self.now, self.settings.max_question_chars) {
+            Ok(checked) => checked,
+            Err(problems) => panic!("a valid ask: {problems:?}"),
+        };
+        let id = self.ids.next(crate::ids::Kind::Interaction);
+        let effects = self.op(Op::Ask {
+            run: Arc::clone(run),
+            epoch,
+            lineage: Arc::from(vec!["t".to_owned()]),
+            ask,
+            checked,
+            id: id.clone(),
+            waiter: None,
+            reply: None,
+        });
+        (id, effects)
+    }
+
+    /// End activation `epoch` of `run` with `result`, its journal being `journal`.
+    fn end(
+        &mut self,
+        run: &Arc<str>,
+        epoch: u64,
+        result: Result<Value, RunError>,
+        journal: Vec<JournalEntry>,
+        refused: Option<&str>,
+    ) -> Vec<Effect> {
+        let cursor = journal.len();
+        self.op(Op::Ended(Box::new(Ending {
+            run: Arc::clone(run),
+            epoch,
+            result,
+            replay: Replay {
+                journal,
+                cursor,
+                diverged: None,
+                refused: refused.map(str::to_owned),
+            },
+        })))
+    }
+
+    /// End activation `epoch` of `run` parked on the asks `ids`, journaled unanswered.
+    fn park(&mut self, run: &Arc<str>, epoch: u64, ids: &[&str]) -> Vec<Effect> {
+        let journal = ids.iter().map(|id| unanswered(id)).collect();
+        let suspended = Err(RunError::Suspended(Suspension {
+            interaction: ids.first().map(|s| (*s).to_owned()).unwrap_or_default(),
+        }));
+        self.end(run, epoch, suspended, journal, None)
+    }
+
+    /// Resume `id` with `payload` and a receiver.
+    fn resume(&mut self, id: &str, payload: Value) -> (Vec<Effect>, Option<RunRecord>) {
+        let (receiver, _outcome) = oneshot::channel();
+        let (reply, _) = oneshot::channel();
+        let effects = self.op(Op::Resume {
+            interaction: id.to_owned(),
+            payload,
+            receiver: Some(receiver),
+            resumer: None,
+            reply,
+        });
+        (effects, None)
+    }
+
+    fn cancel(
+        &mut self,
+        ids: &[&str],
+        chains: Option<&Chains>,
+    ) -> (Vec<Effect>, Option<Vec<String>>) {
+        let (reply, _) = oneshot::channel();
+        self.try_op(
+            Op::Cancel {
+                ids: ids.iter().map(|s| (*s).to_owned()).collect(),
+                canceller: None,
+                reply,
+            },
+            chains,
+        )
+    }
+
+    /// The expiry timer armed for `id`.
+    fn timer(&self, id: &str) -> TimerKey {
+        match self.timers.iter().find(|(i, _)| i == id) {
+            Some((_, key)) => *key,
+            None => panic!("no timer was armed for {id}"),
+        }
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now += chrono::Duration::from_std(d).unwrap_or_default();
+    }
+}
+
+fn unanswered(id: &str) -> JournalEntry {
+    JournalEntry::Ask {
+        interaction: id.to_owned(),
+        question: Some("q?".to_owned()),
+        answer: None,
+    }
+}
+
+fn caller_ask() -> Ask {
+    Ask::caller("q?").expiry_at("10m")
+}
+
+/// The effects as short lines: what each does, to what.
+fn show(effects: &[Effect]) -> Vec<String> {
+    effects.iter().map(line).collect()
+}
+
+fn line(effect: &Effect) -> String {
+    match effect {
+        Effect::Reply(reply) => match reply {
+            Reply::Start(_, run) => format!("reply start {run}"),
+            Reply::Ask(_, result) => format!("reply ask {result:?}"),
+            Reply::List(_, entries) => format!("reply list {}", entries.len()),
+            Reply::Recall(_, recalled) => format!("reply recall {}", recalled.is_some()),
+            Reply::Resume(_, Ok(ack)) => format!("reply resume {ack:?}"),
+            Reply::Resume(_, Err(problem)) => format!("reply resume refused: {problem}"),
+            Reply::Take(_, Ok(result)) => format!("reply take {result:?}"),
+            Reply::Take(_, Err(problem)) => format!("reply take refused: {problem}"),
+            Reply::Cancel(_, result) => format!("reply cancel {}", result.is_ok()),
+            Reply::Visit(_, result) => format!("reply visit {}", result.is_ok()),
+        },
+        Effect::Deliver(_, record, waiting) => format!(
+            "deliver {} {:?}{}",
+            record.run_id,
+            record.status,
+            if waiting.is_some() { " (or wait)" } else { "" }
+        ),
+        Effect::Answer(_, answer) => format!("answer {answer}"),
+        Effect::Event(event) => {
+            let v = serde_json::to_value(event).unwrap_or_default();
+            let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+            let mut s = format!("event {}", text("event").unwrap_or_default());
+            for key in ["interaction", "run", "how", "reason"] {
+                if let Some(t) = text(key).filter(|_| key != "run" || text("interaction").is_none())
+                {
+                    s.push(' ');
+                    s.push_str(&t);
+                }
+            }
+            s
+        }
+        Effect::Offer(item) => format!("offer {}", item.id),
+        Effect::Arm(_, timer) => format!(
+            "arm {}",
+            match timer {
+                Timer::Expiry { interaction, .. } => format!("expiry {interaction}"),
+                Timer::Retention { interaction, .. } => format!("retention {interaction}"),
+                Timer::Record { run, .. } => format!("record {run}"),
+                Timer::Idle { .. } => "idle".to_owned(),
+                Timer::Schedule { door, .. } => format!("schedule {door}"),
+            }
+        ),
+        Effect::Disarm(_) => "disarm".to_owned(),
+        Effect::Release(to) => format!("release {to:?}"),
+        Effect::CountWaiting => "count waiting".to_owned(),
+        Effect::Record(record) => format!("record {} {:?}", record.run_id, record.status),
+        Effect::Running(run) => format!("running {run}"),
+        Effect::Activate(launch) => format!("activate {}#{}", launch.run, launch.epoch),
+        Effect::Gone(run) => format!("gone {run}"),
+        Effect::Abort(run) => format!("abort {run}"),
+        Effect::Link { run, parent } => format!(
+            "link {run} under {}",
+            parent.as_deref().unwrap_or("nothing")
+        ),
+        Effect::Unlink(run) => format!("unlink {run}"),
+    }
+}
+
+/// The answers the activation a transition started will replay with.
+fn answers(effects: &[Effect]) -> Vec<Option<Value>> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Activate(launch) => Some(launch),
+            _ => None,
+        })
+        .flat_map(|launch| {
+            launch.journal.iter().filter_map(|entry| match entry {
+                JournalEntry::Ask { answer, .. } => Some(answer.clone()),
+                _ => None,
+            })
+        })
+        .collect()
+}
+
+fn status(world: &World, id: &str) -> Option<Status> {
+    world
+        .state
+        .list()
+        .into_iter()
+        .find(|e| e.id == id)
+        .map(|e| e.status)
+}
+
+#[test]
+fn a_start_activates_the_run_and_keeps_its_record() {
+    let mut w = World::new();
+    let (run, _, effects) = w.start(Parent::Top);
+    assert_eq!(
+        show(&effects),
+        [
+            "event run_started r-1",
+            "record r-1 Running",
+            "activate r-1#1",
+            "reply start r-1"
+        ]
+    );
+    assert_eq!(&*run, "r-1");
+}
+
+#[test]
+fn an_ask_parks_an_entry_and_arms_its_deadline() {
+    // Table: a caller ask and a user ask; only the user ask is offered to the inbox.
+    let cases: [(Ask, &[&str]); 2] = [
+        (caller_ask(), &["arm expiry i-1", "event ask_parked i-1"]),
+        (
+            Ask::user("name?").expiry_at("10m"),
+            &["arm expiry i-1", "offer i-1", "event ask_parked i-1"],
+        ),
+    ];
+    for (ask, expected) in cases {
+        let mut w = World::new();
+        let (run, _, _) = w.start(Parent::Top);
+        let (id, effects) = w.ask(&run, 1, ask);
+        assert_eq!(show(&effects), expected);
+        assert_eq!(status(&w, &id), Some(Status::Asking));
+    }
+}
+
+#[test]
+fn an_ask_of_a_stale_activation_is_refused_and_gives_its_unit_back() {
+    let mut w = World::new();
+    let (run, _, _) = w.start(Parent::Top);
+    let (_, effects) = w.ask(&run, 7, caller_ask());
+    assert_eq!(show(&effects), ["release Caller"]);
+    assert!(w.state.list().is_empty());
+}
+
+#[test]
+fn an_activation_that_asked_parks_and_its_receiver_gets_the_parked_record() {
+    let mut w = World::new();
+    let (run, _, _) = w.start(Parent::Top);
+    let (id, _) = w.ask(&run, 1, caller_ask());
+    let effects = w.park(&run, 1, &[&id]);
+    assert_eq!(
+        show(&effects),
+        ["gone r-1", "deliver r-1 Parked", "record r-1 Parked"]
+    );
+}
+
+#[test]
+fn a_resume_of_the_last_ask_of_a_group_replays_the_run_with_every_answer() {
+    let mut w = World::new();
+    let (run, _, _) = w.start(Parent::Top);
+    let (a, _) = w.ask(&run, 1, caller_ask());
+    let (b, _) = w.ask(&run, 1, caller_ask());
+    w.park(&run, 1, &[&a, &b]);
+    // The first answer is buffered: the entry runs, the run does not resume yet.
+    let (effects, _) = w.resume(&a, json!("A"));
+    assert_eq!(
+        show(&effects),
+        [
+            "disarm",
+            "event ask_resolved i-1 resumed",
+            "reply resume Buffered { remaining: 1 }"
+        ]
+    );
+    assert_eq!(status(&w, &a), Some(Status::Running));
+    // The last one resumes the run once, with both answers in its journal.
+    let (effects, _) = w.resume(&b, json!("B"));
+    assert_eq!(
+        show(&effects),
+        [
+            "disarm",
+            "event ask_resolved i-2 resumed",
+            "reply resume Started",
+            "running r-1",
+            "activate r-1#2"
+        ]
+    );
+    assert_eq!(answers(&effects), [Some(json!("A")), Some(json!("B"))]);
+}
+
+#[test]
+fn a_resume_while_the_asking_activation_runs_is_held_until_it_ends() {
+    let mut w = World::new();
+    let (run, _, _) = w.start(Parent::Top);
+    let (id, _) = w.ask(&run, 1, caller_ask());
+    let (effects, _) = w.resume(&id, json!(1));
+    assert_eq!(
+        show(&effects),
+        [
+            "disarm",
+            "event ask_resolved i-1 resumed",
+            "reply resume Started"
+        ]
+    );
+    let effects = w.park(&run, 1, &[&id]);
+    let shown = show(&effects);
+    assert_eq!(shown.last().map(String::as_str), Some("activate r-1#2"));
+    assert_eq!(answers(&effects), [Some(json!(1))]);
+}
+
+#[test]
+fn a_second_resolution_is_refused_and_changes_nothing() {
+    let mut w = World::new();
+    let (run, _, _) = w.start(Parent::Top);
+    let (id, _) = w.ask(&run, 1, caller_ask());
+    w.park(&run, 1, &[&id]);
+    w.resume(&id, json!(1));
+    // The entry runs: a resume is a second resolution.
+    let (effects, _) = w.resume(&id, json!(2));
+    assert_eq!(
+        show(&effects),
+        ["reply resume refused: interaction i-1 is not asking (status: running)"]
+    );
+    // Once the entry is gone, the subject remembers how it was resolved.
+    w.end(&run, 2, Ok(json!("done")), vec![], None);
+    let (effects, _) = w.resume(&id, json!(3));
+    let [Effect::Reply(Reply::Resume(_, Err(problem)))] = effects.as_slice() else {
+        panic!("a refusal: {:?}", show(&effects));
+    };
+    assert!(
+        matches!(problem, IdProblem::AlreadyResolved { .. }),
+        "{problem}"
+    );
+}
+
+#[test]
+fn a_resolved_run_without_a_receiver_leaves_its_outcome_waiting_to_be_taken() {
+    let mut w = World::new();
+    let (run, _, _) = w.start(Parent::Top);
+    let (id, _) = w.ask(&run, 1, caller_ask());
+    w.park(&run, 1, &[&id]);
+    let (reply, _) = oneshot::channel();
+    w.op(Op::Resume {
+        interaction: id.clone(),
+        payload: json!(1),
+        receiver: None,
+        resumer: None,
+        reply,
+    });
+    let effects = w.end(&run, 2, Ok(json!("done")), vec![], None);
+    assert_eq!(
+        show(&effects),
+        [
+            "gone r-1",
+            "release Caller",
+            "arm record r-1",
+            "record r-1 Succeeded",
+            "event run_finished r-1",
+            "arm retention i-1",
+            "count waiting",
+            "event waiting_outcome_stored i-1"
+        ]
+    );
+    assert_eq!(status(&w, &id), Some(Status::Finished));
+    let (reply, _) = oneshot::channel();
+    let effects = w.op(Op::Take {
+        interaction: id.clone(),
+        taker: None,
+        reply,
+    });
+    assert_eq!(
+        show(&effects),
+        [
+            "disarm",
+            "release Caller",
+            "event waiting_outcome_taken i-1",
+            "reply take Ok(String(\"done\"))"
+        ]
+    );
+}
+
+#[test]
+fn a_receiver_that_stopped_waiting_leaves_the_outcome_waiting() {
+    let mut w = World::new();
+    let (run, _, _) = w.start(Parent::Top);
+    let (id, _) = w.ask(&run, 1, caller_ask());
+    w.park(&run, 1, &[&id]);
+    w.resume(&id, json!(1));
+    // The transition hands the outcome to the receiver with the waiting entry to fall
+    // back on; the actor leaves it waiting if the receiver is gone by then.
+    let effects = w.end(&run, 2, Ok(json!("done")), vec![], None);
+    let waiting = effects.into_iter().find_map(|e| match e {
+        Effect::Deliver(_, _, Some(waiting)) => Some(waiting),
+        _ => None,
+    });
+    let Some(waiting) = waiting else {
+        panic!("a delivery with a waiting entry to fall back on");
+    };
+    let mut step = Step::new(w.now, &w.settings, &w.ids, &w.keys);
+    w.state.leave_waiting(&mut step, waiting);
+    assert_eq!(status(&w, &id), Some(Status::Finished));
+}
+
+#[test]
+fn a_waiting_outcome_is_dropped_at_the_retention_horizon() {
+    let mut w = World::new();
+    let (run, _, _) = w.start(Parent::Top);
+    let (id, _) = w.ask(&run, 1, caller_ask());
+    w.park(&run, 1, &[&id]);
+    let (reply, _) = oneshot::channel();
+    w.op(Op::Resume {
+        interaction: id.clone(),
+        payload: json!(1),
+        receiver: None,
+        resumer: None,
+        reply,
+    });
+    let effects = w.end(&run, 2, Err(RunError::fail("no")), vec![], None);
+    let key = effects.iter().find_map(|e| match e {
+        Effect::Arm(key, Timer::Retention { .. }) => Some(*key),
+        _ => None,
+    });
+    let Some(key) = key else {
+        panic!("a retention timer: {:?}", show(&effects));
+    };
+    let effects = w.op(Op::Retire {
+        interaction: Arc::from(id.as_str()),
+        key,
+    });
+    assert_eq!(
+        show(&effects),
+        // The timer that fired is gone already: nothing to disarm.
+        [
+            "release Caller",
+            "event waiting_outcome_dropped i-1 retention"
+        ]
+    );
+    assert!(w.state.list().is_empty());
+}
+
+#[test]
+fn a_cancel_of_a_lone_run_tears_it_down_without_the_supervisor() {
+    let mut w = World::new();
+    let (run, _, _) = w.start(Parent::Top);
+    let (id, _) = w.ask(&run, 1, caller_ask());
+    w.park(&run, 1, &[&id]);
+    let (effects, needs) = w.cancel(&[&id], None);
+    assert_eq!(needs, None);
+    assert_eq!(
+        show(&effects),
+        [
+            "disarm",
+            "release Caller",
+            "event ask_resolved i-1 cancelled",
+            "event run_cancelled i-1",
+            "arm record r-1",
+            "record r-1 Cancelled",
+            "reply cancel true"
+        ]
+    );
+}
+
+#[test]
+fn a_cancel_in_a_chain_asks_for_the_chain_and_then_tears_it_all_down() {
+    let mut w = World::new();
+    let (parent, _, _) = w.start(Parent::Top);
+    let (child, _, effects) = w.start(Parent::Run {
+        run: Arc::clone(&parent),
+        lineage: Arc::from(vec!["t".to_owned()]),
+    });
+    assert!(show(&effects).contains(&"link r-2 under r-1".to_owned()));
+    let (id, _) = w.ask(&child, 1, caller_ask());
+    w.park(&child, 1, &[&id]);
+    // The child is linked: the cancel needs its chain, and changes nothing meanwhile.
+    let (effects, needs) = w.cancel(&[&id], None);
+    assert_eq!(show(&effects), Vec::<String>::new());
+    assert_eq!(needs, Some(vec!["r-2".to_owned()]));
+    assert_eq!(status(&w, &id), Some(Status::Asking));
+    // With the chain, the asker and its caller (still executing) are torn down.
+    let chains = Chains::from([(
+        Arc::clone(&child),
+        vec![Arc::clone(&child), Arc::clone(&parent)],
+    )]);
+    let (effects, needs) = w.cancel(&[&id], Some(&chains));
+    assert_eq!(needs, None);
+    assert_eq!(
+        show(&effects),
+        [
+            "disarm",
+            "release Caller",
+            "event ask_resolved i-1 cancelled",
+            "unlink r-2",
+            "event run_cancelled i-1",
+            "arm record r-2",
+            "record r-2 Cancelled",
+            "abort r-1",
+            "unlink r-1",
+            "event run_cancelled i-1",
+            "arm record r-1",
+            "record r-1 Cancelled",
+            "deliver r-1 Cancelled",
+            "reply cancel true"
+        ]
+    );
+}
+
+#[test]
+fn a_run_started_under_a_chain_while_its_walk_was_out_is_torn_down_with_it() {
+    let mut w = World::new();
+    let (parent, _, _) = w.start(Parent::Top);
+    let (child, _, _) = w.start(Parent::Run {
+        run: Arc::clone(&parent),
+        lineage: Arc::from(vec!["t".to_owned()]),
+    });
+    let (id, _) = w.ask(&child, 1, caller_ask());
+    w.park(&child, 1, &[&id]);
+    // The supervisor's chain names the asker and its caller; a second child of the
+    // caller started since is reached through the subject's own links.
+    let (late, _, _) = w.start(Parent::Run {
+        run: Arc::clone(&parent),
+        lineage: Arc::from(vec!["t".to_owned()]),
+    });
+    let chains = Chains::from([(
+        Arc::clone(&child),
+        vec![Arc::clone(&child), Arc::clone(&parent)],
+    )]);
+    let (effects, _) = w.cancel(&[&id], Some(&chains));
+    assert!(
+        show(&effects).contains(&format!("abort {late}")),
+        "{:?}",
+        show(&effects)
+    );
+}
+
+#[test]
+fn an_expiry_that_kills_tears_the_chain_down_as_expired() {
+    let mut w = World::new();
+    let (run, _, _) = w.start(Parent::Top);
+    let (id, _) = w.ask(&run, 1, caller_ask());
+    w.park(&run, 1, &[&id]);
+    w.advance(Duration::from_secs(600));
+    let key = w.timer(&id);
+    let effects = w.op(Op::Expire {
+        interaction: Arc::from(id.as_str()),
+        key,
+    });
+    assert_eq!(
+        show(&effects),
+        [
+            "event expiry_fired i-1",
+            "release Caller",
+            "event ask_resolved i-1 expired",
+            "event run_cancelled i-1",
+            "arm record r-1",
+            "record r-1 Cancelled"
+        ]
+    );
+}
+
+#[test]
+fn an_expiry_that_resumes_replays_the_run_with_the_marker() {
+    let mut w = World::new();
+    let (run, _, _) = w.start(Parent::Top);
+    let (id, _) = w.ask(&run, 1, caller_ask().on_expiry(OnExpiry::Resume));
+    w.park(&run, 1, &[&id]);
+    let key = w.timer(&id);
+    let effects = w.op(Op::Expire {
+        interaction: Arc::from(id.as_str()),
+        key,
+    });
+    assert_eq!(
+        show(&effects),
+        [
+            "event expiry_fired i-1",
+            "event ask_resolved i-1 expired",
+            "running r-1",
+            "activate r-1#2"
+        ]
+    );
+    assert_eq!(answers(&effects), [Some(crate::ask::expiry_marker())]);
+    // A stale timer (the ask resolved meanwhile) does nothing.
+    let effects = w.op(Op::Expire {
+        interaction: Arc::from(id.as_str()),
+        key,
+    });
+    assert_eq!(show(&effects), Vec::<String>::new());
+}
+
+#[test]
+fn a_refused_ask_withdraws_the_group_and_fails_a_run_that_parks_anyway() {
+    let mut w = World::new();
+    let (run, _, _) = w.start(Parent::Top);
+    let (id, _) = w.ask(&run, 1, caller_ask());
+    let refusal = "INTERACTIONS_MAX_CONCURRENT_CALLER reached: limit is 1, ask refused";
+    let suspended = Err(RunError::Suspended(Suspension {
+        interaction: id.clone(),
+    }));
+    let effects = w.end(&run, 1, suspended, vec![unanswered(&id)], Some(refusal));
+    assert_eq!(
+        show(&effects),
+        [
+            "gone r-1",
+            "disarm",
+            "release Caller",
+            "event ask_resolved i-1 cancelled",
+            "arm record r-1",
+            "record r-1 Failed",
+            "event run_failed r-1",
+            "deliver r-1 Failed"
+        ]
+    );
+    assert!(w.state.list().is_empty());
+}
+
+#[test]
+fn an_idle_subject_passivates_and_wakes_with_its_parked_set() {
+    let mut w = World::new();
+    w.settings.passivate_after = Duration::from_secs(30);
+    let (run, _, _) = w.start(Parent::Top);
+    let (id, _) = w.ask(&run, 1, caller_ask());
+    w.park(&run, 1, &[&id]);
+    // Not idle long enough: an idle check is armed.
+    let mut step = Step::new(w.now, &w.settings, &w.ids, &w.keys);
+    assert_eq!(w.state.after(&mut step, None), After::Stay);
+    assert_eq!(show(&step.into_effects()), ["arm idle"]);
+    // Its check fires past the idle time: passivate, disarming nothing left behind.
+    w.advance(Duration::from_secs(31));
+    let key = w.state.idle_timer;
+    let mut step = Step::new(w.now, &w.settings, &w.ids, &w.keys);
+    assert_eq!(w.state.after(&mut step, key), After::Passivate);
+    assert!(!w.state.holds_activation());
+    // Packed and woken: the same parked set, answerable as before.
+    let state = std::mem::replace(&mut w.state, State::new(Arc::from("s")));
+    let packed = match Packed::pack(Box::new(state)) {
+        Ok(packed) => packed,
+        Err(_) => panic!("a passive state packs"),
+    };
+    w.state = match packed.unpack(Arc::from("s")) {
+        Ok(state) => *state,
+        Err(e) => panic!("it unpacks: {e}"),
+    };
+    assert_eq!(status(&w, &id), Some(Status::Asking));
+    let (effects, _) = w.resume(&id, json!(1));
+    assert!(show(&effects).contains(&"activate r-1#2".to_owned()));
+}
+
+#[test]
+fn a_sync_ask_is_answered_in_place_and_joins_no_group() {
+    let mut w = World::new();
+    let (run, _, _) = w.start(Parent::Top);
+    let (tx, mut rx) = oneshot::channel();
+    let inflight = Arc::new(crate::services::Inflight::default());
+    let (waiter, _blocked) = crate::services::Waiter::new(tx, &inflight);
+    let ask = Ask::user("ok?")
+        .expiry_at("10m")
+        .timeout(Duration::from_secs(60))
+        .mode(crate::ask::Mode::Sync);
+    let checked = match ask.validate(w.now, 100) {
+        Ok(checked) => checked,
+        Err(problems) => panic!("{problems:?}"),
+    };
+    let (reply, _) = oneshot::channel();
+    w.op(Op::Ask {
+        run: Arc::clone(&run),
+        epoch: 1,
+        lineage: Arc::from(vec!["t".to_owned()]),
+        ask,
+        checked,
+        id: "i-9".to_owned(),
+        waiter: Some(waiter),
+        reply: Some(reply),
+    });
+    let (effects, _) = w.resume("i-9", json!("yes"));
+    assert_eq!(
+        show(&effects),
+        [
+            "disarm",
+            "release User",
+            "answer \"yes\"",
+            "event ask_resolved i-9 resumed",
+            "reply resume Started"
+        ]
+    );
+    // The effect carries the answer; applying it sends it.
+    for effect in effects {
+        if let Effect::Answer(waiter, answer) = effect {
+            waiter.send(answer);
+        }
+    }
+    assert_eq!(rx.try_recv().ok(), Some(json!("yes")));
+    assert!(w.state.list().is_empty());
+}
