@@ -10,7 +10,6 @@ use thiserror::Error;
 use crate::ask::AskProblem;
 use crate::entry::Status;
 use crate::event::Settled;
-use crate::record::RunStatus;
 
 /// A list of problems, displayed joined by `; `.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -204,44 +203,6 @@ pub enum CtxError<E = std::convert::Infallible> {
     /// at this place (the run then fails whatever the target returns).
     #[error("{0}")]
     Failed(String),
-}
-
-/// Why a run record holds no result: what [`RunRecord::into_result`](crate::RunRecord::into_result)
-/// gives for a run that did not succeed.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[non_exhaustive]
-pub enum NoResult {
-    /// The run failed.
-    #[error("run {run_id} of target {target} failed: {error}")]
-    Failed {
-        /// The run.
-        run_id: String,
-        /// Its target.
-        target: String,
-        /// Why it failed.
-        error: String,
-    },
-    /// The run was cancelled.
-    #[error("run {run_id} of target {target} was cancelled: {reason}")]
-    Cancelled {
-        /// The run.
-        run_id: String,
-        /// Its target.
-        target: String,
-        /// Why it was cancelled.
-        reason: String,
-    },
-    /// The run has not ended: it is running, parked on its caller's answer, or
-    /// suspended on a person's.
-    #[error("run {run_id} of target {target} has no result yet (status: {status})")]
-    NotEnded {
-        /// The run.
-        run_id: String,
-        /// Its target.
-        target: String,
-        /// Where it stands.
-        status: RunStatus,
-    },
 }
 
 /// Why a run could not be started.

@@ -80,14 +80,14 @@ pub use door::saved::SaveProblem;
 pub use door::spec::{Kind as DoorKind, Spec as DoorSpec};
 pub use entry::{Entry, Status, To};
 pub use error::{
-    AskError, BuildError, CancelError, CtxError, IdProblem, NoResult, Problems, ResumeError,
-    RunError, StartError, Suspension, TakeError,
+    AskError, BuildError, CancelError, CtxError, IdProblem, Problems, ResumeError, RunError,
+    StartError, Suspension, TakeError,
 };
 pub use event::{Event, Resolution, Settled};
 pub use ids::Ids;
 pub use inbox::{AnswerError, DEFAULT_PAGE_SIZE, Frame, InboxItem, MAX_PAGE_SIZE, Page};
 pub use jq::{CompileError, CompileErrors, EvalError};
-pub use record::{Buffered, Resumed, RunRecord, RunStatus, Suspended};
+pub use record::{Buffered, NoResult, Resumed, RunRecord, RunStatus, Suspended};
 pub use run::Ctx;
 pub use run::journal::{Journal, JournalEntry};
 pub use runtime::{Builder, Runtime, Start, Stats};

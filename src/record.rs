@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::entry::Entry;
-use crate::error::NoResult;
+use thiserror::Error;
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -184,4 +184,42 @@ impl Resumed {
             Resumed::Buffered { .. } => None,
         }
     }
+}
+
+/// Why a run record holds no result: what [`RunRecord::into_result`](crate::RunRecord::into_result)
+/// gives for a run that did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum NoResult {
+    /// The run failed.
+    #[error("run {run_id} of target {target} failed: {error}")]
+    Failed {
+        /// The run.
+        run_id: String,
+        /// Its target.
+        target: String,
+        /// Why it failed.
+        error: String,
+    },
+    /// The run was cancelled.
+    #[error("run {run_id} of target {target} was cancelled: {reason}")]
+    Cancelled {
+        /// The run.
+        run_id: String,
+        /// Its target.
+        target: String,
+        /// Why it was cancelled.
+        reason: String,
+    },
+    /// The run has not ended: it is running, parked on its caller's answer, or
+    /// suspended on a person's.
+    #[error("run {run_id} of target {target} has no result yet (status: {status})")]
+    NotEnded {
+        /// The run.
+        run_id: String,
+        /// Its target.
+        target: String,
+        /// Where it stands.
+        status: RunStatus,
+    },
 }

@@ -9,6 +9,8 @@
 //! - [`registry`]: finds or spawns a subject's actor, and passivates idle ones without
 //!   losing or double-handling a message that races the passivation.
 //! - [`packed`]: a passive subject's state, packed into compact text.
+//! - [`hub`]: the registry and what the subjects' effects feed (inbox, records,
+//!   supervisor), beside the leaf services and the doors.
 //! - [`client`]: the operations everything else goes through (start, park, list, resume,
 //!   take, cancel, visit, answer), each a [`Msg`] to the subject and an await on its
 //!   reply.
@@ -17,6 +19,7 @@
 pub(crate) mod actor;
 pub(crate) mod client;
 pub(crate) mod effect;
+pub(crate) mod hub;
 pub(crate) mod packed;
 pub(crate) mod records;
 pub(crate) mod registry;
@@ -36,10 +39,10 @@ use crate::run::port::{Ending, Parent};
 use crate::services::Waiter;
 use crate::supervisor::TimerKey;
 use crate::target::Target;
+use effect::Applied;
 use effect::Receiver;
-use state::Applied;
 
-pub(crate) use client::Hub;
+pub(crate) use hub::Hub;
 
 /// The answer to a resume, before the run's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

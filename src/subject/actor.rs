@@ -19,8 +19,9 @@ use std::sync::Arc;
 
 use ractor::{ActorProcessingErr, ActorRef, MessagingErr};
 
-use super::client::Hub;
 use super::effect::{Effect, Step};
+use super::hub::Hub;
+use super::registry::Stopped;
 use super::state::{After, Awaiting, Chains, Handled, Pending, Planned, State};
 use super::{Msg, Op};
 use crate::event::{Event, Resolution};
@@ -32,6 +33,16 @@ use crate::supervisor::{self, TimerKey};
 
 /// The actor type.
 pub(crate) struct Active;
+
+/// Spawn a subject's actor over `state`, with its task.
+pub(crate) async fn spawn(
+    hub: Arc<Hub>,
+    state: Box<State>,
+) -> Result<(ActorRef<Msg>, tokio::task::JoinHandle<()>), Stopped> {
+    ractor::Actor::spawn(None, Active, (hub, state))
+        .await
+        .map_err(|_| Stopped)
+}
 
 /// What the actor holds.
 pub(crate) struct Held {
@@ -386,7 +397,7 @@ fn deliver(hub: &Arc<Hub>, me: &ActorRef<Msg>, subject: &Arc<str>, chains: Vec<V
             let task = tokio::spawn({
                 let hub = Arc::clone(&hub);
                 async move {
-                    let _ = hub.send(&subject, msg).await;
+                    let _ = hub.registry.send(&hub, &subject, msg).await;
                     hub.services.inflight.done();
                 }
             });

@@ -3,20 +3,21 @@
 //! implements). Each is a message to the subject's actor through the registry and an
 //! await on its reply; nothing here reads or changes a subject's state.
 
+use std::future::Future;
 use std::sync::Arc;
 
-use ractor::ActorRef;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+use super::actor;
 use super::effect::Step;
-use super::records::Records;
-use super::registry::{Registry, Stopped};
+use super::hub::Hub;
+use super::registry::{Spawner, Stopped};
 use super::state::State;
 use super::{Ack, Msg, Op};
 use crate::ask::Ask;
 use crate::door::outcome::{Visit, VisitError};
-use crate::door::registry::{Doors, HookFire, Hooked};
+use crate::door::registry::{HookFire, Hooked};
 use crate::door::saved::Saved;
 use crate::entry::Entry;
 use crate::error::{
@@ -24,39 +25,12 @@ use crate::error::{
 };
 use crate::event::Event;
 use crate::ids::Kind;
-use crate::inbox::{AnswerError, Inbox};
+use crate::inbox::AnswerError;
 use crate::record::{Buffered, Resumed, RunRecord};
 use crate::run::port::{Asker, Boxed, Ending, Port, StartSpec, checked_payload};
 use crate::services::{Services, Waiter};
-use crate::supervisor;
-
-/// The subjects and what their effects feed, with the operations on them.
-pub(crate) struct Hub {
-    pub(crate) services: Services,
-    /// Finds or spawns each subject's actor.
-    pub(crate) registry: Registry,
-    pub(crate) doors: Doors,
-    /// The interactions inbox: a projection of the subjects' effects.
-    pub(crate) inbox: Inbox,
-    /// Every run's latest record: a projection of the subjects' effects.
-    pub(crate) records: Records,
-    pub(crate) supervisor: ActorRef<supervisor::Msg>,
-}
 
 impl Hub {
-    /// A hub over `services`, with the supervisor that walks its chains and keeps its
-    /// timers.
-    pub(crate) fn new(services: Services, supervisor: ActorRef<supervisor::Msg>) -> Self {
-        Self {
-            services,
-            registry: Registry::default(),
-            doors: Doors::default(),
-            inbox: Inbox::default(),
-            records: Records::default(),
-            supervisor,
-        }
-    }
-
     /// Send `msg` to `subject`'s actor, waking or spawning it.
     pub(crate) async fn send(
         self: &Arc<Self>,
@@ -510,5 +484,20 @@ impl Port for Hub {
                 .send(&subject, Msg::Op(Op::Ended(Box::new(ending))))
                 .await;
         })
+    }
+}
+
+/// The hub starts subjects' actors for the registry.
+impl Spawner for Hub {
+    fn services(&self) -> &Services {
+        &self.services
+    }
+
+    fn spawn(
+        this: &Arc<Self>,
+        state: Box<State>,
+    ) -> impl Future<Output = Result<(ractor::ActorRef<Msg>, tokio::task::JoinHandle<()>), Stopped>> + Send
+    {
+        actor::spawn(Arc::clone(this), state)
     }
 }

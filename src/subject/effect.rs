@@ -15,7 +15,6 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::Ack;
-use super::state::{Applied, Waiting};
 use crate::door::plan::VisitProblem;
 use crate::entry::{Entry, To};
 use crate::error::{AskError, IdProblem};
@@ -82,6 +81,48 @@ impl Reply {
             Reply::Visit(tx, v) => drop(tx.send(v)),
         }
     }
+}
+
+/// A resolved run's outcome, left waiting under the id that resumed it when nobody
+/// receives it.
+#[derive(Debug)]
+pub(crate) struct Waiting {
+    /// The interaction whose resolution resumed the run.
+    pub(crate) id: String,
+    pub(crate) run: Arc<str>,
+    pub(crate) outcome: Result<Value, String>,
+}
+
+/// One resolution as applied; the visitor awaits its receiver, if any.
+#[derive(Debug)]
+pub(crate) enum AppliedItem {
+    /// A resume.
+    Resumed {
+        /// The interaction.
+        id: String,
+        /// Started or buffered.
+        ack: Ack,
+        /// The run's next outcome, when the visit has a receiver and the run resumes.
+        outcome: Option<oneshot::Receiver<RunRecord>>,
+    },
+    /// A take.
+    Taken {
+        /// The interaction.
+        id: String,
+        /// The result or the raised error.
+        result: Result<Value, String>,
+    },
+}
+
+/// What a visit applied.
+#[derive(Debug, Default)]
+pub(crate) struct Applied {
+    /// Cancelled interactions.
+    pub(crate) cancelled: Vec<String>,
+    /// The resolutions, when `resume_expr` yielded non-null.
+    pub(crate) resolved: Option<Vec<AppliedItem>>,
+    /// The started run and, with a receiver, its first record.
+    pub(crate) started: Option<(Arc<str>, Option<oneshot::Receiver<RunRecord>>)>,
 }
 
 /// Everything an activation needs to start: the run's identity and its journal.

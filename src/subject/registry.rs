@@ -9,20 +9,20 @@
 //! slot is `Busy` or `Passive`. So a message racing a passivation is handled exactly
 //! once: by the old actor if it was queued before the drain marker, else by the next.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry as SlotEntry;
-use ractor::{Actor, ActorRef, MessagingErr};
+use ractor::{ActorRef, MessagingErr};
 use tokio::sync::Notify;
 
 use super::Msg;
-use super::actor::Active;
-use super::client::Hub;
 use super::packed::Packed;
 use super::state::State;
-use crate::services::Tasks;
+use crate::services::{Services, Tasks};
+use tokio::task::JoinHandle;
 
 /// One subject's slot.
 enum Slot {
@@ -45,6 +45,20 @@ enum Passive {
 /// The runtime is stopping: the message could not be delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stopped;
+
+/// What the registry needs of whoever sends through it: the services, and how to start
+/// a subject's actor over a state. The hub is the one spawner; the registry names neither
+/// it nor the actor, so neither imports the other through it.
+pub(crate) trait Spawner: Send + Sync + 'static {
+    /// The leaf services: whether the runtime is closed, the count of work in flight.
+    fn services(&self) -> &Services;
+
+    /// Spawn the actor of a subject over `state`, with its task.
+    fn spawn(
+        this: &Arc<Self>,
+        state: Box<State>,
+    ) -> impl Future<Output = Result<(ActorRef<Msg>, JoinHandle<()>), Stopped>> + Send;
+}
 
 /// Every subject, active or passive.
 #[derive(Default)]
@@ -70,18 +84,18 @@ enum Step {
 
 impl Registry {
     /// Deliver `msg` to `subject`'s actor, spawning it if the subject is passive or new.
-    pub(crate) async fn send(
+    pub(crate) async fn send<S: Spawner>(
         &self,
-        hub: &Arc<Hub>,
+        hub: &Arc<S>,
         subject: &Arc<str>,
         mut msg: Msg,
     ) -> Result<(), Stopped> {
-        if hub.services.is_closed() {
+        if hub.services().is_closed() {
             return Err(Stopped);
         }
         // Handed on with the message once it is in a mailbox; given back if this future
         // is dropped first or the message cannot be delivered.
-        let pending = hub.services.inflight.pending();
+        let pending = hub.services().inflight.pending();
         // The usual case, a live actor, needs only a read of its slot (the map's shared
         // lock, held while the message is queued; nothing is cloned).
         if let Some(slot) = self.slots.get(subject)
@@ -97,7 +111,7 @@ impl Registry {
             }
         }
         loop {
-            if hub.services.is_closed() {
+            if hub.services().is_closed() {
                 return Err(Stopped);
             }
             let changed = self.changed.notified();
@@ -182,13 +196,13 @@ impl Registry {
     }
 
     /// Spawn `subject`'s actor over `state`; its slot is `Busy` until then.
-    async fn spawn(
+    async fn spawn<S: Spawner>(
         &self,
-        hub: &Arc<Hub>,
+        hub: &Arc<S>,
         subject: &Arc<str>,
         state: Box<State>,
     ) -> Result<(), Stopped> {
-        let spawned = Actor::spawn(None, Active, (Arc::clone(hub), state)).await;
+        let spawned = S::spawn(hub, state).await;
         let result = match spawned {
             Ok((actor, task)) => {
                 self.tasks.push(task);
@@ -196,14 +210,14 @@ impl Registry {
                     .insert(Arc::clone(subject), Slot::Live(actor.clone()));
                 // Checked after the slot is live: a shutdown that began meanwhile either
                 // finds the slot live and stops the actor, or is seen closed here.
-                if hub.services.is_closed() {
+                if hub.services().is_closed() {
                     actor.stop(None);
                     Err(Stopped)
                 } else {
                     Ok(())
                 }
             }
-            Err(_) => {
+            Err(Stopped) => {
                 self.slots.remove(subject);
                 Err(Stopped)
             }

@@ -17,7 +17,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::effect::{Effect, Launch, Receiver, Reply, Step};
+use super::effect::{Effect, Launch, Receiver, Reply, Step, Waiting};
 use super::{Ack, Msg, Op};
 use crate::ask::{Ask, Checked, EXPIRY_MARKER_KEY, OnExpiry, expiry_marker};
 use crate::entry::{Entry, Status, To};
@@ -37,7 +37,7 @@ use crate::target::Target;
 mod tests;
 mod visit;
 
-pub(crate) use visit::{Applied, Planned};
+pub(crate) use visit::Planned;
 
 /// The most resolutions one subject remembers (`docs/semantics.md`, "Exactly-once
 /// resolution"): past it the oldest is forgotten, and reads as unknown.
@@ -81,16 +81,6 @@ pub(crate) struct Parked {
     /// from these whenever the set changes.
     #[serde(skip)]
     pub(crate) input: Option<crate::jq::Input>,
-}
-
-/// A resolved run's outcome, left waiting under the id that resumed it when nobody
-/// receives it.
-#[derive(Debug)]
-pub(crate) struct Waiting {
-    /// The interaction whose resolution resumed the run.
-    id: String,
-    run: Arc<str>,
-    outcome: Result<Value, String>,
 }
 
 /// A group of asks raised by one activation.

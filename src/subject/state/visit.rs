@@ -19,43 +19,11 @@ use crate::door::saved::Saved;
 use crate::error::{IdProblem, Problems};
 use crate::event::Event;
 use crate::jq::Input;
-use crate::record::{Buffered, Resumed, RunRecord};
+use crate::record::{Buffered, Resumed};
 use crate::run::port::Parent;
 use crate::subject::Ack;
-use crate::subject::effect::{Reply, Step};
+use crate::subject::effect::{Applied, AppliedItem, Reply, Step};
 use crate::target::Target;
-
-/// One resolution as applied; the visitor awaits its receiver, if any.
-#[derive(Debug)]
-pub(crate) enum AppliedItem {
-    /// A resume.
-    Resumed {
-        /// The interaction.
-        id: String,
-        /// Started or buffered.
-        ack: Ack,
-        /// The run's next outcome, when the visit has a receiver and the run resumes.
-        outcome: Option<oneshot::Receiver<RunRecord>>,
-    },
-    /// A take.
-    Taken {
-        /// The interaction.
-        id: String,
-        /// The result or the raised error.
-        result: Result<Value, String>,
-    },
-}
-
-/// What a visit applied.
-#[derive(Debug, Default)]
-pub(crate) struct Applied {
-    /// Cancelled interactions.
-    pub(crate) cancelled: Vec<String>,
-    /// The resolutions, when `resume_expr` yielded non-null.
-    pub(crate) resolved: Option<Vec<AppliedItem>>,
-    /// The started run and, with a receiver, its first record.
-    pub(crate) started: Option<(Arc<str>, Option<oneshot::Receiver<RunRecord>>)>,
-}
 
 /// A visit whose contract was evaluated: what the subject checks and applies.
 #[derive(Debug)]

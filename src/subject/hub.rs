@@ -1,0 +1,40 @@
+//! The hub: the subjects' registry and what their effects feed (the inbox, the run
+//! records, the supervisor), beside the leaf services and the saved doors. Its
+//! operations are in [`super::client`].
+
+use ractor::ActorRef;
+
+use super::records::Records;
+use super::registry::Registry;
+use crate::door::registry::Doors;
+use crate::inbox::Inbox;
+use crate::services::Services;
+use crate::supervisor;
+
+/// The subjects and what their effects feed.
+pub(crate) struct Hub {
+    pub(crate) services: Services,
+    /// Finds or spawns each subject's actor.
+    pub(crate) registry: Registry,
+    pub(crate) doors: Doors,
+    /// The interactions inbox: a projection of the subjects' effects.
+    pub(crate) inbox: Inbox,
+    /// Every run's latest record: a projection of the subjects' effects.
+    pub(crate) records: Records,
+    pub(crate) supervisor: ActorRef<supervisor::Msg>,
+}
+
+impl Hub {
+    /// A hub over `services`, with the supervisor that walks its chains and keeps its
+    /// timers.
+    pub(crate) fn new(services: Services, supervisor: ActorRef<supervisor::Msg>) -> Self {
+        Self {
+            services,
+            registry: Registry::default(),
+            doors: Doors::default(),
+            inbox: Inbox::default(),
+            records: Records::default(),
+            supervisor,
+        }
+    }
+}
