@@ -17,17 +17,16 @@ use crate::error::RunError;
 use crate::run::Ctx;
 
 /// The boxed form every target takes.
-pub(crate) type TargetFn =
+pub(crate) type Body =
     Arc<dyn Fn(Ctx, Value, Value) -> BoxFuture<'static, Result<Value, RunError>> + Send + Sync>;
 
 /// One registered target.
 pub(crate) struct Target {
-    /// Its name.
     pub(crate) name: Arc<str>,
     /// The extras keys it reads; any other key refuses a start.
     pub(crate) extras: BTreeSet<String>,
     /// The function.
-    pub(crate) run: TargetFn,
+    pub(crate) run: Body,
 }
 
 impl std::fmt::Debug for Target {
@@ -53,7 +52,7 @@ impl Targets {
         F: Fn(Ctx, Value, Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, RunError>> + Send + 'static,
     {
-        let run: TargetFn = Arc::new(move |ctx, kwargs, extras| Box::pin(f(ctx, kwargs, extras)));
+        let run: Body = Arc::new(move |ctx, kwargs, extras| Box::pin(f(ctx, kwargs, extras)));
         self.by_name.insert(
             name.to_owned(),
             Arc::new(Target {

@@ -34,9 +34,7 @@ use crate::target::Target;
 pub(crate) struct Activation {
     /// The run's context for this activation; it names the target.
     pub(crate) ctx: Ctx,
-    /// Its kwargs.
     pub(crate) kwargs: Stored,
-    /// Its extras.
     pub(crate) extras: Stored,
 }
 

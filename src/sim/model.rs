@@ -43,7 +43,6 @@ impl std::str::FromStr for ModelFault {
 /// What the model knows of one ask.
 #[derive(Debug, Clone)]
 pub(crate) struct AskInfo {
-    /// Its subject.
     pub(crate) subject: String,
     /// The asking run.
     pub(crate) run: String,
@@ -58,7 +57,6 @@ pub(crate) struct AskInfo {
 /// What the model knows of one waiting outcome.
 #[derive(Debug, Clone)]
 pub(crate) struct WaitInfo {
-    /// Its subject.
     pub(crate) subject: String,
     /// When it was stored.
     pub(crate) stored_at: DateTime<Utc>,
@@ -69,7 +67,6 @@ pub(crate) struct WaitInfo {
 /// What the model knows of one run.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RunInfo {
-    /// Its target.
     pub(crate) target: String,
     /// How long its asks wait.
     pub(crate) ttl: Span,

@@ -89,7 +89,6 @@ pub async fn run(scenario: &Scenario) -> Result<Transcript, BuildError> {
 struct Harness {
     /// The runtime.
     rt: Runtime,
-    /// Its clock.
     clock: ManualClock,
     /// What scripted targets note.
     notes: Notes,

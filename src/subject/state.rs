@@ -100,7 +100,7 @@ struct Group {
 
 /// One run living on the subject.
 #[derive(Debug, Serialize, Deserialize)]
-struct RunState {
+struct Run {
     /// The target's name: each activation runs the target registered under it then.
     target: Arc<str>,
     /// The calling run, for a child run.
@@ -151,7 +151,7 @@ pub(crate) struct State {
     /// entry's timer (until the subject is packed: unpacking allocates it anew).
     entries: IndexMap<Arc<str>, Box<Parked>>,
     /// Runs that have not ended (boxed, so the table's spare slots stay small).
-    runs: HashMap<Arc<str>, Box<RunState>>,
+    runs: HashMap<Arc<str>, Box<Run>>,
     /// Open groups by id.
     groups: HashMap<String, Group>,
     /// The resolutions remembered, oldest first: at most [`REMEMBERED`], none older than
@@ -513,7 +513,7 @@ impl State {
         });
         self.runs.insert(
             Arc::clone(&run),
-            Box::new(RunState {
+            Box::new(Run {
                 target: Arc::clone(&target.name),
                 parent: parent_run,
                 linked,

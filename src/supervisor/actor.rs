@@ -28,7 +28,6 @@ pub(crate) enum Msg {
     },
     /// `run` ended for good.
     Ended {
-        /// The run.
         run: Arc<str>,
     },
     /// The chains a teardown of the parks of `runs` reaches, each stopping below

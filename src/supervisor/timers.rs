@@ -39,12 +39,10 @@ pub(crate) enum Timer {
     Record {
         /// The run's subject.
         subject: Arc<str>,
-        /// The run.
         run: Arc<str>,
     },
     /// A subject's idle check.
     Idle {
-        /// The subject.
         subject: Arc<str>,
     },
     /// A schedule door's next fire.
@@ -101,7 +99,6 @@ pub(crate) struct Fired {
 pub(crate) struct Timers {
     /// Every key, earliest first, with its timer's slot.
     order: BTreeMap<TimerKey, usize>,
-    /// The timers.
     timers: Slab<Timer>,
 }
 
