@@ -4,17 +4,30 @@
 //! # Layout
 //!
 //! - [`runtime`](Runtime): the public face, built with a [`Builder`].
-//! - `subject`: one actor per subject owning its parked set; the registry that spawns
-//!   and passivates them.
-//! - `run`: a run's [`Ctx`] (`ask`, `step`, `call`), its [`Journal`], and the run actor
-//!   executing one activation.
-//! - `supervisor`: the run tree and whole-chain cancellation; every timer, and the
-//!   ticker that waits on the clock for them.
-//! - `jq`: door expressions, compiled and evaluated with jaq under a deadline.
-//! - [`Entry`], [`RunRecord`], [`Event`]: the data the runtime hands out.
+//! - `services`: the leaf services every part shares (settings, clock, ids, targets,
+//!   events, ceilings, the timer handle, the count of work in flight).
+//! - `subject`: one actor per subject owning its parked set. Its transitions are a
+//!   function of the state and one message that returns effects as data; the actor
+//!   applies them. The hub, the registry that spawns and passivates actors, the client
+//!   operations (start, park, list, resume, take, cancel, visit, answer), and the run
+//!   records and inbox the effects keep.
+//! - `run`: a run's [`Ctx`] (`ask`, `step`, `call`), its [`Journal`], the activation
+//!   that executes it, and the port through which it reaches the runtime.
+//! - `supervisor`: the run tree and whole-chain walks; every timer, and the ticker that
+//!   waits on the clock for them.
+//! - `door`: a door's definition, its compiled contract and the plan it yields, the
+//!   saved doors, and what a visit hands back.
+//! - `inbox`: the interactions inbox of user asks, its frame stream and answer checks.
+//! - `tools`: the generic tools `list_parked`, `resume_parked`, `cancel_parked`.
+//! - `jq`: door expressions, compiled and evaluated with jaq under a deadline and a
+//!   budget.
+//! - `depth`: the nesting limit every value entering the runtime is checked against.
+//! - [`Ask`], [`Entry`], [`RunRecord`], [`Event`], the errors: the data the runtime takes
+//!   and hands out.
 //! - [`Clock`], [`Ids`], [`Settings`]: the seams time, identifiers and tunables come in by.
 //! - [`sim`]: scenario files and seeded random workloads on virtual time, checked
 //!   against a reference model.
+//! - `bench`: internals the benchmarks and the load tool reach (hidden, not API).
 //!
 //! # A first run
 //!
