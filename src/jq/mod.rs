@@ -9,8 +9,9 @@
 //!   JSON libraries, less `env`, `now`, `input`, `debug`, `halt` and the like, with
 //!   `fromjson` limited in depth and string repetition (`s * n`) in size, where jaq would
 //!   otherwise abort the process;
-//! * evaluation: [`Input`] converts a value to jaq's representation once, [`Program::run`]
-//!   yields the first output and whether there is a second, and converts back to JSON;
+//! * evaluation: [`Input`] converts a value to jaq's representation once,
+//!   [`Program::run_batch`], the one way in, yields each program's first output and whether
+//!   there is a second, and converts back to JSON;
 //! * the sandbox, in three layers:
 //!   - the program checks the deadline (and the caller's cancellation) wherever jaq repeats
 //!     a sub-term ([`rewrite`], [`deadline`]), so the interpreter stops soon after it;
@@ -22,9 +23,9 @@
 //!     (jaq shares values: `[., .] | [., .] | ...` is small in memory and astronomically
 //!     large walked);
 //!   - evaluations run on a small pool of dedicated threads with large stacks ([`pool`]),
-//!     and the caller waits no longer than the deadline; a worker still finishing an
-//!     abandoned evaluation is replaced, so others are not stalled behind it (and,
-//!     thanks to the guards, it is not busy for long);
+//!     and the caller awaits them no longer than the deadline ([`watchdog`]); a worker
+//!     still finishing an abandoned evaluation is replaced, so others are not stalled
+//!     behind it (and, thanks to the guards, it is not busy for long);
 //! * the shortcut past the pool: a door visit's batch of *shallow* programs ([`shallow`]: no
 //!   deep walk of a value, no repetition, bounded nesting, so the ticks alone bound them) is
 //!   first evaluated in place, on the caller's thread, under a budget of
