@@ -43,8 +43,9 @@ use tokio::sync::oneshot;
 use super::deadline::deadline_after;
 use super::watchdog::{Expire, Watchdog};
 
-/// Stack size of a worker (and of a compilation thread): enough for the deepest values an
-/// evaluation can build within its budget, and for the deepest program a source within
+/// Stack size of a worker (and of a compilation thread): enough to drop the deepest value an
+/// evaluation can build within its budget (see [`collect`](super::collect);
+/// `docs/doors.md` has the margin), and for the deepest program a source within
 /// [`MAX_SOURCE_BYTES`](super::program::MAX_SOURCE_BYTES) can spell.
 pub(super) const STACK_BYTES: usize = 256 << 20;
 

@@ -789,19 +789,19 @@ fn deadline_limits() -> Limits {
     }
 }
 
-/// The evaluation was given up at its deadline, not before it. How soon after is not
-/// asserted (a loaded machine delays it); that it ends at all, [`WITHIN`], is.
-fn assert_deadline(result: Result<Outputs, EvalError>, started: Instant, what: &str) {
+/// The evaluation was stopped: given up at its deadline, not before it, or at a limit of
+/// its budget (a program that allocates as it runs may reach one first on a fast machine).
+/// How soon after the deadline is not asserted (a loaded machine delays it).
+fn assert_stopped(result: Result<Outputs, EvalError>, started: Instant, what: &str) {
     let elapsed = started.elapsed();
-    assert_eq!(
-        result,
-        Err(EvalError::Deadline { elapsed_ms: 50 }),
-        "{what}"
-    );
-    assert!(
-        elapsed >= Duration::from_millis(50),
-        "{what} gave up early: {elapsed:?}"
-    );
+    match result {
+        Err(EvalError::Deadline { elapsed_ms: 50 }) => assert!(
+            elapsed >= Duration::from_millis(50),
+            "{what} gave up early: {elapsed:?}"
+        ),
+        Err(EvalError::Limit(_)) => {}
+        other => panic!("{what} should have stopped, got {other:?}"),
+    }
 }
 
 /// `run` awaited for at most [`WITHIN`]: a hang fails the test instead of stalling it.
@@ -816,11 +816,7 @@ async fn within<T>(what: &str, run: impl std::future::Future<Output = T>) -> T {
 async fn a_heavy_program_passes_its_deadline() {
     let started = Instant::now();
     let result = within(HEAVY, run_with(HEAVY, Value::Null, &deadline_limits())).await;
-    assert_deadline(result, started, HEAVY);
-
-    // And a normal program still returns its value under the same deadline.
-    let outputs = run_with("{payload: .msg}", json!({"msg": "hi"}), &deadline_limits()).await;
-    assert_eq!(outputs.map(|o| o.first), Ok(Some(json!({"payload": "hi"}))));
+    assert_stopped(result, started, HEAVY);
 }
 
 /// Programs accepted at save time that would run for minutes, each looping in its own way.
@@ -864,7 +860,7 @@ fn the_program_stops_itself_at_its_deadline() {
         let program = compile(source);
         let started = Instant::now();
         let result = program.run_inline(&Input::default(), &door_vars(), &deadline_limits());
-        assert_deadline(result, started, source);
+        assert_stopped(result, started, source);
     }
 }
 
@@ -879,7 +875,7 @@ async fn an_abandoned_evaluation_frees_its_worker() {
         let program = compile(source);
         let started = Instant::now();
         let run = eval_pooled(&pool, &program, &input, &limits);
-        assert_deadline(within(source, run).await, started, source);
+        assert_stopped(within(source, run).await, started, source);
 
         // Queued behind the abandoned evaluation on the only worker: it is answered only
         // once that one has stopped, and waiting for it is bounded.
@@ -897,9 +893,10 @@ async fn an_abandoned_evaluation_frees_its_worker() {
 async fn a_program_stuck_in_one_native_step_does_not_hold_the_caller() {
     // One `contains` over two long arrays: quadratic work inside a single native call, which
     // no tick can interrupt. Its precheck refuses it before it starts: unguarded, it would
-    // run for minutes and the watchdog would report the deadline instead.
+    // run for minutes and the watchdog would report the deadline instead. The deadline is
+    // roomy so that building the arrays on a loaded machine does not pass it first.
     let stuck = "[range(40000)] | contains([range(40000)])";
-    match within(stuck, run_with(stuck, Value::Null, &deadline_limits())).await {
+    match within(stuck, run(stuck, Value::Null)).await {
         Err(EvalError::Limit(message)) => {
             assert!(message.starts_with("contains exceeds"), "{message}")
         }
@@ -1120,5 +1117,150 @@ async fn guarded_steps_keep_jq_s_answers() {
             .await
             .unwrap_or_else(|e| panic!("{source}: {e}"));
         assert_eq!(outputs.first, Some(expected), "{source}");
+    }
+}
+
+/// Programs whose memory is the interpreter's own (arrays collected, objects built, paths
+/// output, containers an update copies), each with the limit it must reach. Accepted at save
+/// time, and bounded by nothing but the deadline before these were charged.
+const ALLOCATING: &[(&str, &str)] = &[
+    (
+        "[range(100000) as $a | range(100000)] | length",
+        "[...] would make a value over the limit of 16777216 bytes",
+    ),
+    (
+        "[limit(100000000; range(100000) as $a | range(100000))] | length",
+        "[...] would make a value over the limit",
+    ),
+    (
+        "[range(100000) as $a | range(100000) | {a: .}] | length",
+        "exceeds the evaluation's limit of 67108864 bytes allocated",
+    ),
+    (
+        "[range(100000) as $a | range(100) | [range(20)]] | length",
+        "exceeds the evaluation's limit of 67108864 bytes allocated",
+    ),
+    (
+        "reduce (range(100000) as $a | range(100000)) as $x ([]; . + [$x]) | length",
+        "exceeds the evaluation's limit of 67108864 bytes allocated",
+    ),
+    (
+        "[foreach (range(100000) as $a | range(100000)) as $x (0; . + 1; [.])] | length",
+        "exceeds the evaluation's limit",
+    ),
+    (
+        "reduce range(100000) as $i (0; {a: .}) | [paths] | length",
+        "path(...) exceeds the evaluation's limit",
+    ),
+    (
+        "[range(2000) as $a | range(2000) | {a: 1}] | [path(..)] | length",
+        "exceeds the evaluation's limit",
+    ),
+    // Nesting, which jaq drops by recursion: a level charged per container made.
+    (
+        "reduce (range(100000) as $a | range(100000)) as $i (0; [.]) | length",
+        "[...] exceeds the evaluation's limit of 67108864 bytes allocated",
+    ),
+    (
+        "reduce (range(100000) as $a | range(100000)) as $i (0; {a: .}) | length",
+        "{...} exceeds the evaluation's limit of 67108864 bytes allocated",
+    ),
+    (
+        "reduce (range(100000) as $a | range(100000)) as $i ([0]; .[0] = .) | length",
+        "an update exceeds the evaluation's limit of 67108864 bytes allocated",
+    ),
+    (
+        "reduce (range(100000) as $a | range(100000)) as $i ([0]; setpath([0]; .)) | length",
+        "exceeds the evaluation's limit of 67108864 bytes allocated",
+    ),
+    (
+        "reduce (range(100000) as $a | range(100000)) as $i ([[[0]]]; .[0][0] |= [.]) | length",
+        "exceeds the evaluation's limit of 67108864 bytes allocated",
+    ),
+    (
+        "reduce (range(100000) as $a | range(100000)) as $i ([0]; group_by(.)) | length",
+        "exceeds the evaluation's limit",
+    ),
+];
+
+/// A deadline far past the time the [`ALLOCATING`] programs take to reach their limits,
+/// even on a loaded machine in a debug build: they must stop at a limit, not at the
+/// deadline.
+fn long_limits() -> Limits {
+    Limits {
+        deadline: Duration::from_secs(120),
+        ..Limits::default()
+    }
+}
+
+/// The interpreter's allocations end an evaluation at the budget's limits, with the limit's
+/// error, rather than at its deadline. The nesting ones also drop, on a pool worker, the
+/// deepest value the budget lets a program build: this test aborts if that overflows.
+#[tokio::test]
+async fn the_interpreter_s_own_allocations_reach_the_budget() {
+    let limits = long_limits();
+    for (source, limit) in ALLOCATING {
+        let run = run_with(source, Value::Null, &limits);
+        let result = match timeout(limits.deadline * 2, run).await {
+            Ok(result) => result,
+            Err(_) => panic!("{source} did not end"),
+        };
+        match result {
+            Err(EvalError::Limit(message)) => {
+                assert!(message.contains(limit), "{source}: {message}")
+            }
+            other => panic!("{source} should reach a limit, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn charged_constructs_keep_jq_s_answers() {
+    let input = json!({"a": {"b": 1, "c": [1, 2]}, "d": null});
+    let cases = [
+        ("[.a.c[] | . * 2]", json!([2, 4])),
+        ("[]", json!([])),
+        ("[empty]", json!([])),
+        ("{}", json!({})),
+        ("{x: 1, (\"y\"): .a.b}", json!({"x": 1, "y": 1})),
+        ("[{x: (1, 2)}]", json!([{"x": 1}, {"x": 2}])),
+        (
+            "[paths]",
+            json!([
+                ["a"],
+                ["a", "b"],
+                ["a", "c"],
+                ["a", "c", 0],
+                ["a", "c", 1],
+                ["d"]
+            ]),
+        ),
+        ("[path(.a.c[])]", json!([["a", "c", 0], ["a", "c", 1]])),
+        (
+            "[paths(type == \"number\")]",
+            json!([["a", "b"], ["a", "c", 0], ["a", "c", 1]]),
+        ),
+        (".a.b = 5 | .a", json!({"b": 5, "c": [1, 2]})),
+        (".a.c[0] |= . + 10 | .a.c", json!([11, 2])),
+        (".a.c[] += 1 | .a.c", json!([2, 3])),
+        (".a.c[1:] = [9] | .a.c", json!([1, 9])),
+        (".d //= 3 | .d", json!(3)),
+        (".a.x = {y: 1} | .a.x.y", json!(1)),
+        ("setpath([\"a\", \"c\", 1]; 0) | .a.c", json!([1, 0])),
+        ("getpath([\"a\", \"c\", 1])", json!(2)),
+        ("del(.a.c) | .a", json!({"b": 1})),
+        ("delpaths([[\"a\"], [\"d\"]])", json!({})),
+        ("to_entries | map(.key)", json!(["a", "d"])),
+        ("with_entries(.value = 1)", json!({"a": 1, "d": 1})),
+        ("[.a | .. ] | length", json!(5)),
+        (
+            "(.a | .. | numbers) |= 0 | .a",
+            json!({"b": 0, "c": [0, 0]}),
+        ),
+        ("[.a.c[] as $x | [$x]] | group_by(.[0]) | length", json!(2)),
+        ("pick(.a.b)", json!({"a": {"b": 1}})),
+    ];
+    for (source, expected) in cases {
+        assert_eq!(one(source, input.clone()).await, expected, "{source}");
     }
 }
