@@ -439,6 +439,24 @@ mod tests {
         assert_eq!(pool.live(), 1);
     }
 
+    /// The deadline is kept on the real clock: with the runtime's time paused (which jumps
+    /// to the next timer as soon as the runtime idles), a job that takes real time is
+    /// still awaited to its end.
+    #[tokio::test(start_paused = true)]
+    async fn paused_time_does_not_give_up_on_a_job() {
+        let pool = Pool::new(1, 0);
+        let result = pool
+            .run(Duration::from_secs(60), |_, _| {
+                let until = Instant::now() + Duration::from_millis(20);
+                while Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+                1
+            })
+            .await;
+        assert_eq!(result, Ok(1));
+    }
+
     /// A job's limit starts when a worker starts it: time spent queued behind another job
     /// does not count against it.
     #[tokio::test]
