@@ -27,15 +27,17 @@
 //! **The nesting bound.** jaq drops a value by recursion, one call per level, so a value
 //! nested deeply enough overflows even a pool worker's large stack when it is dropped.
 //! Every way the interpreter makes a level of nesting is charged at least
-//! [`CONTAINER_BYTES`] here, and the natives that nest their output deeper than their
-//! input (`fromjson`, `group_by`) charge as much per level, so an evaluation builds at most
-//! [`MAX_BYTES`](super::budget::MAX_BYTES) / [`CONTAINER_BYTES`] containers: that bounds
-//! the depth of any value it makes beyond its input's, and a worker's stack is sized for it.
+//! [`CONTAINER_BYTES`] plus [`VAL_BYTES`] here, `group_by` (the one native that nests its
+//! output a level deeper than its input) charges as much per group, and `fromjson` parses
+//! no deeper than [`MAX_PARSE_DEPTH`](super::library::MAX_PARSE_DEPTH). So an evaluation
+//! builds at most [`MAX_BYTES`](super::budget::MAX_BYTES) / ([`CONTAINER_BYTES`] +
+//! [`VAL_BYTES`]) levels beyond its input's, and a worker's stack is sized to drop them
+//! (`docs/doors.md` derives the margin).
 //!
-//! The charges are what the allocations cost in memory, not an exact count: jaq's arrays
-//! grow by doubling, and its maps keep spare capacity. They bound what an evaluation can
-//! allocate to a small multiple of the budget; it deliberately does not install an
-//! allocator, which is the embedder's to choose.
+//! The charges are estimates of what the allocations cost in memory, not an exact count:
+//! jaq's arrays grow by doubling, and its maps keep spare capacity. They bound what an
+//! evaluation can allocate to a small multiple of the budget; it deliberately does not
+//! install an allocator, which is the embedder's to choose.
 
 use jaq_core::box_iter::box_once;
 use jaq_core::native::Fun;
