@@ -248,6 +248,48 @@ fn corpus() -> Vec<(String, Expect)> {
     cases
 }
 
+/// Expressions whose memory is the interpreter's own (arrays collected, objects built,
+/// paths output, containers an update copies), each with what its error must say. They are
+/// visited on a runtime whose deadline is [`FAR`], so that each must stop at a limit of the
+/// budget, not at the deadline. The nesting ones also drop the deepest value the budget
+/// lets an expression build, on a pool worker.
+fn allocating() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (
+            "[range(100000) as $a | range(100000)] | length",
+            "[...] would make a value over the limit",
+        ),
+        (
+            "[limit(100000000; range(100000) as $a | range(100000))] | length",
+            "[...] would make a value over the limit",
+        ),
+        (
+            "[range(100000) as $a | range(100000) | {a: .}] | length",
+            "{...} exceeds the evaluation's limit of 67108864 bytes allocated",
+        ),
+        (
+            "reduce (range(100000) as $a | range(100000)) as $x ([]; . + [$x]) | length",
+            "exceeds the evaluation's limit of 67108864 bytes allocated",
+        ),
+        (
+            "reduce range(100000) as $i (0; {a: .}) | [paths] | length",
+            "path(...) exceeds the evaluation's limit",
+        ),
+        (
+            "reduce (range(100000) as $a | range(100000)) as $i (0; [.]) | length",
+            "[...] exceeds the evaluation's limit of 67108864 bytes allocated",
+        ),
+        (
+            "reduce (range(100000) as $a | range(100000)) as $i ([0]; .[0] = .) | length",
+            "an update exceeds the evaluation's limit of 67108864 bytes allocated",
+        ),
+    ]
+}
+
+/// The deadline of the runtime the [`allocating`] expressions are visited on: far past the
+/// time they take to reach their limits, even in a debug build on a loaded machine.
+const FAR: Duration = Duration::from_secs(120);
+
 /// An input nested [`DEPTH`] levels deep (deeper inputs are the caller's: serialising the
 /// visit's input to measure it recurses in the caller's thread).
 const DEPTH: usize = 1000;
@@ -344,6 +386,30 @@ async fn hostile_expressions_end_within_bounds_and_leave_the_runtime_answering()
             }
             (Fails(_) | Stops, Ok(v)) => panic!("{expr} should have failed, got {v:?}"),
             _ => {}
+        }
+        canaries(&rt, expr).await;
+    }
+
+    // The interpreter's own allocations, with the deadline out of the way: each visit
+    // stops at a limit of the budget.
+    let (far, _clock) = common::runtime_with(|b| b.jq_deadline(FAR)).await;
+    far.run(Start::new("s", "asker")).await.unwrap();
+    for (i, (expr, fragment)) in allocating().into_iter().enumerate() {
+        let name = format!("a{i}");
+        far.save_door(DoorSpec::route(&name, "echo").start_expr(expr))
+            .unwrap_or_else(|e| panic!("{expr} not saved: {e}"));
+        let started = Instant::now();
+        let visit = far.visit(&name, "s", json!({})).await;
+        let elapsed = started.elapsed();
+        eprintln!("a{i}: {elapsed:?} {expr}: {visit:?}");
+        assert!(elapsed < FAR, "{expr} took {elapsed:?}");
+        match visit {
+            Err(e) => {
+                let text = e.to_string();
+                assert!(text.contains(LIMIT), "{expr}: {text}");
+                assert!(text.contains(fragment), "{expr}: {text}");
+            }
+            Ok(v) => panic!("{expr} should have failed, got {v:?}"),
         }
         canaries(&rt, expr).await;
     }

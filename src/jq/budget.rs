@@ -11,8 +11,9 @@
 //!
 //! * [`MAX_WORK`] units of work for the whole evaluation (a tick of the program is a unit
 //!   too), whatever its deadline;
-//! * [`MAX_BYTES`] bytes allocated by guarded steps for the whole evaluation, and
-//!   [`MAX_VALUE_BYTES`] for any one string or array they make;
+//! * [`MAX_BYTES`] bytes allocated by guarded steps and by the interpreter
+//!   ([`collect`](super::collect)) for the whole evaluation, and [`MAX_VALUE_BYTES`] for
+//!   any one string or array they make;
 //! * values nested deeper than [`MAX_DEPTH`];
 //! * the deadline, read every [`CHECK_UNITS`] units, so that a long native step ends
 //!   within a few microseconds of it rather than when it is done.
@@ -30,7 +31,8 @@ use super::deadline::Stop;
 /// usually ends it sooner.
 pub(super) const MAX_WORK: u64 = 20_000_000;
 
-/// Bytes that guarded native steps of one evaluation may allocate, in total.
+/// Bytes that guarded native steps and the interpreter's own allocations of one evaluation
+/// may take, in total (never given back when a value is dropped).
 pub(super) const MAX_BYTES: u64 = 64 << 20;
 
 /// Bytes any one string (or array, at 16 bytes an element) made by a guarded step may have.

@@ -16,9 +16,11 @@
 //! rewritten programs. Its cost is a few boxed iterators and an atomic load per call, plus a
 //! clock read at most every [`CHECK_EVERY`] calls.
 //!
-//! A tick is also a unit of the evaluation's [`Budget`]. A single native step does not pass
-//! through the program: the guarded ones ([`guard`](super::guard)) charge the same budget
-//! and read the clock through [`Deadline::spend`] instead.
+//! A tick is also a unit of the evaluation's [`Budget`], and a tick run by an update
+//! (`l |= f` and friends, whose left-hand side the rewrite ticks once per path part) also
+//! charges the container the update may copy at that level. A single native step does
+//! not pass through the program: the guarded ones ([`guard`](super::guard)) charge the same
+//! budget and read the clock through [`Deadline::spend`] instead.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +32,7 @@ use jaq_core::{Exn, Native};
 use jaq_json::Val;
 
 use super::budget::Budget;
+use super::collect::{CONTAINER_BYTES, VAL_BYTES};
 use super::library::Door;
 
 /// Name of the tick filter. It cannot be lexed as an identifier, so no door expression can
@@ -120,6 +123,13 @@ impl<'a> Deadline<'a> {
         Ok(())
     }
 
+    /// A tick run by an update, which may copy a container at its level: also charges
+    /// that container (see [`collect`](super::collect)).
+    pub(super) fn tick_update(&self) -> Result<(), Stop> {
+        self.tick()?;
+        self.allocate(CONTAINER_BYTES + VAL_BYTES, "an update")
+    }
+
     /// Whether the deadline has passed, reading the clock.
     pub(super) fn has_passed(&self) -> bool {
         let passed = self.passed.get()
@@ -169,7 +179,7 @@ pub(super) fn tick() -> Fun<Door> {
         Ok(()) => box_once(Ok(cv.1)),
         Err(stop) => box_once(Err(stop.exn())),
     })
-    .with_update(|cv, f| match cv.0.data().deadline.tick() {
+    .with_update(|cv, f| match cv.0.data().deadline.tick_update() {
         Ok(()) => f(cv.1),
         Err(stop) => box_once(Err(stop.exn())),
     });

@@ -33,6 +33,7 @@ use jaq_json::{Num, Rc, Val};
 use jaq_std::ValT as _;
 
 use super::budget::{Limit, MAX_VALUE_BYTES};
+use super::collect::CONTAINER_BYTES;
 use super::deadline::{Deadline, Stop};
 use super::library::Door;
 
@@ -815,6 +816,7 @@ fn replaced() -> Vec<Fun<Door>> {
         let deadline = cv.0.data().deadline;
         let result = keyed(cv.1, |v| f.run((fc.clone(), v)).collect()).and_then(|mut pairs| {
             let mut meter = Meter::new(deadline, "group_by");
+            let elements = pairs.len() as u64;
             merge_sort(&mut pairs, |a, b| {
                 sequence(a.0.iter(), b.0.iter(), &mut meter, 0)
             })
@@ -837,6 +839,9 @@ fn replaced() -> Vec<Fun<Door>> {
                 groups.push(group.into_iter().collect());
             }
             meter.flush().map_err(fail)?;
+            // Each group is an array of its own, a level deeper than the input's elements.
+            let made = groups.len() as u64 * CONTAINER_BYTES + elements * VAL_BYTES;
+            deadline.allocate(made, "group_by").map_err(fail)?;
             Ok(groups.into_iter().collect())
         });
         box_once(result)

@@ -71,14 +71,15 @@ fn owned(text: &str) -> Val {
     Val::utf8_str(text.as_bytes().to_vec())
 }
 
-/// A value in jaq's representation, ready to be passed to [`Program::run`] any number of times.
+/// A value in jaq's representation, ready to be passed to [`Program::run_batch`] any number
+/// of times.
 ///
 /// Converting a `serde_json::Value` walks the whole value, so a value that is used by many
 /// evaluations (such as `$parked`) is converted once and kept. Cloning is cheap: arrays,
 /// objects and strings are shared, not copied. Built with jaq-json's `sync` feature, the
 /// sharing is atomic, so an `Input` can be handed to the evaluation threads.
 ///
-/// [`Program::run`]: super::Program::run
+/// [`Program::run_batch`]: super::Program::run_batch
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Input(Val);
 

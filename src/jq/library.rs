@@ -11,6 +11,7 @@ use jaq_core::{Exn, Lut, Native};
 use jaq_json::{Num, Val};
 use jaq_std::ValT as _;
 
+use super::collect;
 use super::deadline::{self, Deadline};
 use super::guard;
 use super::rewrite;
@@ -123,6 +124,7 @@ pub(super) fn natives() -> Vec<Fun<Door>> {
     // shadows jaq-json's.
     [fromjson(), multiply(), deadline::tick()]
         .into_iter()
+        .chain(collect::natives())
         .chain(guard::natives())
         .chain(jaq_core::funs())
         .chain(jaq_std::funs())

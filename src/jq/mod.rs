@@ -9,8 +9,9 @@
 //!   JSON libraries, less `env`, `now`, `input`, `debug`, `halt` and the like, with
 //!   `fromjson` limited in depth and string repetition (`s * n`) in size, where jaq would
 //!   otherwise abort the process;
-//! * evaluation: [`Input`] converts a value to jaq's representation once, [`Program::run`]
-//!   yields the first output and whether there is a second, and converts back to JSON;
+//! * evaluation: [`Input`] converts a value to jaq's representation once,
+//!   [`Program::run_batch`], the one way in, yields each program's first output and whether
+//!   there is a second, and converts back to JSON;
 //! * the sandbox, in three layers:
 //!   - the program checks the deadline (and the caller's cancellation) wherever jaq repeats
 //!     a sub-term ([`rewrite`], [`deadline`]), so the interpreter stops soon after it;
@@ -21,10 +22,13 @@
 //!     outlives the deadline or grows memory past the budget, however the value was built
 //!     (jaq shares values: `[., .] | [., .] | ...` is small in memory and astronomically
 //!     large walked);
+//!   - the interpreter's own allocations (arrays collected by `[f]`, objects built, paths
+//!     output, containers an update copies) are charged to the same budget
+//!     ([`collect`]), which also bounds how deep a value an evaluation builds can nest;
 //!   - evaluations run on a small pool of dedicated threads with large stacks ([`pool`]),
-//!     and the caller waits no longer than the deadline; a worker still finishing an
-//!     abandoned evaluation is replaced, so others are not stalled behind it (and,
-//!     thanks to the guards, it is not busy for long);
+//!     and the caller awaits them no longer than the deadline ([`watchdog`]); a worker
+//!     still finishing an abandoned evaluation is replaced, so others are not stalled
+//!     behind it (and, thanks to the guards, it is not busy for long);
 //! * the shortcut past the pool: a door visit's batch of *shallow* programs ([`shallow`]: no
 //!   deep walk of a value, no repetition, bounded nesting, so the ticks alone bound them) is
 //!   first evaluated in place, on the caller's thread, under a budget of
@@ -41,21 +45,23 @@
 //! expression builds by nesting (`reduce range(100000) as $i (0; [.])`) can be dropped
 //! only on a large stack.
 //!
-//! What remains: the interpreter's own allocations (collecting `[f]`, slices, paths) are
-//! bounded by the deadline, not by the budget; and a value nested deeper than the workers'
-//! stacks can drop (millions of levels, more than a program builds within the default
-//! deadline) would still overflow them. The guarded steps never recurse past
-//! [`MAX_DEPTH`](budget::MAX_DEPTH) levels.
+//! What remains: the charges are estimates of what jaq allocates, not a count (see
+//! [`collect`]), and each is made when jaq has allocated (an object, a path) or every
+//! thousand elements (an array), so one such step can overrun the budget. The guarded
+//! steps never
+//! recurse past [`MAX_DEPTH`](budget::MAX_DEPTH) levels; jaq's drop of a value does, and
+//! the pool's stack is sized for the deepest value the budget lets an evaluation build.
 //!
 //! It deliberately does not:
 //!
 //! * measure or limit input sizes ([`Limits::max_input_bytes`] is for the caller to check);
-//! * limit the memory the interpreter itself allocates: only guarded steps charge it;
+//! * install an allocator or measure the process's memory: it charges estimates;
 //! * decide what outputs mean (none, one or several): [`Outputs`] only reports them;
 //! * know about doors, hooks or subjects beyond the names of the variables they declare.
 
 mod budget;
 mod check;
+mod collect;
 mod deadline;
 mod error;
 mod guard;

@@ -1,39 +1,51 @@
 //! The hard half of the deadline guard: evaluations run on a few dedicated threads, and the
-//! caller stops waiting when the deadline passes.
+//! caller awaits them only until the deadline.
 //!
 //! The ticks of [`deadline`](super::deadline) stop the interpreter soon after its deadline,
 //! and the guarded natives ([`guard`](super::guard)) every long native step. Running
 //! evaluations on threads of their own still means:
 //!
-//! * the caller (typically an async task on a runtime worker) waits at most until the
-//!   deadline, whatever the evaluation does. When it stops waiting it raises the job's
-//!   cancellation flag, which the evaluation's next tick sees;
+//! * the caller (typically an async task on a runtime worker) awaits a oneshot, so its
+//!   thread stays free while the job runs, and it hears of the deadline at the latest when
+//!   the [`watchdog`](super::watchdog) gives up on the job. Giving up raises the job's
+//!   cancellation flag, which the evaluation's next tick sees; so does dropping the
+//!   awaiting future;
 //! * a worker still busy with an abandoned evaluation is replaced at once, so other
 //!   evaluations are not stalled behind it; when it finishes it exits. At most
 //!   [`MAX_STUCK`] such workers exist at a time: past that, no more are replaced, and new
-//!   evaluations wait in the queue (and meet their own deadlines) instead of piling up threads;
+//!   evaluations wait in the queue instead of piling up threads;
 //! * the workers have large stacks. jaq recurses on nested values and programs, and an accepted
 //!   expression such as `reduce range(100000) as $i (0; [.])` overflows the 2 MiB stack of an
 //!   async runtime's worker, which aborts the process. The stack is reserved address space;
 //!   only the pages used are committed.
 //!
+//! A job's time limit starts when a worker starts it, not when it is queued: a door's
+//! expression is given up on (and its door broken) for the time it ran, never for the time
+//! it waited behind others on a loaded machine. The wait is bounded all the same, since
+//! every job ahead of it is.
+//!
 //! The price is a hand-off per evaluation: a queue push, a wake-up of a sleeping worker,
 //! and a wake-up of the caller. Neither side spins while it waits: on a machine with as
 //! many busy threads as cores (async workers and evaluation workers together), a
-//! spinning thread takes the core from the one it waits for, which measured as a loss of
-//! about a quarter of a loaded door's throughput (`docs/benchmarks.md`). Threads cannot be
-//! interrupted: an abandoned evaluation keeps its worker until its next tick or guarded
-//! step sees the deadline, a few thousand units of work later.
+//! spinning thread takes the core from the one it waits for (`docs/benchmarks.md`).
+//! Threads cannot be interrupted: an abandoned evaluation keeps its worker until its next
+//! tick or guarded step sees the cancellation, a few thousand units of work later.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-/// Stack size of a worker (and of a compilation thread): enough for the deepest values an
-/// evaluation can build before its deadline, and for the deepest program a source within
+use tokio::sync::oneshot;
+
+use super::deadline::deadline_after;
+use super::watchdog::{Expire, Watchdog};
+
+/// Stack size of a worker (and of a compilation thread): enough to drop the deepest value an
+/// evaluation can build within its budget (see [`collect`](super::collect);
+/// `docs/doors.md` has the margin), and for the deepest program a source within
 /// [`MAX_SOURCE_BYTES`](super::program::MAX_SOURCE_BYTES) can spell.
 pub(super) const STACK_BYTES: usize = 256 << 20;
 
@@ -51,11 +63,12 @@ pub(super) enum Failure {
 
 /// A set of worker threads running jobs with deadlines.
 pub(super) struct Pool {
-    pub(super) shared: Arc<Shared>,
-    /// The thread that gives up on awaited jobs at their deadlines, started on first use.
-    pub(super) watchdog: OnceLock<super::watchdog::Watchdog>,
+    shared: Arc<Shared>,
+    /// The thread that gives up on jobs at their deadlines, started on first use.
+    watchdog: OnceLock<Watchdog>,
 }
 
+/// What the workers, the watchdog and the callers share.
 pub(super) struct Shared {
     queue: Mutex<Queue>,
     /// The most replaced workers that may still be finishing abandoned jobs.
@@ -75,37 +88,37 @@ struct Queue {
 }
 
 /// A queued job: runs it and says whether the worker must exit afterwards.
-pub(super) type Task = Box<dyn FnOnce() -> Retire + Send>;
+type Task = Box<dyn FnOnce() -> Retire + Send>;
 
 /// Whether a worker goes on serving after a task.
 #[derive(PartialEq, Eq)]
-pub(super) enum Retire {
+enum Retire {
     Stay,
     Leave,
 }
 
-/// The meeting point of a caller and the worker running its job.
-struct Slot<T> {
-    state: Mutex<State<T>>,
-    /// Signalled when the job is done and the caller sleeps.
-    done: Condvar,
-    /// Raised when the caller stops waiting; the job's ticks read it.
-    cancelled: AtomicBool,
+/// Where a job stands. The caller awaits the receiver of the sender held here.
+enum State<T> {
+    /// Queued.
+    Queued(oneshot::Sender<Result<T, Failure>>),
+    /// Running on a worker.
+    Running(oneshot::Sender<Result<T, Failure>>),
+    /// The result was sent, or nobody waits for one any more.
+    Done,
+    /// Given up at the deadline; `replaced` if a new worker took the running one's place,
+    /// so that the running one must exit when the job ends.
+    Abandoned { replaced: bool },
 }
 
-enum State<T> {
-    Queued,
-    Running,
-    Done(thread::Result<T>),
-    /// The caller sleeps on `done`, waiting for the job.
-    Waiting {
-        running: bool,
-    },
-    /// The caller stopped waiting. `replaced` if a new worker was started in place of the one
-    /// running the job, which must then exit when the job ends.
-    Abandoned {
-        replaced: bool,
-    },
+/// The meeting point of a caller, the worker running its job, and the watchdog.
+struct Slot<T> {
+    state: Mutex<State<T>>,
+    /// Raised when nobody waits any more; the job's ticks read it.
+    cancelled: AtomicBool,
+    /// How long the job may run once started.
+    limit: Duration,
+    /// The watchdog, told of the job's deadline when a worker starts it.
+    watchdog: Watchdog,
 }
 
 impl Pool {
@@ -142,59 +155,41 @@ impl Pool {
         }
     }
 
-    /// Run `job` on a worker and wait for its result until `deadline`.
+    /// Run `job` on a worker and await its result, without holding the calling thread.
+    /// The job may run for `limit` from when a worker starts it: it is handed that
+    /// deadline, and a flag that is raised when nobody waits any more (the watchdog gave
+    /// up on it, or the awaiting future was dropped).
     ///
-    /// The job is handed a flag that is raised when the caller stops waiting.
-    ///
-    /// If no worker could ever be started, the job runs on the calling thread: its own checks
-    /// are then the only guard, which beats refusing every evaluation.
-    pub(super) fn run<T, F>(&self, deadline: Instant, job: F) -> Result<T, Failure>
+    /// If no worker could ever be started, the job runs on the calling thread: its own
+    /// checks are then the only guard, which beats refusing every evaluation.
+    pub(super) async fn run<T, F>(&self, limit: Duration, job: F) -> Result<T, Failure>
     where
         T: Send + 'static,
-        F: FnOnce(&AtomicBool) -> T + Send + 'static,
+        F: FnOnce(&AtomicBool, Instant) -> T + Send + 'static,
     {
-        let slot = Arc::new(Slot {
-            state: Mutex::new(State::Queued),
-            done: Condvar::new(),
-            cancelled: AtomicBool::new(false),
-        });
         if self.shared.live.load(Ordering::Acquire) == 0 {
-            return catch_unwind(AssertUnwindSafe(|| job(&slot.cancelled))).map_err(panic_message);
+            let deadline = deadline_after(Instant::now(), limit);
+            let never = AtomicBool::new(false);
+            return catch_unwind(AssertUnwindSafe(|| job(&never, deadline))).map_err(panic_message);
         }
-
+        let (tx, rx) = oneshot::channel();
+        let slot = Arc::new(Slot {
+            state: Mutex::new(State::Queued(tx)),
+            cancelled: AtomicBool::new(false),
+            limit,
+            watchdog: self
+                .watchdog
+                .get_or_init(|| Watchdog::start(&self.shared))
+                .clone(),
+        });
         let task_slot = Arc::clone(&slot);
-        let task: Task = Box::new(move || task_slot.work(job));
-        self.shared.push(task);
-
-        let mut state = lock(&slot.state);
-        loop {
-            if let Some(result) = state.take_done() {
-                drop(state);
-                return result.map_err(panic_message);
-            }
-            let running = matches!(*state, State::Running | State::Waiting { running: true });
-            let now = Instant::now();
-            if now >= deadline {
-                // A job that never started costs nothing; one that is running keeps its worker
-                // busy for an unknown time, so another worker takes its place. The state is
-                // still locked, so the worker cannot finish in between and miss the decision.
-                let replaced = running && self.replace_worker();
-                *state = State::Abandoned { replaced };
-                slot.cancelled.store(true, Ordering::Relaxed);
-                return Err(Failure::Deadline);
-            }
-            *state = State::Waiting { running };
-            state = slot
-                .done
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-    }
-
-    /// Start a worker in place of a stuck one, unless too many are stuck already.
-    fn replace_worker(&self) -> bool {
-        self.shared.replace_worker()
+        self.shared.push(Box::new(move || task_slot.work(job)));
+        let mut guard = CancelOnDrop { slot, armed: true };
+        // The sender is dropped unsent only if the job is skipped (given up on while
+        // queued, which only a dropped wait does) or the pool is torn down.
+        let result = rx.await.unwrap_or(Err(Failure::Deadline));
+        guard.armed = false;
+        result
     }
 
     /// Workers alive, including replaced ones still finishing an abandoned job.
@@ -206,7 +201,7 @@ impl Pool {
 
 impl Shared {
     /// Start a worker in place of a stuck one, unless too many are stuck already.
-    pub(super) fn replace_worker(self: &Arc<Self>) -> bool {
+    fn replace_worker(self: &Arc<Self>) -> bool {
         if self.stuck.fetch_add(1, Ordering::AcqRel) >= self.max_stuck {
             self.stuck.fetch_sub(1, Ordering::AcqRel);
             return false;
@@ -218,13 +213,8 @@ impl Shared {
         true
     }
 
-    /// Whether no worker could ever be started.
-    pub(super) fn has_no_workers(&self) -> bool {
-        self.live.load(Ordering::Acquire) == 0
-    }
-
     /// Queue `task`, waking a worker if one sleeps.
-    pub(super) fn push(&self, task: Task) {
+    fn push(&self, task: Task) {
         let mut queue = lock(&self.queue);
         queue.tasks.push_back(task);
         if queue.sleepers > 0 {
@@ -233,33 +223,35 @@ impl Shared {
     }
 }
 
-impl<T> State<T> {
-    /// The result, if the job is done; the state is then `Abandoned`, as nobody waits any more.
-    fn take_done(&mut self) -> Option<thread::Result<T>> {
-        match std::mem::replace(self, State::Abandoned { replaced: false }) {
-            State::Done(result) => Some(result),
-            other => {
-                *self = other;
-                None
-            }
-        }
-    }
-}
-
-impl<T> Slot<T> {
-    /// Run the job unless its caller has given up on it, and hand over the result.
-    fn work(&self, job: impl FnOnce(&AtomicBool) -> T) -> Retire {
-        {
+impl<T: Send + 'static> Slot<T> {
+    /// Run the job unless nobody waits for it any more, and send the result. The job's
+    /// deadline, handed to it and kept by the watchdog, starts now.
+    fn work(self: &Arc<Self>, job: impl FnOnce(&AtomicBool, Instant) -> T) -> Retire {
+        let deadline = {
             let mut state = lock(&self.state);
-            match *state {
-                State::Queued => *state = State::Running,
-                State::Waiting { running: false } => *state = State::Waiting { running: true },
+            match std::mem::replace(&mut *state, State::Done) {
+                State::Queued(tx) if !self.cancelled.load(Ordering::Relaxed) => {
+                    *state = State::Running(tx);
+                }
+                // Queued, but the wait was dropped: the job is skipped (dropping `tx`).
                 _ => return Retire::Stay,
             }
-        }
-        let result = catch_unwind(AssertUnwindSafe(|| job(&self.cancelled)));
+            let deadline = deadline_after(Instant::now(), self.limit);
+            // The watchdog waits a quarter of the limit past the deadline, so that the
+            // job's own checks report what ran out; the watchdog is the backstop.
+            let cut_off = deadline_after(deadline, self.limit / 4);
+            let expiring: Arc<dyn Expire> = Arc::clone(self) as Arc<dyn Expire>;
+            self.watchdog.keep(cut_off, Arc::downgrade(&expiring));
+            deadline
+        };
+        let result = catch_unwind(AssertUnwindSafe(|| job(&self.cancelled, deadline)));
         let mut state = lock(&self.state);
-        match *state {
+        match std::mem::replace(&mut *state, State::Done) {
+            State::Running(tx) => {
+                drop(state);
+                let _ = tx.send(result.map_err(panic_message));
+                Retire::Stay
+            }
             State::Abandoned { replaced } => {
                 drop(state);
                 // Dropped here, after unlocking: a large result takes a while to free.
@@ -270,16 +262,41 @@ impl<T> Slot<T> {
                     Retire::Stay
                 }
             }
-            State::Waiting { .. } => {
-                *state = State::Done(result);
-                self.done.notify_one();
-                Retire::Stay
+            _ => Retire::Stay,
+        }
+    }
+}
+
+impl<T: Send> Expire for Slot<T> {
+    fn expire(&self, pool: &Arc<Shared>) {
+        let mut state = lock(&self.state);
+        match std::mem::replace(&mut *state, State::Done) {
+            // Only a started job is kept by the watchdog, so a queued one never gets here.
+            State::Running(tx) => {
+                // The state is locked, so the worker cannot finish in between and miss
+                // the decision. The flag is raised before the caller hears of the
+                // deadline, so that whatever the caller does next finds the job cancelled.
+                let replaced = pool.replace_worker();
+                self.cancelled.store(true, Ordering::Relaxed);
+                let _ = tx.send(Err(Failure::Deadline));
+                *state = State::Abandoned { replaced };
             }
-            _ => {
-                // The caller has not begun to wait: it finds the result when it does.
-                *state = State::Done(result);
-                Retire::Stay
-            }
+            other => *state = other,
+        }
+    }
+}
+
+/// Raises the job's cancellation flag when the awaiting future is dropped before its
+/// result came, so that the job's next tick ends it (or a worker skips it unstarted).
+struct CancelOnDrop<T> {
+    slot: Arc<Slot<T>>,
+    armed: bool,
+}
+
+impl<T> Drop for CancelOnDrop<T> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.slot.cancelled.store(true, Ordering::Relaxed);
         }
     }
 }
@@ -329,7 +346,7 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-pub(super) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> Failure {
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> Failure {
     let message = payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
@@ -346,17 +363,16 @@ mod tests {
 
     use super::{Failure, Pool};
 
-    fn soon() -> Instant {
-        Instant::now() + Duration::from_millis(50)
-    }
+    /// A limit no test job comes near.
+    const ROOMY: Duration = Duration::from_secs(3600);
 
-    fn later() -> Instant {
-        Instant::now() + Duration::from_secs(10)
-    }
+    /// How long a test waits for something that should happen at once, before it fails
+    /// instead of hanging: generous, so that a loaded machine does not fail it.
+    const WITHIN: Duration = Duration::from_secs(20);
 
-    /// Wait (without sleeping) until `done` holds, for at most `within`.
-    fn eventually(within: Duration, done: impl Fn() -> bool) -> bool {
-        let until = Instant::now() + within;
+    /// Wait (without sleeping) until `done` holds, for at most [`WITHIN`].
+    fn eventually(done: impl Fn() -> bool) -> bool {
+        let until = Instant::now() + WITHIN;
         while !done() {
             if Instant::now() > until {
                 return false;
@@ -366,100 +382,152 @@ mod tests {
         true
     }
 
-    #[test]
-    fn results_come_back() {
+    #[tokio::test]
+    async fn results_come_back() {
         let pool = Pool::new(2, 0);
         for i in 0..100 {
-            assert_eq!(pool.run(later(), move |_| i * 2), Ok(i * 2));
+            assert_eq!(pool.run(ROOMY, move |_, _| i * 2).await, Ok(i * 2));
         }
     }
 
-    #[test]
-    fn a_panicking_job_is_reported_and_the_worker_survives() {
+    #[tokio::test]
+    async fn a_panicking_job_is_reported_and_the_worker_survives() {
         let pool = Pool::new(1, 0);
-        let result = pool.run(later(), |_| -> u8 { panic!("boom") });
+        let result = pool.run(ROOMY, |_, _| -> u8 { panic!("boom") }).await;
         assert_eq!(result, Err(Failure::Panicked("boom".to_owned())));
-        assert_eq!(pool.run(later(), |_| 7), Ok(7));
+        assert_eq!(pool.run(ROOMY, |_, _| 7).await, Ok(7));
         assert_eq!(pool.live(), 1);
     }
 
-    #[test]
-    fn a_stuck_worker_is_replaced_and_exits_when_its_job_ends() {
+    /// A job stuck past its deadline is given up on by the watchdog (on the real clock),
+    /// its worker replaced and its flag raised; released, the stuck worker exits. Only
+    /// `max_stuck` workers are replaced at a time.
+    #[tokio::test]
+    async fn a_stuck_job_is_given_up_and_its_worker_replaced() {
         let pool = Pool::new(1, 1);
         let (release, blocked) = mpsc::channel::<()>();
         let saw_cancel = Arc::new(AtomicBool::new(false));
         let saw = Arc::clone(&saw_cancel);
-        let started = Instant::now();
-        let result = pool.run(soon(), move |cancelled| {
-            let _ = blocked.recv();
-            saw.store(cancelled.load(Ordering::Relaxed), Ordering::Relaxed);
-        });
+        let result = pool
+            .run(Duration::from_millis(50), move |cancelled, _| {
+                let _ = blocked.recv();
+                saw.store(cancelled.load(Ordering::Relaxed), Ordering::Relaxed);
+            })
+            .await;
         assert_eq!(result, Err(Failure::Deadline));
-        assert!(started.elapsed() < Duration::from_secs(2));
 
-        // The replacement serves at once while the stuck worker still blocks.
+        // The replacement serves while the stuck worker still blocks.
         assert_eq!(pool.live(), 2);
-        assert_eq!(pool.run(later(), |_| 1), Ok(1));
+        assert_eq!(pool.run(ROOMY, |_, _| 1).await, Ok(1));
 
         // Only one replacement at a time: a second stuck job is not replaced.
         let (release_too, blocked_too) = mpsc::channel::<()>();
-        let result = pool.run(soon(), move |_| {
-            let _ = blocked_too.recv();
-        });
+        let result = pool
+            .run(Duration::from_millis(50), move |_, _| {
+                let _ = blocked_too.recv();
+            })
+            .await;
         assert_eq!(result, Err(Failure::Deadline));
         assert_eq!(pool.live(), 2);
 
         // Released, the first stuck worker saw the cancellation and exits; the second stays.
         let _ = release.send(());
-        assert!(eventually(Duration::from_secs(5), || pool.live() == 1));
+        assert!(eventually(|| pool.live() == 1));
         assert!(saw_cancel.load(Ordering::Relaxed));
         let _ = release_too.send(());
-        assert_eq!(pool.run(later(), |_| 2), Ok(2));
+        assert_eq!(pool.run(ROOMY, |_, _| 2).await, Ok(2));
         assert_eq!(pool.live(), 1);
     }
 
-    #[test]
-    fn a_job_still_queued_at_its_deadline_never_runs() {
+    /// The deadline is kept on the real clock: with the runtime's time paused (which jumps
+    /// to the next timer as soon as the runtime idles), a job that takes real time is
+    /// still awaited to its end.
+    #[tokio::test(start_paused = true)]
+    async fn paused_time_does_not_give_up_on_a_job() {
+        let pool = Pool::new(1, 0);
+        let result = pool
+            .run(Duration::from_secs(60), |_, _| {
+                let until = Instant::now() + Duration::from_millis(20);
+                while Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+                1
+            })
+            .await;
+        assert_eq!(result, Ok(1));
+    }
+
+    /// A job's limit starts when a worker starts it: time spent queued behind another job
+    /// does not count against it.
+    #[tokio::test]
+    async fn a_queued_job_s_limit_starts_when_it_runs() {
+        let pool = Pool::new(1, 0);
+        let (release, blocked) = mpsc::channel::<()>();
+        let limit = Duration::from_millis(50);
+        let first = pool.run(ROOMY, move |_, _| {
+            let _ = blocked.recv();
+            Instant::now()
+        });
+        let second = pool.run(limit, |cancelled, deadline| {
+            (cancelled.load(Ordering::Relaxed), deadline)
+        });
+        // Polled after both jobs are queued, behind the first on the only worker.
+        let go = async {
+            let _ = release.send(());
+        };
+        let (first, second, ()) = futures::join!(first, second, go);
+        let first_done = first.expect("the first job ran");
+        let (cancelled, deadline) = second.expect("the queued job ran");
+        assert!(!cancelled);
+        assert!(deadline >= first_done + limit);
+    }
+
+    /// Dropping the awaiting future raises the flag of a running job.
+    #[tokio::test]
+    async fn a_dropped_wait_cancels_the_running_job() {
+        let pool = Pool::new(1, 0);
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let (seen_tx, seen_rx) = mpsc::channel::<bool>();
+        let waiting = pool.run(ROOMY, move |cancelled, _| {
+            let _ = started_tx.send(());
+            while !cancelled.load(Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
+            let _ = seen_tx.send(true);
+        });
+        let mut waiting = Box::pin(waiting);
+        // Poll once so the job is queued, then drop the future once it runs.
+        let _ = futures::poll!(&mut waiting);
+        assert_eq!(started_rx.recv_timeout(WITHIN), Ok(()));
+        drop(waiting);
+        assert_eq!(seen_rx.recv_timeout(WITHIN), Ok(true));
+    }
+
+    /// A job whose wait was dropped while it was still queued never runs, and the worker
+    /// serves the next one.
+    #[tokio::test]
+    async fn a_job_dropped_while_queued_never_runs() {
         let pool = Pool::new(1, 0);
         let (release, blocked) = mpsc::channel::<()>();
         let (started_tx, started_rx) = mpsc::channel::<()>();
-        // Occupy the only worker from another thread.
-        let occupied = std::thread::scope(|scope| {
-            let busy = scope.spawn(|| {
-                pool.run(later(), move |_| {
-                    let _ = started_tx.send(());
-                    let _ = blocked.recv();
-                })
-            });
-            let _ = started_rx.recv();
-
-            let ran = Arc::new(AtomicBool::new(false));
-            let flag = Arc::clone(&ran);
-            let result = pool.run(soon(), move |_| flag.store(true, Ordering::Relaxed));
-            assert_eq!(result, Err(Failure::Deadline));
-
-            let _ = release.send(());
-            let occupied = busy.join().map_err(drop);
-            // The worker skipped the abandoned job and serves the next one.
-            assert_eq!(pool.run(later(), |_| 3), Ok(3));
-            assert!(!ran.load(Ordering::Relaxed));
-            occupied
+        let busy = pool.run(ROOMY, move |_, _| {
+            let _ = started_tx.send(());
+            let _ = blocked.recv();
         });
-        assert_eq!(occupied, Ok(Ok(())));
-        assert_eq!(pool.live(), 1);
-    }
+        let mut busy = Box::pin(busy);
+        let _ = futures::poll!(&mut busy);
+        assert_eq!(started_rx.recv_timeout(WITHIN), Ok(()));
 
-    #[test]
-    fn a_deadline_already_passed_gives_up_at_once() {
-        let pool = Pool::new(1, 0);
-        let started = Instant::now();
-        // A worker quick enough to finish before the caller looks may still deliver.
-        let result = pool.run(started, |_| 1);
-        assert!(
-            matches!(result, Ok(1) | Err(Failure::Deadline)),
-            "{result:?}"
-        );
-        assert!(started.elapsed() < Duration::from_secs(1));
-        assert_eq!(pool.run(later(), |_| 2), Ok(2));
+        let ran = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&ran);
+        let mut queued = Box::pin(pool.run(ROOMY, move |_, _| flag.store(true, Ordering::Relaxed)));
+        let _ = futures::poll!(&mut queued);
+        drop(queued);
+
+        let _ = release.send(());
+        assert_eq!(busy.await, Ok(()));
+        assert_eq!(pool.run(ROOMY, |_, _| 3).await, Ok(3));
+        assert!(!ran.load(Ordering::Relaxed));
+        assert_eq!(pool.live(), 1);
     }
 }

@@ -31,7 +31,7 @@ pub(super) const IN_PLACE_BUDGET: Duration = Duration::from_millis(1);
 const MAX_ERROR_BYTES: usize = 1 << 10;
 
 /// The variables of a door's expressions, in the order their values are passed to
-/// [`Program::run`].
+/// [`Program::run_batch`].
 pub(super) const DOOR_VARS: &[&str] = &["parked", "subject", "door", "now"];
 
 /// The longest source a door expression may have. Parsing and compiling recurse on nesting,
@@ -113,57 +113,16 @@ impl Program {
         }
     }
 
-    /// Evaluate over `input` with `vars` (values in the declared order).
+    /// Evaluate several programs over the same `input` with `vars` (values in the declared
+    /// order): in place when every one is shallow and they finish within
+    /// [`IN_PLACE_BUDGET`], else in one hand-off to the pool, so a door visit's expressions
+    /// cost at most one thread hand-off, not one each. This is the one way in to an
+    /// evaluation (a single program is a batch of one); [`Program::run_inline`] only serves
+    /// as a baseline.
     ///
-    /// Returns the first output and whether there was a second; evaluation stops after the
-    /// second. An error raised before then is returned instead, even after a first output.
-    ///
-    /// The evaluation runs on a dedicated thread; this call blocks until it is done or until
-    /// `limits.deadline` has passed, whichever comes first (see the module docs). It blocks
-    /// its thread, so no door calls it: doors evaluate through [`Program::run_batch`].
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) fn run(
-        &self,
-        input: &Input,
-        vars: &[Input],
-        limits: &Limits,
-    ) -> Result<Outputs, EvalError> {
-        let expected = self.compiled.vars;
-        if vars.len() != expected {
-            return Err(EvalError::WrongVariables {
-                expected,
-                given: vars.len(),
-            });
-        }
-        self.run_on(Pool::global(), input, vars, limits)
-    }
-
-    /// [`Program::run`] on the given pool.
-    fn run_on(
-        &self,
-        pool: &Pool,
-        input: &Input,
-        vars: &[Input],
-        limits: &Limits,
-    ) -> Result<Outputs, EvalError> {
-        let limit = limits.deadline;
-        let deadline = deadline_after(Instant::now(), limit);
-        let compiled = Arc::clone(&self.compiled);
-        let input = input.val().clone();
-        let vars: Vec<Val> = vars.iter().map(|v| v.val().clone()).collect();
-        let job = move |cancelled: &AtomicBool| {
-            compiled.evaluate(input, vars, Deadline::new(deadline, cancelled), limit)
-        };
-        match pool.run(deadline, job) {
-            Ok(result) => result,
-            Err(Failure::Deadline) => Err(passed(limit)),
-            Err(Failure::Panicked(message)) => Err(EvalError::Internal(message)),
-        }
-    }
-
-    /// Evaluate several programs over the same `input` and `vars`: in place when every one
-    /// is shallow and they finish within [`IN_PLACE_BUDGET`], else in one hand-off to the
-    /// pool, so a door visit's expressions cost at most one thread hand-off, not one each.
+    /// Each program yields its first output and whether there was a second; its evaluation
+    /// stops after the second. An error raised before then is reported instead, even after
+    /// a first output.
     ///
     /// The batch shares one deadline, `limits.deadline` from the call. An in-place attempt
     /// that runs out of its budget is dropped and the batch evaluated again on the pool
@@ -172,26 +131,40 @@ impl Program {
     /// machine is not the expressions' fault, and passing the deadline breaks their door.
     /// Each program's result is reported at its place; when the pool gives up on the batch
     /// as a whole, every program is reported as past the deadline. The calling thread is
-    /// free while the pool evaluates (see the `watchdog` module).
+    /// free while the pool evaluates (see the `pool` module).
     pub(crate) async fn run_batch(
         programs: &[&Program],
         input: &Input,
         vars: &[Input],
         limits: &Limits,
     ) -> Vec<Result<Outputs, EvalError>> {
-        match Batch::new(programs, input, vars, limits) {
-            Ok(batch) => {
-                if let Some(results) = batch.in_place(IN_PLACE_BUDGET) {
-                    return results;
-                }
-                let (count, limit) = (batch.count, batch.limit);
-                let result = Pool::global()
-                    .run_async(limit, move |c, deadline| batch.evaluate(c, deadline))
-                    .await;
-                Batch::results(result, count, limit)
-            }
-            Err(results) => results,
+        let pool = Pool::global();
+        Program::run_batch_on(pool, programs, input, vars, limits, IN_PLACE_BUDGET).await
+    }
+
+    /// [`Program::run_batch`] on `pool`, with `in_place` as the in-place budget.
+    pub(super) async fn run_batch_on(
+        pool: &Pool,
+        programs: &[&Program],
+        input: &Input,
+        vars: &[Input],
+        limits: &Limits,
+        in_place: Duration,
+    ) -> Vec<Result<Outputs, EvalError>> {
+        let batch = match Batch::new(programs, input, vars, limits) {
+            Ok(batch) => batch,
+            Err(results) => return results,
+        };
+        if let Some(results) = batch.in_place(in_place) {
+            return results;
         }
+        let (count, limit) = (batch.count, batch.limit);
+        let result = pool
+            .run(limit, move |cancelled, deadline| {
+                batch.evaluate(cancelled, deadline)
+            })
+            .await;
+        Batch::results(result, count, limit)
     }
 
     /// Evaluate on the calling thread, without the pool: what the evaluation alone costs
@@ -230,18 +203,6 @@ impl Program {
         Batch::new(programs, input, vars, limits)
             .ok()?
             .in_place(budget)
-    }
-
-    /// [`Program::run`] on a pool of the test's own.
-    #[cfg(test)]
-    pub(super) fn run_in(
-        &self,
-        pool: &Pool,
-        input: &Input,
-        vars: &[Input],
-        limits: &Limits,
-    ) -> Result<Outputs, EvalError> {
-        self.run_on(pool, input, vars, limits)
     }
 }
 

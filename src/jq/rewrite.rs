@@ -24,6 +24,11 @@
 //! [`INDEX`]; a call of one of [`PRECHECKED`] gets its precheck in front, with its
 //! arguments bound once so that both see the same values.
 //!
+//! **Allocations.** `[f]` becomes a call of the native [`COLLECT`], an object built by
+//! `{...}` passes through [`OBJECT`], the outputs of `path(f)` and `path_value(f)` through
+//! [`PATH`], and the left-hand side of an update gets a tick per path part it names: each
+//! charges what the interpreter allocates there (see [`collect`](super::collect)).
+//!
 //! **Guards.** `s * n` repeats a string `n` times in one allocation, and an allocation that
 //! fails aborts the process: `"x" * 100000000000` is one expression away. Multiplication is
 //! rewritten to the native [`MULTIPLY`], which refuses results over
@@ -35,6 +40,7 @@ use jaq_core::load::parse::{BinaryOp, Def, Pattern, Term};
 use jaq_core::ops::{Cmp, Math};
 use jaq_core::path::{Opt, Part, Path};
 
+use super::collect::{COLLECT, OBJECT, PATH};
 use super::deadline::TICK;
 use super::guard::{INDEX, KEY, OPERATORS, PRECHECKED, SHOW};
 
@@ -166,20 +172,22 @@ impl<'s> Rewrite<'s> {
                 });
                 Term::Str(format, parts.collect())
             }
-            Term::Arr(t) => Term::Arr(t.map(once)),
-            Term::Obj(entries) => Term::Obj(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| {
-                        // A computed key is hashed by jaq, whatever it is: scalars only.
-                        let k = match (&v, literal(&k)) {
-                            (Some(_), false) => then(self.repeated(k), KEY),
-                            _ => self.repeated(k),
-                        };
-                        (k, v.map(|v| self.repeated(v)))
-                    })
-                    .collect(),
-            ),
+            // Collected, and charged, by a native (`collect`).
+            Term::Arr(Some(t)) => Term::Call(COLLECT, vec![self.term(*t)]),
+            Term::Arr(None) => Term::Arr(None),
+            Term::Obj(entries) if entries.is_empty() => Term::Obj(entries),
+            Term::Obj(entries) => {
+                let entries = entries.into_iter().map(|(k, v)| {
+                    // A computed key is hashed by jaq, whatever it is: scalars only.
+                    let k = match (&v, literal(&k)) {
+                        (Some(_), false) => then(self.repeated(k), KEY),
+                        _ => self.repeated(k),
+                    };
+                    (k, v.map(|v| self.repeated(v)))
+                });
+                // Each object built is charged (`collect`).
+                then(Term::Obj(entries.collect()), OBJECT)
+            }
             Term::Neg(t) => Term::Neg(once(t)),
             Term::BinOp(l, op, r) => self.binop(*l, op, *r),
             Term::Label(label, t) => Term::Label(label, once(t)),
@@ -212,8 +220,13 @@ impl<'s> Rewrite<'s> {
             }
             Term::Call(name, args) => {
                 let args: Vec<_> = args.into_iter().map(|arg| self.repeated(arg)).collect();
+                let paths = matches!((name, args.len()), ("path" | "path_value", 1));
                 match self.precheck(name, args.len()) {
                     Some(check) => prechecked(name, check, args),
+                    // Each path output is charged (`collect`).
+                    None if paths && !self.shadowed.contains(&name) => {
+                        then(Term::Call(name, args), PATH)
+                    }
                     None => Term::Call(name, args),
                 }
             }
@@ -259,7 +272,7 @@ impl<'s> Rewrite<'s> {
                 bin(self.term(l), op, self.repeated(r))
             }
             // `l |= f` runs `f` once per path of `l`.
-            BinaryOp::Update => bin(self.term(l), op, self.repeated(r)),
+            BinaryOp::Update => bin(self.updated(l, false), op, self.repeated(r)),
             // `l op= r` is `r as $x | l |= . op $x`: guarded like `op` (`*` always).
             BinaryOp::UpdateMath(math) if math == Math::Mul || !number(&r) => {
                 let name = match math {
@@ -267,15 +280,27 @@ impl<'s> Rewrite<'s> {
                     other => guarded(other.as_str()),
                 };
                 let apply = Term::Call(name, vec![Term::Id, Term::Var(FACTOR)]);
-                let update = bin(self.repeated(l), BinaryOp::Update, ticked(apply));
+                let update = bin(self.updated(l, true), BinaryOp::Update, ticked(apply));
                 let factor = BinaryOp::Pipe(Some(Pattern::Var(FACTOR)));
                 bin(self.term(r), factor, update)
             }
             // The other assignments update `l` once per output of `r`.
             BinaryOp::Assign | BinaryOp::UpdateMath(_) | BinaryOp::UpdateAlt => {
-                bin(self.repeated(l), op, self.term(r))
+                bin(self.updated(l, true), op, self.term(r))
             }
         }
+    }
+
+    /// The left-hand side of an update, `repeated` or not, behind a tick per path part it
+    /// names: a tick run by an update charges the container it may copy (`collect`).
+    fn updated(&self, l: Term<&'s str>, repeated: bool) -> Term<&'s str> {
+        let levels = path_parts(&l).max(1);
+        let l = if repeated {
+            self.repeated(l)
+        } else {
+            self.term(l)
+        };
+        (0..levels).fold(l, |l, _| ticked(l))
     }
 
     /// A sub-term that jaq may run many times: rewritten, and ticked unless trivial.
@@ -383,6 +408,23 @@ impl<'s> Rewrite<'s> {
     /// Whether a call of `name/arity` is surely the single-output builtin of that name.
     fn single_output(&self, name: &str, arity: usize) -> bool {
         SINGLE_OUTPUT.contains(&(name, arity)) && !self.shadowed.contains(&name)
+    }
+}
+
+/// How many path parts (`.a`, `.[0]`, `.[]`, `.[1:]`) `t` names where an update can follow
+/// them. Paths inside calls (`getpath`) are ticked where they repeat, and not counted.
+fn path_parts(t: &Term<&str>) -> usize {
+    match t {
+        Term::Path(t, path) => path_parts(t) + path.0.len(),
+        Term::BinOp(l, BinaryOp::Pipe(_) | BinaryOp::Comma | BinaryOp::Alt, r) => {
+            path_parts(l) + path_parts(r)
+        }
+        Term::Label(_, t) | Term::TryCatch(t, _) => path_parts(t),
+        Term::IfThenElse(branches, otherwise) => {
+            branches.iter().map(|(_, t)| path_parts(t)).sum::<usize>()
+                + otherwise.as_deref().map_or(0, path_parts)
+        }
+        _ => 0,
     }
 }
 
