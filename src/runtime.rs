@@ -24,7 +24,7 @@ use crate::run::Ctx;
 use crate::run::port::{Parent, StartSpec, checked_payload};
 use crate::services::Services;
 use crate::settings::Settings;
-use crate::subject::{Hub, Msg, Op};
+use crate::subject::{Hub, Op};
 use crate::supervisor::arming::{self, Wake};
 use crate::supervisor::ticker::{self, RoundRequest};
 use crate::supervisor::{self, Supervisor};
@@ -456,19 +456,15 @@ impl Runtime {
         if self.hub().services.is_closed() {
             return Err(ResumeError::Stopped);
         }
-        let (reply, rx) = oneshot::channel();
-        let msg = Op::Resume {
+        let subject: Arc<str> = Arc::from(subject);
+        let acked = self.hub().request(&subject, |reply| Op::Resume {
             interaction: interaction.to_owned(),
             payload,
             receiver: None,
             resumer: None,
             reply,
-        };
-        self.hub()
-            .send(&Arc::from(subject), Msg::Op(msg))
-            .await
-            .map_err(|_| ResumeError::Stopped)?;
-        match rx.await.map_err(|_| ResumeError::Stopped)? {
+        });
+        match acked.await.map_err(|_| ResumeError::Stopped)? {
             Ok(_) => Ok(()),
             Err(problem) => Err(ResumeError::Refused(problem)),
         }

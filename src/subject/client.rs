@@ -40,6 +40,18 @@ impl Hub {
         self.registry.send(self, subject, msg).await
     }
 
+    /// Send the operation `op` makes with a reply channel, and await the reply;
+    /// `Stopped` if the runtime stops first.
+    pub(crate) async fn request<T>(
+        self: &Arc<Self>,
+        subject: &Arc<str>,
+        op: impl FnOnce(oneshot::Sender<T>) -> Op,
+    ) -> Result<T, Stopped> {
+        let (reply, rx) = oneshot::channel();
+        self.send(subject, Msg::Op(op(reply))).await?;
+        rx.await.map_err(|_| Stopped)
+    }
+
     /// A step at the clock's now, for reading an idle subject's state.
     fn step(&self) -> Step<'_> {
         let s = &self.services;
@@ -137,9 +149,8 @@ impl Hub {
                 keys: undeclared,
             });
         }
-        let (reply, rx) = oneshot::channel();
         let subject = Arc::clone(&spec.subject);
-        let msg = Op::Start {
+        self.request(&subject, |reply| Op::Start {
             target,
             kwargs: spec.kwargs,
             extras: spec.extras,
@@ -147,11 +158,9 @@ impl Hub {
             parent: spec.parent,
             receiver,
             reply,
-        };
-        self.send(&subject, Msg::Op(msg))
-            .await
-            .map_err(|_| StartError::Stopped)?;
-        rx.await.map_err(|_| StartError::Stopped)
+        })
+        .await
+        .map_err(|_| StartError::Stopped)
     }
 
     /// Start a run and wait for the record its first activation ends with.
@@ -176,11 +185,9 @@ impl Hub {
         if let Some(entries) = self.registry.read_idle(subject, State::list) {
             return Ok(entries);
         }
-        let (reply, rx) = oneshot::channel();
-        self.send(subject, Msg::Op(Op::List { reply }))
+        self.request(subject, |reply| Op::List { reply })
             .await
-            .map_err(|_| StartError::Stopped)?;
-        rx.await.map_err(|_| StartError::Stopped)
+            .map_err(|_| StartError::Stopped)
     }
 
     /// Resume the ask `interaction` with `payload`, with a receiver for the outcome.
@@ -196,18 +203,14 @@ impl Hub {
             return Err(ResumeError::Stopped);
         }
         let (tx, outcome) = oneshot::channel();
-        let (reply, rx) = oneshot::channel();
-        let msg = Op::Resume {
+        let acked = self.request(subject, |reply| Op::Resume {
             interaction: interaction.to_owned(),
             payload,
             receiver: Some(tx),
             resumer,
             reply,
-        };
-        self.send(subject, Msg::Op(msg))
-            .await
-            .map_err(|_| ResumeError::Stopped)?;
-        match rx.await.map_err(|_| ResumeError::Stopped)? {
+        });
+        match acked.await.map_err(|_| ResumeError::Stopped)? {
             Err(problem) => Err(ResumeError::Refused(problem)),
             Ok(Ack::Buffered { remaining }) => Ok(Resumed::Buffered {
                 status: Buffered::Buffered,
@@ -230,16 +233,12 @@ impl Hub {
         if self.services.is_closed() {
             return Err(TakeError::Stopped);
         }
-        let (reply, rx) = oneshot::channel();
-        let msg = Op::Take {
+        let taken = self.request(subject, |reply| Op::Take {
             interaction: interaction.to_owned(),
             taker,
             reply,
-        };
-        self.send(subject, Msg::Op(msg))
-            .await
-            .map_err(|_| TakeError::Stopped)?;
-        match rx.await.map_err(|_| TakeError::Stopped)? {
+        });
+        match taken.await.map_err(|_| TakeError::Stopped)? {
             Err(problem) => Err(TakeError::Refused(problem)),
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(TakeError::Failed {
@@ -259,18 +258,14 @@ impl Hub {
         if self.services.is_closed() {
             return Err(CancelError::Stopped);
         }
-        let (reply, rx) = oneshot::channel();
-        let msg = Op::Cancel {
+        self.request(subject, |reply| Op::Cancel {
             ids,
             canceller,
             reply,
-        };
-        self.send(subject, Msg::Op(msg))
-            .await
-            .map_err(|_| CancelError::Stopped)?;
-        rx.await
-            .map_err(|_| CancelError::Stopped)?
-            .map_err(|p| CancelError::Refused(Problems(p)))
+        })
+        .await
+        .map_err(|_| CancelError::Stopped)?
+        .map_err(|p| CancelError::Refused(Problems(p)))
     }
 
     /// Visit `door` on `subject` with `input`: the subject evaluates the contract, checks
@@ -396,17 +391,13 @@ impl Hub {
         {
             Some(recalled) => recalled,
             None => {
-                let (reply, rx) = oneshot::channel();
-                let msg = Op::Recall {
+                let recalled = self.request(&subject, |reply| Op::Recall {
                     interaction: id.to_owned(),
                     reply,
-                };
-                if self.send(&subject, Msg::Op(msg)).await.is_err() {
-                    return AnswerError::Stopped;
-                }
-                match rx.await {
+                });
+                match recalled.await {
                     Ok(recalled) => recalled,
-                    Err(_) => return AnswerError::Stopped,
+                    Err(Stopped) => return AnswerError::Stopped,
                 }
             }
         };

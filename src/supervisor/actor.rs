@@ -27,9 +27,7 @@ pub(crate) enum Msg {
         parent: Option<Arc<str>>,
     },
     /// `run` ended for good.
-    Ended {
-        run: Arc<str>,
-    },
+    Ended { run: Arc<str> },
     /// The chains a teardown of the parks of `runs` reaches, each stopping below
     /// `canceller`, answered in the order asked. The subject tears them down and
     /// unlinks them with [`Msg::Ended`].

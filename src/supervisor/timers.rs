@@ -42,9 +42,7 @@ pub(crate) enum Timer {
         run: Arc<str>,
     },
     /// A subject's idle check.
-    Idle {
-        subject: Arc<str>,
-    },
+    Idle { subject: Arc<str> },
     /// A schedule door's next fire.
     Schedule {
         /// The door's name.

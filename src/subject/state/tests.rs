@@ -152,18 +152,35 @@ impl World {
         self.end(run, epoch, suspended, journal, None)
     }
 
-    /// Resume `id` with `payload` and a receiver.
-    fn resume(&mut self, id: &str, payload: Value) -> (Vec<Effect>, Option<RunRecord>) {
+    /// A run of `t` parked on one caller ask: its id and the ask's.
+    fn parked(&mut self) -> (Arc<str>, String) {
+        let (run, _, _) = self.start(Parent::Top);
+        let (id, _) = self.ask(&run, 1, caller_ask());
+        self.park(&run, 1, &[&id]);
+        (run, id)
+    }
+
+    /// Resume `id` with `payload`, and a receiver unless `detached`.
+    fn resume_with(&mut self, id: &str, payload: Value, detached: bool) -> Vec<Effect> {
         let (receiver, _outcome) = oneshot::channel();
         let (reply, _) = oneshot::channel();
-        let effects = self.op(Op::Resume {
+        self.op(Op::Resume {
             interaction: id.to_owned(),
             payload,
-            receiver: Some(receiver),
+            receiver: (!detached).then_some(receiver),
             resumer: None,
             reply,
-        });
-        (effects, None)
+        })
+    }
+
+    /// Resume `id` with `payload` and a receiver.
+    fn resume(&mut self, id: &str, payload: Value) -> Vec<Effect> {
+        self.resume_with(id, payload, false)
+    }
+
+    /// Resume `id` with `payload` and no receiver.
+    fn resume_detached(&mut self, id: &str, payload: Value) -> Vec<Effect> {
+        self.resume_with(id, payload, true)
     }
 
     fn cancel(
@@ -363,7 +380,7 @@ fn a_resume_of_the_last_ask_of_a_group_replays_the_run_with_every_answer() {
     let (b, _) = w.ask(&run, 1, caller_ask());
     w.park(&run, 1, &[&a, &b]);
     // The first answer is buffered: the entry runs, the run does not resume yet.
-    let (effects, _) = w.resume(&a, json!("A"));
+    let effects = w.resume(&a, json!("A"));
     assert_eq!(
         show(&effects),
         [
@@ -374,7 +391,7 @@ fn a_resume_of_the_last_ask_of_a_group_replays_the_run_with_every_answer() {
     );
     assert_eq!(status(&w, &a), Some(Status::Running));
     // The last one resumes the run once, with both answers in its journal.
-    let (effects, _) = w.resume(&b, json!("B"));
+    let effects = w.resume(&b, json!("B"));
     assert_eq!(
         show(&effects),
         [
@@ -393,7 +410,7 @@ fn a_resume_while_the_asking_activation_runs_is_held_until_it_ends() {
     let mut w = World::new();
     let (run, _, _) = w.start(Parent::Top);
     let (id, _) = w.ask(&run, 1, caller_ask());
-    let (effects, _) = w.resume(&id, json!(1));
+    let effects = w.resume(&id, json!(1));
     assert_eq!(
         show(&effects),
         [
@@ -411,19 +428,17 @@ fn a_resume_while_the_asking_activation_runs_is_held_until_it_ends() {
 #[test]
 fn a_second_resolution_is_refused_and_changes_nothing() {
     let mut w = World::new();
-    let (run, _, _) = w.start(Parent::Top);
-    let (id, _) = w.ask(&run, 1, caller_ask());
-    w.park(&run, 1, &[&id]);
+    let (run, id) = w.parked();
     w.resume(&id, json!(1));
     // The entry runs: a resume is a second resolution.
-    let (effects, _) = w.resume(&id, json!(2));
+    let effects = w.resume(&id, json!(2));
     assert_eq!(
         show(&effects),
         ["reply resume refused: interaction i-1 is not asking (status: running)"]
     );
     // Once the entry is gone, the subject remembers how it was resolved.
     w.end(&run, 2, Ok(json!("done")), vec![], None);
-    let (effects, _) = w.resume(&id, json!(3));
+    let effects = w.resume(&id, json!(3));
     let [Effect::Reply(Reply::Resume(_, Err(problem)))] = effects.as_slice() else {
         panic!("a refusal: {:?}", show(&effects));
     };
@@ -436,17 +451,8 @@ fn a_second_resolution_is_refused_and_changes_nothing() {
 #[test]
 fn a_resolved_run_without_a_receiver_leaves_its_outcome_waiting_to_be_taken() {
     let mut w = World::new();
-    let (run, _, _) = w.start(Parent::Top);
-    let (id, _) = w.ask(&run, 1, caller_ask());
-    w.park(&run, 1, &[&id]);
-    let (reply, _) = oneshot::channel();
-    w.op(Op::Resume {
-        interaction: id.clone(),
-        payload: json!(1),
-        receiver: None,
-        resumer: None,
-        reply,
-    });
+    let (run, id) = w.parked();
+    w.resume_detached(&id, json!(1));
     let effects = w.end(&run, 2, Ok(json!("done")), vec![], None);
     assert_eq!(
         show(&effects),
@@ -482,9 +488,7 @@ fn a_resolved_run_without_a_receiver_leaves_its_outcome_waiting_to_be_taken() {
 #[test]
 fn a_receiver_that_stopped_waiting_leaves_the_outcome_waiting() {
     let mut w = World::new();
-    let (run, _, _) = w.start(Parent::Top);
-    let (id, _) = w.ask(&run, 1, caller_ask());
-    w.park(&run, 1, &[&id]);
+    let (run, id) = w.parked();
     w.resume(&id, json!(1));
     // The transition hands the outcome to the receiver with the waiting entry to fall
     // back on; the actor leaves it waiting if the receiver is gone by then.
@@ -504,17 +508,8 @@ fn a_receiver_that_stopped_waiting_leaves_the_outcome_waiting() {
 #[test]
 fn a_waiting_outcome_is_dropped_at_the_retention_horizon() {
     let mut w = World::new();
-    let (run, _, _) = w.start(Parent::Top);
-    let (id, _) = w.ask(&run, 1, caller_ask());
-    w.park(&run, 1, &[&id]);
-    let (reply, _) = oneshot::channel();
-    w.op(Op::Resume {
-        interaction: id.clone(),
-        payload: json!(1),
-        receiver: None,
-        resumer: None,
-        reply,
-    });
+    let (run, id) = w.parked();
+    w.resume_detached(&id, json!(1));
     let effects = w.end(&run, 2, Err(RunError::fail("no")), vec![], None);
     let key = effects.iter().find_map(|e| match e {
         Effect::Arm(key, Timer::Retention { .. }) => Some(*key),
@@ -541,9 +536,7 @@ fn a_waiting_outcome_is_dropped_at_the_retention_horizon() {
 #[test]
 fn a_cancel_of_a_lone_run_tears_it_down_without_the_supervisor() {
     let mut w = World::new();
-    let (run, _, _) = w.start(Parent::Top);
-    let (id, _) = w.ask(&run, 1, caller_ask());
-    w.park(&run, 1, &[&id]);
+    let (_, id) = w.parked();
     let (effects, needs) = w.cancel(&[&id], None);
     assert_eq!(needs, None);
     assert_eq!(
@@ -635,9 +628,7 @@ fn a_run_started_under_a_chain_while_its_walk_was_out_is_torn_down_with_it() {
 #[test]
 fn an_expiry_that_kills_tears_the_chain_down_as_expired() {
     let mut w = World::new();
-    let (run, _, _) = w.start(Parent::Top);
-    let (id, _) = w.ask(&run, 1, caller_ask());
-    w.park(&run, 1, &[&id]);
+    let (_, id) = w.parked();
     w.advance(Duration::from_secs(600));
     let key = w.timer(&id);
     let effects = w.op(Op::Expire {
@@ -716,9 +707,7 @@ fn a_refused_ask_withdraws_the_group_and_fails_a_run_that_parks_anyway() {
 fn an_idle_subject_passivates_and_wakes_with_its_parked_set() {
     let mut w = World::new();
     w.settings.passivate_after = Duration::from_secs(30);
-    let (run, _, _) = w.start(Parent::Top);
-    let (id, _) = w.ask(&run, 1, caller_ask());
-    w.park(&run, 1, &[&id]);
+    let (_, id) = w.parked();
     // Not idle long enough: an idle check is armed.
     let mut step = Step::new(w.now, &w.settings, &w.ids, &w.keys);
     assert_eq!(w.state.after(&mut step, None), After::Stay);
@@ -740,7 +729,7 @@ fn an_idle_subject_passivates_and_wakes_with_its_parked_set() {
         Err(e) => panic!("it unpacks: {e}"),
     };
     assert_eq!(status(&w, &id), Some(Status::Asking));
-    let (effects, _) = w.resume(&id, json!(1));
+    let effects = w.resume(&id, json!(1));
     assert!(show(&effects).contains(&"activate r-1#2".to_owned()));
 }
 
@@ -770,7 +759,7 @@ fn a_sync_ask_is_answered_in_place_and_joins_no_group() {
         waiter: Some(waiter),
         reply: Some(reply),
     });
-    let (effects, _) = w.resume("i-9", json!("yes"));
+    let effects = w.resume("i-9", json!("yes"));
     assert_eq!(
         show(&effects),
         [
