@@ -296,7 +296,7 @@ impl<'a> Work<'a> {
             match effect {
                 Effect::Reply(reply) => reply.send(),
                 Effect::Deliver(receiver, record, waiting) => {
-                    if receiver.send(record).is_err()
+                    if receiver.send(*record).is_err()
                         && let Some(waiting) = waiting
                     {
                         let mut step = self.step();
@@ -309,12 +309,12 @@ impl<'a> Work<'a> {
                     self.project(&event);
                     s.events.publish(event);
                 }
-                Effect::Offer(item) => hub.inbox.add(item),
+                Effect::Offer(item) => hub.inbox.add(*item),
                 Effect::Arm(key, timer) => s.timers.arm(key, timer),
                 Effect::Disarm(key) => s.timers.disarm(key),
                 Effect::Release(to) => s.release(to),
                 Effect::CountWaiting => s.count_waiting(),
-                Effect::Record(record) => hub.records.put(record),
+                Effect::Record(record) => hub.records.put(*record),
                 Effect::Running(run) => hub.records.running(&run),
                 Effect::Activate(launch) => {
                     s.inflight.add();

@@ -149,14 +149,14 @@ pub(crate) enum Effect {
     /// Hand a run's record to whoever takes its outcome; if that receiver has stopped
     /// waiting and the run's outcome can wait, the actor leaves it waiting
     /// (`State::leave_waiting`), so no outcome is lost between transition and delivery.
-    Deliver(Receiver, RunRecord, Option<Waiting>),
+    Deliver(Receiver, Box<RunRecord>, Option<Waiting>),
     /// Hand the answer of a `sync` ask to its blocked activation.
     Answer(Waiter, Value),
     /// Publish a platform event. The inbox removes a user ask on its `ask_resolved`,
     /// and the count of live runs follows `run_started` and the three ends.
     Event(Event),
     /// A user ask was parked: the inbox lists it.
-    Offer(InboxItem),
+    Offer(Box<InboxItem>),
     /// Arm a timer.
     Arm(TimerKey, Timer),
     /// Disarm a timer.
@@ -166,7 +166,7 @@ pub(crate) enum Effect {
     /// Count a waiting outcome against the caller ceiling.
     CountWaiting,
     /// Keep a run's latest record.
-    Record(RunRecord),
+    Record(Box<RunRecord>),
     /// A kept record's run is running again.
     Running(Arc<str>),
     /// Start an activation; the actor hands its handle back with `State::attach`.
@@ -209,7 +209,8 @@ impl<'a> Step<'a> {
             settings,
             ids,
             keys,
-            effects: Vec::new(),
+            // Most transitions make a handful.
+            effects: Vec::with_capacity(8),
         }
     }
 

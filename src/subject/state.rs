@@ -534,7 +534,7 @@ impl State {
             }),
         );
         if let Some(record) = self.record(&run, RunStatus::Running, None, None, None) {
-            step.push(Effect::Record(record));
+            step.push(Effect::Record(Box::new(record)));
         }
         self.activate(step, &run);
         run
@@ -616,7 +616,7 @@ impl State {
                 };
                 if let Some(mut record) = self.record(&run_id, status, result, error, None) {
                     record.finished_at = Some(now);
-                    step.push(Effect::Deliver(resumer, record, None));
+                    step.push(Effect::Deliver(resumer, Box::new(record), None));
                 }
             }
             return self.finish(step, &run_id, outcome, now);
@@ -650,9 +650,9 @@ impl State {
             });
             if let Some(record) = record {
                 if let Some(receiver) = receiver {
-                    step.push(Effect::Deliver(receiver, record.clone(), None));
+                    step.push(Effect::Deliver(receiver, Box::new(record.clone()), None));
                 }
-                step.push(Effect::Record(record));
+                step.push(Effect::Record(Box::new(record)));
             }
             if let Some((receiver, last)) = pending {
                 return self.prepare_resume(&run_id, &gid, receiver, last);
@@ -707,7 +707,7 @@ impl State {
         });
         match run.receiver {
             // Left waiting if the receiver stopped waiting before the actor delivers it.
-            Some(receiver) => step.push(Effect::Deliver(receiver, record, waiting)),
+            Some(receiver) => step.push(Effect::Deliver(receiver, Box::new(record), waiting)),
             None => {
                 if let Some(waiting) = waiting {
                     self.leave_waiting(step, waiting);
@@ -790,7 +790,7 @@ impl State {
                 run: Arc::from(record.run_id.as_str()),
             },
         );
-        step.push(Effect::Record(record.clone()));
+        step.push(Effect::Record(Box::new(record.clone())));
     }
 
     // ----- asks ----------------------------------------------------------------------
@@ -847,7 +847,7 @@ impl State {
             },
         );
         if ask.to == To::User {
-            step.push(Effect::Offer(InboxItem {
+            step.push(Effect::Offer(Box::new(InboxItem {
                 id: id.clone(),
                 subject: self.subject(),
                 question: ask.question.clone(),
@@ -856,7 +856,7 @@ impl State {
                 schema: ask.schema.clone(),
                 asked_by: lineage.to_vec(),
                 expiry_at: checked.deadline,
-            }));
+            })));
         }
         let entry = Entry {
             id: id.clone(),
@@ -1303,7 +1303,7 @@ impl State {
                 .into_iter()
                 .chain(pending.remove(run_id).into_iter().flatten());
             for receiver in receivers {
-                step.push(Effect::Deliver(receiver, record.clone(), None));
+                step.push(Effect::Deliver(receiver, Box::new(record.clone()), None));
             }
         }
     }
