@@ -1,15 +1,26 @@
-//! The errors of each operation, one enum per operation.
+//! The errors of each operation, one enum per operation, and every operation error's
+//! stable kind.
 //!
 //! Messages are lowercase, without a trailing period, and name the thing at fault, so a
 //! user can act on them: `interaction i-42 is not asking (status: finished)`.
+//!
+//! A kind (`kind()` on each error) is the error's variant in snake case; an error about
+//! one interaction id takes the id problem's kind (`unknown`, `wrong_status`,
+//! `reserved_key`, `duplicate`, `too_deep`, `already_resolved`). Kinds are what the
+//! simulation's transcripts and the load tool's report print, so they do not change
+//! when a message's wording does. The kinds of the errors defined beside their
+//! operations ([`VisitError`], [`SaveError`], [`AnswerError`]) are given here too, so
+//! the whole table is in one place.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::ask::AskProblem;
+use crate::door::visit::{SaveError, VisitError};
 use crate::entry::Status;
 use crate::event::Settled;
+use crate::inbox::AnswerError;
 use crate::record::RunStatus;
 
 /// A list of problems, displayed joined by `; `.
@@ -422,4 +433,110 @@ pub enum BuildError {
         /// Why.
         reason: String,
     },
+}
+
+impl IdProblem {
+    /// The problem's stable kind: its variant in snake case.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            IdProblem::Unknown { .. } => "unknown",
+            IdProblem::WrongStatus { .. } => "wrong_status",
+            IdProblem::ReservedKey { .. } => "reserved_key",
+            IdProblem::Duplicate { .. } => "duplicate",
+            IdProblem::TooDeep { .. } => "too_deep",
+            IdProblem::AlreadyResolved { .. } => "already_resolved",
+        }
+    }
+}
+
+impl StartError {
+    /// The error's stable kind: its variant in snake case.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StartError::EmptySubject => "empty_subject",
+            StartError::UnknownTarget(_) => "unknown_target",
+            StartError::UndeclaredExtras { .. } => "undeclared_extras",
+            StartError::NotAnObject { .. } => "not_an_object",
+            StartError::TooDeep { .. } => "too_deep",
+            StartError::Stopped => "stopped",
+        }
+    }
+}
+
+impl ResumeError {
+    /// The error's stable kind: its variant in snake case, or the id problem's kind for a
+    /// refusal.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ResumeError::EmptySubject => "empty_subject",
+            ResumeError::Refused(problem) => problem.kind(),
+            ResumeError::Stopped => "stopped",
+        }
+    }
+}
+
+impl TakeError {
+    /// The error's stable kind: its variant in snake case, or the id problem's kind for a
+    /// refusal.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TakeError::EmptySubject => "empty_subject",
+            TakeError::Refused(problem) => problem.kind(),
+            TakeError::Failed { .. } => "failed",
+            TakeError::Stopped => "stopped",
+        }
+    }
+}
+
+impl CancelError {
+    /// The error's stable kind: its variant in snake case; a refusal naming one problem
+    /// takes that problem's kind, one naming several is `refused`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CancelError::EmptySubject => "empty_subject",
+            CancelError::Refused(problems) => match problems.0.as_slice() {
+                [one] => one.kind(),
+                _ => "refused",
+            },
+            CancelError::Stopped => "stopped",
+        }
+    }
+}
+
+impl VisitError {
+    /// The error's stable kind: its variant in snake case.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            VisitError::EmptySubject => "empty_subject",
+            VisitError::UnknownDoor { .. } => "unknown_door",
+            VisitError::Broken { .. } => "broken",
+            VisitError::InputTooLarge { .. } => "input_too_large",
+            VisitError::InputTooDeep { .. } => "input_too_deep",
+            VisitError::Refused { .. } => "refused",
+            VisitError::Stopped => "stopped",
+        }
+    }
+}
+
+impl SaveError {
+    /// The error's stable kind: its variant in snake case.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SaveError::Invalid { .. } => "invalid",
+        }
+    }
+}
+
+impl AnswerError {
+    /// The error's stable kind: its variant in snake case.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AnswerError::Unknown { .. } => "unknown",
+            AnswerError::AlreadyResolved { .. } => "already_resolved",
+            AnswerError::External { .. } => "external",
+            AnswerError::Invalid { .. } => "invalid",
+            AnswerError::BadPage => "bad_page",
+            AnswerError::Stopped => "stopped",
+        }
+    }
 }

@@ -197,16 +197,7 @@ impl Client {
         let visit = match result {
             Ok(visit) => visit,
             Err(e) => {
-                let kind = match &e {
-                    VisitError::UnknownDoor { .. } => "unknown_door",
-                    VisitError::Broken { .. } => "broken",
-                    VisitError::InputTooLarge { .. } => "input_too_large",
-                    VisitError::InputTooDeep { .. } => "input_too_deep",
-                    VisitError::Refused { .. } => "refused",
-                    VisitError::Stopped => "stopped",
-                    VisitError::EmptySubject => "empty_subject",
-                    _ => "other",
-                };
+                let kind = e.kind();
                 let slot = self
                     .errors
                     .entry(kind)
