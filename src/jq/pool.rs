@@ -20,8 +20,8 @@
 //! The price is a hand-off per evaluation: a queue push, a wake-up of a sleeping worker,
 //! and a wake-up of the caller. Neither side spins while it waits: on a machine with as
 //! many busy threads as cores (async workers and evaluation workers together), a
-//! spinning thread takes the core from the one it waits for, which measured as a loss of
-//! about a quarter of a loaded door's throughput (`docs/benchmarks.md`). Threads cannot be
+//! spinning thread takes the core from the one it waits for (the loss is measured in
+//! `docs/benchmarks.md`). Threads cannot be
 //! interrupted: an abandoned evaluation keeps its worker until its next tick or guarded
 //! step sees the deadline, a few thousand units of work later.
 

@@ -97,9 +97,9 @@ pub(crate) struct Client {
 /// Latency of each measured visit in microseconds, by kind of visit (so also how many
 /// visits of each kind were measured).
 ///
-/// A set is about 750 KiB (four histograms from 1 µs to 1 h at three significant
-/// figures), so visitors do not keep one each: they record into a few shared sets
-/// ([`Recorder`]), which are added up at the end.
+/// A set is four histograms from 1 µs to 1 h at three significant figures, large enough
+/// (`docs/benchmarks.md`) that visitors do not keep one each: they record into a few
+/// shared sets ([`Recorder`]), which are added up at the end.
 #[derive(Debug)]
 pub(crate) struct Latencies([Histogram<u64>; 4]);
 
