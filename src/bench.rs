@@ -104,9 +104,8 @@ unsafe impl std::alloc::GlobalAlloc for Counting {
 /// The async runtime the criterion benches drive the runtime on: one thread, so a visit
 /// is timed as the work it makes, without handing it between threads. On a multi-thread
 /// runtime the bench thread and the workers woke one another for every step, and those
-/// wake-ups were most of a visit's time and most of its run-to-run spread (a non-scanning
-/// visit measured 22–53 µs there, with the order of the sizes shuffled from run to run,
-/// and 8–13 µs here).
+/// wake-ups were most of a visit's time and most of its run-to-run spread (the figures
+/// are in `docs/benchmarks.md`).
 pub fn tokio() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -1,7 +1,16 @@
-//! The errors of each operation, one enum per operation.
+//! The errors of each operation, one enum per operation, and every operation error's
+//! stable kind.
 //!
 //! Messages are lowercase, without a trailing period, and name the thing at fault, so a
 //! user can act on them: `interaction i-42 is not asking (status: finished)`.
+//!
+//! A kind (`kind()` on each error) is the error's variant in snake case; an error about
+//! one interaction id takes the id problem's kind (`unknown`, `wrong_status`,
+//! `reserved_key`, `duplicate`, `too_deep`, `already_resolved`). Kinds are what the
+//! simulation's transcripts and the load tool's report print, so they do not change
+//! when a message's wording does. The kinds of the errors defined beside their
+//! operations ([`VisitError`], [`SaveError`], [`AnswerError`]) are given here too, so
+//! the whole table is in one place.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
@@ -383,4 +392,72 @@ pub enum BuildError {
         /// Why.
         reason: String,
     },
+}
+
+impl IdProblem {
+    /// The problem's stable kind: its variant in snake case.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            IdProblem::Unknown { .. } => "unknown",
+            IdProblem::WrongStatus { .. } => "wrong_status",
+            IdProblem::ReservedKey { .. } => "reserved_key",
+            IdProblem::Duplicate { .. } => "duplicate",
+            IdProblem::TooDeep { .. } => "too_deep",
+            IdProblem::AlreadyResolved { .. } => "already_resolved",
+        }
+    }
+}
+
+impl StartError {
+    /// The error's stable kind: its variant in snake case.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StartError::EmptySubject => "empty_subject",
+            StartError::UnknownTarget(_) => "unknown_target",
+            StartError::UndeclaredExtras { .. } => "undeclared_extras",
+            StartError::NotAnObject { .. } => "not_an_object",
+            StartError::TooDeep { .. } => "too_deep",
+            StartError::Stopped => "stopped",
+        }
+    }
+}
+
+impl ResumeError {
+    /// The error's stable kind: its variant in snake case, or the id problem's kind for a
+    /// refusal.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ResumeError::EmptySubject => "empty_subject",
+            ResumeError::Refused(problem) => problem.kind(),
+            ResumeError::Stopped => "stopped",
+        }
+    }
+}
+
+impl TakeError {
+    /// The error's stable kind: its variant in snake case, or the id problem's kind for a
+    /// refusal.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TakeError::EmptySubject => "empty_subject",
+            TakeError::Refused(problem) => problem.kind(),
+            TakeError::Failed { .. } => "failed",
+            TakeError::Stopped => "stopped",
+        }
+    }
+}
+
+impl CancelError {
+    /// The error's stable kind: its variant in snake case; a refusal naming one problem
+    /// takes that problem's kind, one naming several is `refused`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CancelError::EmptySubject => "empty_subject",
+            CancelError::Refused(problems) => match problems.0.as_slice() {
+                [one] => one.kind(),
+                _ => "refused",
+            },
+            CancelError::Stopped => "stopped",
+        }
+    }
 }

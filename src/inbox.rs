@@ -238,6 +238,20 @@ impl Inbox {
     }
 }
 
+impl AnswerError {
+    /// The error's stable kind: its variant in snake case.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AnswerError::Unknown { .. } => "unknown",
+            AnswerError::AlreadyResolved { .. } => "already_resolved",
+            AnswerError::External { .. } => "external",
+            AnswerError::Invalid { .. } => "invalid",
+            AnswerError::BadPage => "bad_page",
+            AnswerError::Stopped => "stopped",
+        }
+    }
+}
+
 /// Check `answer` against the ask's format; every problem names the field at fault.
 pub(crate) fn validate(item: &InboxItem, answer: &Value) -> Result<(), AnswerError> {
     let invalid = |problems: Vec<String>| AnswerError::Invalid {

@@ -407,3 +407,75 @@ fn public_errors_are_std_errors() {
     is_error::<VisitError>();
     is_error::<VisitProblem>();
 }
+
+/// Kinds are what the simulation's transcripts and the load tool's report print: each
+/// error's variant in snake case, an id problem's own kind for a refusal about one id.
+/// A changed kind changes every recorded transcript, so the table is pinned here.
+#[test]
+fn every_error_has_its_stable_kind() {
+    let unknown = IdProblem::Unknown {
+        id: "i-1".into(),
+        subject: "s".into(),
+    };
+    let wrong = IdProblem::WrongStatus {
+        id: "i-1".into(),
+        wanted: "asking".into(),
+        status: parkway::Status::Finished,
+    };
+    let door = || "d".to_owned();
+    let kinds = [
+        (VisitError::EmptySubject.kind(), "empty_subject"),
+        (
+            VisitError::UnknownDoor { door: door() }.kind(),
+            "unknown_door",
+        ),
+        (VisitError::Broken { door: door() }.kind(), "broken"),
+        (
+            VisitError::InputTooLarge {
+                door: door(),
+                bytes: 2,
+                max: 1,
+            }
+            .kind(),
+            "input_too_large",
+        ),
+        (
+            VisitError::InputTooDeep {
+                door: door(),
+                limit: 1,
+            }
+            .kind(),
+            "input_too_deep",
+        ),
+        (VisitError::Stopped.kind(), "stopped"),
+        (
+            StartError::UnknownTarget("t".into()).kind(),
+            "unknown_target",
+        ),
+        (StartError::Stopped.kind(), "stopped"),
+        (ResumeError::Refused(unknown.clone()).kind(), "unknown"),
+        (TakeError::Refused(wrong.clone()).kind(), "wrong_status"),
+        (
+            TakeError::Failed {
+                id: "i-1".into(),
+                error: "e".into(),
+            }
+            .kind(),
+            "failed",
+        ),
+        (
+            CancelError::Refused(parkway::Problems(vec![wrong.clone()])).kind(),
+            "wrong_status",
+        ),
+        (
+            CancelError::Refused(parkway::Problems(vec![unknown, wrong])).kind(),
+            "refused",
+        ),
+        (CancelError::EmptySubject.kind(), "empty_subject"),
+        (AnswerError::BadPage.kind(), "bad_page"),
+        (AnswerError::Unknown { id: "i-1".into() }.kind(), "unknown"),
+    ];
+    for (i, (got, want)) in kinds.iter().enumerate() {
+        assert_eq!(got, want, "row {i}");
+    }
+}

@@ -136,6 +136,30 @@ impl VisitError {
     }
 }
 
+impl VisitError {
+    /// The error's stable kind: its variant in snake case.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            VisitError::EmptySubject => "empty_subject",
+            VisitError::UnknownDoor { .. } => "unknown_door",
+            VisitError::Broken { .. } => "broken",
+            VisitError::InputTooLarge { .. } => "input_too_large",
+            VisitError::InputTooDeep { .. } => "input_too_deep",
+            VisitError::Refused { .. } => "refused",
+            VisitError::Stopped => "stopped",
+        }
+    }
+}
+
+impl SaveError {
+    /// The error's stable kind: its variant in snake case.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SaveError::Invalid { .. } => "invalid",
+        }
+    }
+}
+
 /// Why a door was not saved.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]

@@ -2,7 +2,7 @@
 //!
 //! A passive subject keeps its state until a message wakes it, which may be hours. Held
 //! as live data, a parked ask is a dozen small allocations (its entry, its run with the
-//! run's journal and group, the tables' slots), about 1.5 KiB; packed, it is the text of
+//! run's journal and group, the tables' slots); packed, it is the text of
 //! the same data, compressed with LZ4 (the text repeats each id several times, and every
 //! field name once per entry or run). The subject packs when it passivates and unpacks
 //! when a message wakes it; both are measured in `benches/subject.rs`, the memory in

@@ -56,13 +56,11 @@ impl Observed {
 /// whatever has been published every [`PERIOD`].
 ///
 /// Not a task among the visitors: a task is polled once a scheduler round, and with
-/// thousands of visitors a round publishes more events than the channel holds (5535
-/// unread with 5000 visitors, even reading unconstrained by Tokio's cooperative
-/// budget; 250k at 1M prefilled asks with the budget). A thread is scheduled by the
+/// thousands of visitors a round publishes more events than the channel holds, even
+/// reading unconstrained by Tokio's cooperative budget. A thread is scheduled by the
 /// operating system beside the runtime's workers, whatever their queues hold. It does
 /// not wait on the channel either: a waiting reader is woken by every event, a wake-up
-/// for the publisher each time, which cost the default run a third of its visits
-/// a second.
+/// for the publisher each time. Both costs are measured in `docs/benchmarks.md`.
 pub(crate) struct Observer {
     done: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<Observed>,

@@ -23,8 +23,7 @@ use parkway::bench::{Contracts, Parked};
 const PER_VISITOR: usize = 2_000;
 /// How long the replayed sequence is, at most (each visit holds its input, a few
 /// hundred bytes): with many visitors each contributes fewer visits, so the baseline's
-/// memory does not grow with `--concurrency` (5000 visitors at 2000 visits each held
-/// 4 GiB).
+/// memory does not grow with `--concurrency` (`docs/benchmarks.md`).
 const SEQUENCE: usize = 128_000;
 
 /// What the bare loop measured.

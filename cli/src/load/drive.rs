@@ -97,9 +97,9 @@ pub(crate) struct Client {
 /// Latency of each measured visit in microseconds, by kind of visit (so also how many
 /// visits of each kind were measured).
 ///
-/// A set is about 750 KiB (four histograms from 1 µs to 1 h at three significant
-/// figures), so visitors do not keep one each: they record into a few shared sets
-/// ([`Recorder`]), which are added up at the end.
+/// A set is four histograms from 1 µs to 1 h at three significant figures, large enough
+/// (`docs/benchmarks.md`) that visitors do not keep one each: they record into a few
+/// shared sets ([`Recorder`]), which are added up at the end.
 #[derive(Debug)]
 pub(crate) struct Latencies([Histogram<u64>; 4]);
 
@@ -197,16 +197,7 @@ impl Client {
         let visit = match result {
             Ok(visit) => visit,
             Err(e) => {
-                let kind = match &e {
-                    VisitError::UnknownDoor { .. } => "unknown_door",
-                    VisitError::Broken { .. } => "broken",
-                    VisitError::InputTooLarge { .. } => "input_too_large",
-                    VisitError::InputTooDeep { .. } => "input_too_deep",
-                    VisitError::Refused { .. } => "refused",
-                    VisitError::Stopped => "stopped",
-                    VisitError::EmptySubject => "empty_subject",
-                    _ => "other",
-                };
+                let kind = e.kind();
                 let slot = self
                     .errors
                     .entry(kind)

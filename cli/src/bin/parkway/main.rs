@@ -17,7 +17,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// Keep freed memory for reuse instead of handing it back to the system. Under a load
 /// run the allocator otherwise gives pages back and takes them again at once, and every
 /// page taken again is a fault the kernel zeroes (with transparent huge pages, 2 MiB at
-/// a time): about 6 % of a load run's CPU time, measured in `docs/benchmarks.md`.
+/// a time); what that cost a load run is in `docs/benchmarks.md`.
 fn keep_freed_memory() {
     // SAFETY: mimalloc's option setter is not thread safe; this runs first in `main`,
     // before any other thread exists. The option takes a plain integer; -1 is "never".
