@@ -1,4 +1,5 @@
-//! The work and memory budget of one evaluation.
+//! The work and memory budget of one evaluation, what its charges cost, and how an
+//! evaluation is stopped.
 //!
 //! The deadline's ticks stop the interpreter, but not one native step: comparing, sorting,
 //! printing or searching a value walks it inside a single call, and jaq shares values, so
@@ -19,11 +20,19 @@
 //!   within a few microseconds of it rather than when it is done.
 //!
 //! A limit ends the evaluation with an exception nothing catches (like the deadline's), and
-//! the budget keeps which limit it was, for the error.
+//! the budget keeps which limit it was, for the error. Both are a [`Stop`], which this module
+//! owns so that everything that charges the budget or reads the deadline can build on it.
+//!
+//! It also holds the estimates of what jaq's values take in memory ([`CONTAINER_BYTES`] and
+//! the like), which the interpreter's allocations ([`collect`](super::collect)), the ticks
+//! of an update ([`deadline`](super::deadline)) and the guarded natives charge alike.
+//!
+//! It imports nothing else of the evaluator: every other part of it builds on this one.
 
 use std::cell::Cell;
 
-use super::deadline::Stop;
+use jaq_core::Exn;
+use jaq_json::Val;
 
 /// Units of work one evaluation may do: ticks of the program and the work of guarded native
 /// steps. A unit is at most a few tens of nanoseconds of a native step, so a native step ends
@@ -44,6 +53,48 @@ pub(super) const MAX_DEPTH: usize = 10_000;
 
 /// Units between two reads of the clock by a native step.
 pub(super) const CHECK_UNITS: u64 = 4096;
+
+/// Bytes charged for an array the interpreter makes (or copies in an update), besides
+/// its elements: the shared pointer's counts, the vector's header, and the spare capacity
+/// of its first buffer. Also what bounds the nesting an evaluation can build (see
+/// [`collect`](super::collect)).
+pub(super) const CONTAINER_BYTES: u64 = 128;
+
+/// Bytes charged for an object the interpreter makes, besides its entries: a map keeps an
+/// index table as well as its entries.
+pub(super) const OBJECT_BYTES: u64 = 256;
+
+/// Bytes a value takes in an array (jaq's `Val`).
+pub(super) const VAL_BYTES: u64 = 16;
+
+/// Bytes an entry takes in an object (hash, key and value).
+pub(super) const ENTRY_BYTES: u64 = 48;
+
+/// Exit code carried by the exception that ends an evaluation whose deadline has passed.
+pub(super) const HALT_CODE: i32 = -0x0dead;
+
+/// Exit code carried by the exception that ends an evaluation past one of its limits; the
+/// limit is kept in the evaluation's [`Budget`].
+pub(super) const LIMIT_CODE: i32 = -0x0b16;
+
+/// Why a guarded step refused to go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// The deadline passed (or the caller stopped waiting).
+    Deadline,
+    /// A limit of the budget was reached; the budget keeps which.
+    Limit,
+}
+
+impl Stop {
+    /// The uncatchable exception that ends the evaluation.
+    pub(super) fn exn<'a>(self) -> Exn<'a, Val> {
+        Exn::halt(match self {
+            Stop::Deadline => HALT_CODE,
+            Stop::Limit => LIMIT_CODE,
+        })
+    }
+}
 
 /// Which limit an evaluation reached, and in which operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,8 +12,8 @@
 //!
 //! * `[f]` becomes a call of the native [`COLLECT`], which collects the outputs of `f`
 //!   itself, charging [`CONTAINER_BYTES`] for the array, and a unit of work and
-//!   [`VAL_BYTES`] for every element; an array over
-//!   [`MAX_VALUE_BYTES`](super::budget::MAX_VALUE_BYTES) is refused like any other value;
+//!   [`VAL_BYTES`] for every element; an array over [`MAX_VALUE_BYTES`] is refused like
+//!   any other value;
 //! * `{...}` is followed by [`OBJECT`], which charges the object built: a unit of work,
 //!   [`OBJECT_BYTES`], and [`ENTRY_BYTES`] per entry;
 //! * `path(f)` and `path_value(f)` (hence `paths`, `leaf_paths`, `del`, `to_entries`,
@@ -34,6 +34,9 @@
 //! [`VAL_BYTES`]) levels beyond its input's, and a worker's stack is sized to drop them
 //! (`docs/doors.md` derives the margin).
 //!
+//! The costs themselves ([`CONTAINER_BYTES`] and the like) are the budget's, shared with
+//! the guarded natives and the ticks of an update.
+//!
 //! The charges are estimates of what the allocations cost in memory, not an exact count:
 //! jaq's arrays grow by doubling, and its maps keep spare capacity. They bound what an
 //! evaluation can allocate to a small multiple of the budget; it deliberately does not
@@ -44,34 +47,11 @@ use jaq_core::native::Fun;
 use jaq_core::{Bind, Native};
 use jaq_json::Val;
 
-use super::budget::MAX_VALUE_BYTES;
-use super::deadline::{Deadline, Stop};
-use super::library::Door;
-
-/// Name of the native `[f]` becomes. Like every name of the rewrite, it cannot be lexed.
-pub(super) const COLLECT: &str = "!collect";
-
-/// Name of the native that charges an object built by `{...}`.
-pub(super) const OBJECT: &str = "!object";
-
-/// Name of the native that charges a path output by `path(f)` or `path_value(f)`.
-pub(super) const PATH: &str = "!path";
-
-/// Bytes charged for an array the interpreter makes (or copies in an update), besides
-/// its elements: the shared pointer's counts, the vector's header, and the spare capacity
-/// of its first buffer. Also what bounds the nesting an evaluation can build (see the
-/// module docs).
-pub(super) const CONTAINER_BYTES: u64 = 128;
-
-/// Bytes charged for an object the interpreter makes, besides its entries: a map keeps an
-/// index table as well as its entries.
-pub(super) const OBJECT_BYTES: u64 = 256;
-
-/// Bytes a value takes in an array (jaq's `Val`).
-pub(super) const VAL_BYTES: u64 = 16;
-
-/// Bytes an entry takes in an object (hash, key and value).
-pub(super) const ENTRY_BYTES: u64 = 48;
+use super::budget::{
+    CONTAINER_BYTES, ENTRY_BYTES, Limit, MAX_VALUE_BYTES, OBJECT_BYTES, Stop, VAL_BYTES,
+};
+use super::deadline::{Deadline, Door};
+use super::names::{COLLECT, OBJECT, PATH};
 
 /// Elements collected between two charges of the budget.
 const BATCH: u64 = 1024;
@@ -83,7 +63,7 @@ const ARRAY_OP: &str = "[...]";
 fn charge_elements(deadline: &Deadline<'_>, elements: u64, total: u64) -> Result<(), Stop> {
     deadline.spend(elements, ARRAY_OP)?;
     if total.saturating_mul(VAL_BYTES) > MAX_VALUE_BYTES {
-        return Err(deadline.budget.reach(super::budget::Limit::Value(ARRAY_OP)));
+        return Err(deadline.budget.reach(Limit::Value(ARRAY_OP)));
     }
     deadline.allocate(elements.saturating_mul(VAL_BYTES), ARRAY_OP)
 }

@@ -6,11 +6,15 @@
 //! * A door expression is handed to jaq as a parsed syntax tree, so it can be rewritten before
 //!   compilation: [`rewrite`](super::rewrite) puts a call to the native filter [`TICK`] at
 //!   every point where jaq evaluates a sub-term once per output of another one.
-//! * A native filter reaches the evaluation's global data, which for door expressions holds a
-//!   [`Deadline`].
+//! * A native filter reaches the evaluation's global data, which for door expressions is an
+//!   [`Env`] holding a [`Deadline`]. [`Door`], jaq's data type for door expressions, is
+//!   defined here with it, so that every native (the tick, [`collect`](super::collect),
+//!   [`guard`](super::guard), the [`library`](super::library)'s) builds on this module
+//!   rather than on the library that gathers them.
 //! * `halt` raises an exception that `try`, `?` and `label` do not catch, and that every jaq
 //!   construct passes on. The tick raises it once the deadline has passed, and the evaluator
-//!   recognises it by its exit code (door expressions cannot call `halt` themselves).
+//!   recognises it by its exit code (see [`Stop`]; door expressions cannot call `halt`
+//!   themselves).
 //!
 //! The tick behaves as `.` for paths and updates too, so `path(f)`, `|=` and friends work on
 //! rewritten programs. Its cost is a few boxed iterators and an atomic load per call, plus a
@@ -27,24 +31,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use jaq_core::box_iter::box_once;
+use jaq_core::data::{DataT, HasLut};
 use jaq_core::native::Fun;
-use jaq_core::{Exn, Native};
+use jaq_core::{Lut, Native};
 use jaq_json::Val;
 
-use super::budget::Budget;
-use super::collect::{CONTAINER_BYTES, VAL_BYTES};
-use super::library::Door;
-
-/// Name of the tick filter. It cannot be lexed as an identifier, so no door expression can
-/// call or shadow it.
-pub(super) const TICK: &str = "!tick";
-
-/// Exit code carried by the exception that ends an evaluation whose deadline has passed.
-pub(super) const HALT_CODE: i32 = -0x0dead;
-
-/// Exit code carried by the exception that ends an evaluation past one of its limits (see
-/// [`budget`](super::budget)); the limit is kept in the evaluation's [`Deadline`].
-pub(super) const LIMIT_CODE: i32 = -0x0b16;
+use super::budget::{Budget, CONTAINER_BYTES, Stop, VAL_BYTES};
+use super::names::TICK;
 
 /// The most ticks between two clock reads.
 ///
@@ -166,6 +159,29 @@ impl<'a> Deadline<'a> {
     }
 }
 
+/// Marker for jaq's data types: door expressions process [`Val`]s and their native functions
+/// can reach the evaluation's [`Deadline`].
+pub(super) struct Door;
+
+/// What native functions can reach while a door expression runs.
+pub(super) struct Env<'a> {
+    /// The compiled program, which jaq needs to call definitions.
+    pub(super) lut: &'a Lut<Door>,
+    /// The guard ticked by the instrumented program.
+    pub(super) deadline: &'a Deadline<'a>,
+}
+
+impl DataT for Door {
+    type V<'a> = Val;
+    type Data<'a> = &'a Env<'a>;
+}
+
+impl<'a> HasLut<'a, Door> for &'a Env<'a> {
+    fn lut(&self) -> &'a Lut<Door> {
+        self.lut
+    }
+}
+
 /// The tick as a native filter: `.` while the deadline has not passed, then an uncatchable
 /// exception.
 pub(super) fn tick() -> Fun<Door> {
@@ -184,25 +200,6 @@ pub(super) fn tick() -> Fun<Door> {
         Err(stop) => box_once(Err(stop.exn())),
     });
     (TICK, Box::new([]), native)
-}
-
-/// Why a guarded step refused to go on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Stop {
-    /// The deadline passed (or the caller stopped waiting).
-    Deadline,
-    /// A limit of the budget was reached; the budget keeps which.
-    Limit,
-}
-
-impl Stop {
-    /// The uncatchable exception that ends the evaluation.
-    pub(super) fn exn<'a>(self) -> Exn<'a, Val> {
-        Exn::halt(match self {
-            Stop::Deadline => HALT_CODE,
-            Stop::Limit => LIMIT_CODE,
-        })
-    }
 }
 
 /// `now + after`, or a day from now if that does not fit in an `Instant`.

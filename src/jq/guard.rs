@@ -22,7 +22,8 @@
 //!
 //! A refusal is an exception nothing catches, like the deadline's.
 //!
-//! [`MULTIPLY`]: super::rewrite::MULTIPLY
+//! [`MULTIPLY`]: super::names::MULTIPLY
+//! [`PRECHECKED`]: super::names::PRECHECKED
 
 use std::cmp::Ordering;
 
@@ -32,74 +33,15 @@ use jaq_core::{Bind, Exn, Native};
 use jaq_json::{Num, Rc, Val};
 use jaq_std::ValT as _;
 
-use super::budget::{Limit, MAX_VALUE_BYTES};
-use super::collect::CONTAINER_BYTES;
-use super::deadline::{Deadline, Stop};
-use super::library::Door;
+use super::budget::{CONTAINER_BYTES, ENTRY_BYTES, Limit, MAX_VALUE_BYTES, Stop, VAL_BYTES};
+use super::deadline::{Deadline, Door};
+use super::names::{INDEX, KEY, OPERATORS, SHOW};
 
 /// Units charged locally before they are handed to the budget.
 const BATCH: u64 = 1024;
 
 /// Bytes of a string one unit of work stands for (compared, copied or scanned).
 const BYTES_PER_UNIT: u64 = 64;
-
-/// Bytes a value takes in an array (jaq's `Val`).
-const VAL_BYTES: u64 = 16;
-
-/// Bytes an entry takes in an object (hash, key and value).
-const ENTRY_BYTES: u64 = 48;
-
-/// The natives operators are rewritten to: (jq operator, native name).
-pub(super) const OPERATORS: &[(&str, &str)] = &[
-    ("==", "!eq"),
-    ("!=", "!ne"),
-    ("<", "!lt"),
-    ("<=", "!le"),
-    (">", "!gt"),
-    (">=", "!ge"),
-    ("+", "!add"),
-    ("-", "!sub"),
-    ("/", "!div"),
-    ("%", "!rem"),
-];
-
-/// The native a string part `"\(...)"` goes through before jaq prints it.
-pub(super) const SHOW: &str = "!show";
-
-/// The native a computed object key goes through.
-pub(super) const KEY: &str = "!key";
-
-/// The native a computed index `.[...]` goes through.
-pub(super) const INDEX: &str = "!index";
-
-/// Library natives (name, arity, precheck) whose calls get a precheck in front: a native
-/// taking the same arguments and passing its input on.
-pub(super) const PRECHECKED: &[(&str, usize, &str)] = &[
-    ("tojson", 0, "!tojson"),
-    ("tobytes", 0, "!tobytes"),
-    ("contains", 1, "!contains"),
-    ("indices", 1, "!indices"),
-    ("has", 1, "!has"),
-    ("explode", 0, "!explode"),
-    ("implode", 0, "!implode"),
-    ("ascii_downcase", 0, "!ascii_downcase"),
-    ("ascii_upcase", 0, "!ascii_upcase"),
-    ("escape_html", 0, "!escape_html"),
-    ("unescape_html", 0, "!unescape_html"),
-    ("encode_uri", 0, "!encode_uri"),
-    ("decode_uri", 0, "!decode_uri"),
-    ("encode_base64", 0, "!encode_base64"),
-    ("decode_base64", 0, "!decode_base64"),
-    ("escape_sh", 0, "!escape_sh"),
-    ("matches", 2, "!matches"),
-    ("split_matches", 2, "!split_matches"),
-    ("split_", 2, "!split_"),
-    ("todateiso8601", 0, "!todateiso8601"),
-    ("gmtime", 0, "!gmtime"),
-    ("strftime", 1, "!strftime"),
-    ("jn", 2, "!jn"),
-    ("yn", 2, "!yn"),
-];
 
 /// The largest regular expression, in states by a rough count (its length times its
 /// counted repetitions), that may be compiled.
@@ -499,7 +441,7 @@ fn arithmetic(name: &'static str) -> Fun<Door> {
     (name, v(2), native)
 }
 
-/// The cost of `l * r`, charged by [`MULTIPLY`](super::rewrite::MULTIPLY) before jaq
+/// The cost of `l * r`, charged by [`MULTIPLY`](super::names::MULTIPLY) before jaq
 /// computes it (string repetition has its own limit there).
 pub(super) fn multiply_cost(l: &Val, r: &Val, deadline: &Deadline<'_>) -> Result<(), Stop> {
     let mut meter = Meter::new(deadline, "*");
@@ -586,7 +528,7 @@ fn kind(v: &Val) -> &'static str {
     }
 }
 
-/// The precheck natives, one per entry of [`PRECHECKED`].
+/// The precheck natives, one per entry of [`PRECHECKED`](super::names::PRECHECKED).
 fn prechecks() -> Vec<Fun<Door>> {
     macro_rules! pre {
         ($name:literal, $args:expr, $check:expr) => {{

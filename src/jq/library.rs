@@ -1,19 +1,20 @@
-//! The jq library door expressions are compiled against, and the data jaq runs them with.
+//! The jq library door expressions are compiled against: jaq's definitions, instrumented by
+//! the [`rewrite`], and the natives, guarded ones included.
 
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
 use jaq_core::box_iter::box_once;
-use jaq_core::data::{DataT, HasLut};
 use jaq_core::load::parse::Def;
 use jaq_core::native::{Fun, bome, v};
-use jaq_core::{Exn, Lut, Native};
+use jaq_core::{Exn, Native};
 use jaq_json::{Num, Val};
 use jaq_std::ValT as _;
 
 use super::collect;
-use super::deadline::{self, Deadline};
+use super::deadline::{self, Door};
 use super::guard;
+use super::names::MULTIPLY;
 use super::rewrite;
 
 /// Builtin functions that door expressions may not call, whatever their arity.
@@ -43,29 +44,6 @@ pub(super) const UNAVAILABLE_FUNCTIONS: &[&str] = &[
 
 /// jq variables that door expressions may not use.
 pub(super) const UNAVAILABLE_VARIABLES: &[&str] = &["$ENV", "$__loc__"];
-
-/// Marker for jaq's data types: door expressions process [`Val`]s and their native functions
-/// can reach the evaluation's [`Deadline`].
-pub(super) struct Door;
-
-/// What native functions can reach while a door expression runs.
-pub(super) struct Env<'a> {
-    /// The compiled program, which jaq needs to call definitions.
-    pub(super) lut: &'a Lut<Door>,
-    /// The guard ticked by the instrumented program.
-    pub(super) deadline: &'a Deadline<'a>,
-}
-
-impl DataT for Door {
-    type V<'a> = Val;
-    type Data<'a> = &'a Env<'a>;
-}
-
-impl<'a> HasLut<'a, Door> for &'a Env<'a> {
-    fn lut(&self) -> &'a Lut<Door> {
-        self.lut
-    }
-}
 
 /// The definitions (written in jq) and the names of everything a door expression may call.
 pub(super) struct Library {
@@ -164,7 +142,7 @@ fn multiply() -> Fun<Door> {
         }
         bome(value * factor)
     });
-    (rewrite::MULTIPLY, v(2), native)
+    (MULTIPLY, v(2), native)
 }
 
 /// The string length and count if `l * r` repeats a string (in either order), as jaq does

@@ -3,7 +3,8 @@
 use jaq_json::{Num, Val};
 use serde_json::{Map, Number, Value};
 
-use super::deadline::{Deadline, Stop};
+use super::budget::Stop;
+use super::deadline::Deadline;
 
 /// What one evaluation produced, as far as the caller needs it: the first output, and whether
 /// there was a second one.

@@ -65,11 +65,11 @@ pub(super) enum Failure {
 pub(super) struct Pool {
     shared: Arc<Shared>,
     /// The thread that gives up on jobs at their deadlines, started on first use.
-    watchdog: OnceLock<Watchdog>,
+    watchdog: OnceLock<Watchdog<Shared>>,
 }
 
 /// What the workers, the watchdog and the callers share.
-pub(super) struct Shared {
+struct Shared {
     queue: Mutex<Queue>,
     /// The most replaced workers that may still be finishing abandoned jobs.
     max_stuck: usize,
@@ -118,7 +118,7 @@ struct Slot<T> {
     /// How long the job may run once started.
     limit: Duration,
     /// The watchdog, told of the job's deadline when a worker starts it.
-    watchdog: Watchdog,
+    watchdog: Watchdog<Shared>,
 }
 
 impl Pool {
@@ -240,7 +240,7 @@ impl<T: Send + 'static> Slot<T> {
             // The watchdog waits a quarter of the limit past the deadline, so that the
             // job's own checks report what ran out; the watchdog is the backstop.
             let cut_off = deadline_after(deadline, self.limit / 4);
-            let expiring: Arc<dyn Expire> = Arc::clone(self) as Arc<dyn Expire>;
+            let expiring: Arc<dyn Expire<Shared>> = Arc::clone(self) as Arc<dyn Expire<Shared>>;
             self.watchdog.keep(cut_off, Arc::downgrade(&expiring));
             deadline
         };
@@ -267,7 +267,7 @@ impl<T: Send + 'static> Slot<T> {
     }
 }
 
-impl<T: Send> Expire for Slot<T> {
+impl<T: Send> Expire<Shared> for Slot<T> {
     fn expire(&self, pool: &Arc<Shared>) {
         let mut state = lock(&self.state);
         match std::mem::replace(&mut *state, State::Done) {
@@ -342,7 +342,7 @@ fn serve(shared: &Shared) {
 
 /// Lock, ignoring poisoning: jobs run outside every lock (and panics in them are caught), so
 /// no lock is ever held across a panic that could leave its data half-updated.
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

@@ -11,11 +11,12 @@ use jaq_core::load::{Arena, File, Loader};
 use jaq_core::{Compiler, Ctx, Filter, Vars};
 use jaq_json::Val;
 
+use super::budget::{HALT_CODE, LIMIT_CODE};
 use super::check::Check;
-use super::deadline::{Deadline, HALT_CODE, LIMIT_CODE, deadline_after};
+use super::deadline::{Deadline, Door, Env, deadline_after};
 use super::error::{CompileError, CompileErrors, EvalError};
 use super::input::Input;
-use super::library::{self, Door, Env, Library};
+use super::library::{self, Library};
 use super::limits::Limits;
 use super::outputs::{self, Outputs, Unconvertible};
 use super::pool::{self, Failure, Pool};

@@ -40,15 +40,12 @@ use jaq_core::load::parse::{BinaryOp, Def, Pattern, Term};
 use jaq_core::ops::{Cmp, Math};
 use jaq_core::path::{Opt, Part, Path};
 
-use super::collect::{COLLECT, OBJECT, PATH};
-use super::deadline::TICK;
-use super::guard::{INDEX, KEY, OPERATORS, PRECHECKED, SHOW};
+use super::names::{
+    COLLECT, INDEX, KEY, MULTIPLY, OBJECT, OPERATORS, PATH, PRECHECKED, SHOW, TICK,
+};
 
-/// Name of the guarded multiplication. Like [`TICK`], it cannot be lexed, so no door
-/// expression can call or shadow it.
-pub(super) const MULTIPLY: &str = "!multiply";
-
-/// The variable `l *= r` binds `r` to. Not lexable either.
+/// The variable `l *= r` binds `r` to. Like the [`names`](super::names) of the natives, it
+/// cannot be lexed.
 const FACTOR: &str = "$!factor";
 
 /// The variables a prechecked call binds its arguments to, so that the precheck and the call

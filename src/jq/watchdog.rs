@@ -9,75 +9,85 @@
 //! [`Expire`].
 //!
 //! It deliberately holds the jobs weakly: a job that ended is dropped by its caller and the
-//! worker, and its entry here then expires nothing.
+//! worker, and its entry here then expires nothing. It knows nothing of the pool either:
+//! it holds the pool's shared state (`P`) weakly, hands it to the job it gives up on, and
+//! stops when it is gone; the pool builds on it, not the other way round.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread;
 use std::time::Instant;
 
-use super::pool::{Shared, lock};
-
-/// Something the watchdog can give up on.
-pub(super) trait Expire: Send + Sync {
+/// Something the watchdog can give up on, run by a pool whose shared state is a `P`.
+pub(super) trait Expire<P>: Send + Sync {
     /// The deadline has passed: give up unless the job is done, replacing its worker in
     /// `pool` if it still runs.
-    fn expire(&self, pool: &Arc<Shared>);
+    fn expire(&self, pool: &Arc<P>);
 }
 
 /// The deadlines of every started job, earliest first, and the thread that keeps them.
 /// Cheap to clone: clones share the thread.
-#[derive(Clone)]
-pub(super) struct Watchdog {
-    inner: Arc<Inner>,
+pub(super) struct Watchdog<P> {
+    inner: Arc<Inner<P>>,
 }
 
-struct Inner {
-    due: Mutex<Heap>,
+// Not derived: a derive would require `P: Clone`, and only the `Arc` is cloned.
+impl<P> Clone for Watchdog<P> {
+    fn clone(&self) -> Self {
+        Watchdog {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct Inner<P> {
+    due: Mutex<Heap<P>>,
     /// Signalled when a deadline earlier than every other is added.
     earlier: Condvar,
 }
 
-#[derive(Default)]
-struct Heap {
-    heap: BinaryHeap<Reverse<Due>>,
+struct Heap<P> {
+    heap: BinaryHeap<Reverse<Due<P>>>,
     seq: u64,
 }
 
 /// One deadline the watchdog keeps.
-struct Due {
+struct Due<P> {
     at: Instant,
     seq: u64,
-    job: Weak<dyn Expire>,
+    job: Weak<dyn Expire<P>>,
 }
 
-impl PartialEq for Due {
+impl<P> PartialEq for Due<P> {
     fn eq(&self, other: &Self) -> bool {
         (self.at, self.seq) == (other.at, other.seq)
     }
 }
 
-impl Eq for Due {}
+impl<P> Eq for Due<P> {}
 
-impl PartialOrd for Due {
+impl<P> PartialOrd for Due<P> {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl Ord for Due {
+impl<P> Ord for Due<P> {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         (self.at, self.seq).cmp(&(other.at, other.seq))
     }
 }
 
-impl Watchdog {
+impl<P: Send + Sync + 'static> Watchdog<P> {
     /// Start the watchdog thread of `pool`. If the thread cannot start, jobs still end by
     /// their own ticks; only a job stuck in one native step is then not given up on.
-    pub(super) fn start(pool: &Arc<Shared>) -> Watchdog {
+    pub(super) fn start(pool: &Arc<P>) -> Watchdog<P> {
         let inner = Arc::new(Inner {
-            due: Mutex::new(Heap::default()),
+            due: Mutex::new(Heap {
+                heap: BinaryHeap::new(),
+                seq: 0,
+            }),
             earlier: Condvar::new(),
         });
         let (watched, shared) = (Arc::clone(&inner), Arc::downgrade(pool));
@@ -88,7 +98,7 @@ impl Watchdog {
     }
 
     /// Give up on `job` at `at`.
-    pub(super) fn keep(&self, at: Instant, job: Weak<dyn Expire>) {
+    pub(super) fn keep(&self, at: Instant, job: Weak<dyn Expire<P>>) {
         let mut due = lock(&self.inner.due);
         let earliest = due.heap.peek().is_none_or(|Reverse(d)| at < d.at);
         due.seq += 1;
@@ -102,7 +112,7 @@ impl Watchdog {
 
 /// The watchdog's loop: sleep until the earliest deadline, give up on whatever is still
 /// pending then. Ends when the pool is gone.
-fn watch(inner: &Inner, pool: &Weak<Shared>) {
+fn watch<P>(inner: &Inner<P>, pool: &Weak<P>) {
     let mut due = lock(&inner.due);
     loop {
         let now = Instant::now();
@@ -136,4 +146,10 @@ fn watch(inner: &Inner, pool: &Weak<Shared>) {
             }
         }
     }
+}
+
+/// Lock, ignoring poisoning: the watchdog gives up on jobs outside its lock, so no lock is
+/// ever held across a panic that could leave the deadlines half-updated.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -52,6 +52,20 @@
 //! recurse past [`MAX_DEPTH`](budget::MAX_DEPTH) levels; jaq's drop of a value does, and
 //! the pool's stack is sized for the deepest value the budget lets an evaluation build.
 //!
+//! **Layers.** Each file depends only on files listed before it, so its imports form no
+//! circle:
+//!
+//! * [`budget`] (the budget, what its charges cost, and the [`Stop`](budget::Stop) that ends
+//!   an evaluation), [`names`] (the names of the natives the rewrite puts in), [`error`],
+//!   [`input`], [`limits`], [`shallow`] and [`watchdog`] depend on none of the others;
+//! * [`deadline`] (the deadline, its tick, and the data natives reach) on [`budget`];
+//!   [`rewrite`] on [`names`] alone; [`pool`] on [`watchdog`] and [`deadline`];
+//! * the natives that charge the budget, [`collect`] and [`guard`], on [`budget`],
+//!   [`deadline`] and [`names`]; [`outputs`] on [`budget`] and [`deadline`];
+//! * [`library`] on the natives it gathers ([`deadline`]'s tick, [`collect`], [`guard`]),
+//!   [`names`] and [`rewrite`]; [`check`] on [`library`] and [`error`];
+//! * [`program`], at the top, on whichever of them it needs.
+//!
 //! It deliberately does not:
 //!
 //! * measure or limit input sizes ([`Limits::max_input_bytes`] is for the caller to check);
@@ -68,6 +82,7 @@ mod guard;
 mod input;
 mod library;
 mod limits;
+mod names;
 mod outputs;
 mod pool;
 mod program;
