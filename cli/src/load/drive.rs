@@ -10,7 +10,6 @@ use hdrhistogram::Histogram;
 use tokio::task::JoinSet;
 
 use super::config::{LoadConfig, Stop};
-use super::report::Latency;
 use super::workload::{self, Op, Visits};
 use parkway::Clock as _;
 use parkway::{
@@ -144,12 +143,9 @@ impl Latencies {
         all
     }
 
-    /// Every kind of visit with its latency percentiles, in report order.
-    pub(crate) fn by_op(&self) -> BTreeMap<String, Latency> {
-        Op::ALL
-            .iter()
-            .map(|op| (op.name().to_owned(), Latency::of(&self.0[op.index()])))
-            .collect()
+    /// Every kind of visit with its histogram, in report order.
+    pub(crate) fn by_op(&self) -> impl Iterator<Item = (&'static str, &Histogram<u64>)> {
+        Op::ALL.iter().map(|op| (op.name(), &self.0[op.index()]))
     }
 
     /// Every kind of visit with its count, in report order.

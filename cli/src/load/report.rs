@@ -294,7 +294,10 @@ impl Report {
             max_us: if h.is_empty() { 0 } else { h.max() },
             mean_us: if h.is_empty() { 0.0 } else { h.mean() },
             by_op: latencies.counts(),
-            by_op_latency: latencies.by_op(),
+            by_op_latency: latencies
+                .by_op()
+                .map(|(op, h)| (op.to_owned(), Latency::of(h)))
+                .collect(),
             started: client.started,
             idle: client.idle,
             errors,
