@@ -399,12 +399,13 @@ impl Runtime {
     }
 
     /// The record of any run, however it was started: where it stands now (`running`,
-    /// `parked`, `suspended`), or how it ended. A run's record is kept while the run lives
-    /// and for the retention horizon (`INTERACTIONS_WAITING_RETENTION`) after it ends,
-    /// then dropped with a `record_dropped` event; `None` for an unknown run or one past
-    /// that horizon.
-    pub fn record(&self, run_id: &str) -> Option<RunRecord> {
-        self.hub().records.get(run_id)
+    /// `parked`, `suspended`), read from its subject (a passive subject is read as it is
+    /// kept, without waking it), or how it ended. A run's record is there while the run
+    /// lives and for the retention horizon (`INTERACTIONS_WAITING_RETENTION`) after it
+    /// ends, then dropped with a `record_dropped` event; `None` for an unknown run or one
+    /// past that horizon.
+    pub async fn record(&self, run_id: &str) -> Option<RunRecord> {
+        self.hub().record(run_id).await
     }
 
     /// Start a run with no receiver; returns its id at once.

@@ -35,6 +35,7 @@ use crate::door::plan::VisitProblem;
 use crate::door::saved::Saved;
 use crate::entry::Entry;
 use crate::error::{AskError, IdProblem};
+use crate::record::RunRecord;
 use crate::run::port::{Ending, Parent};
 use crate::services::Waiter;
 use crate::supervisor::TimerKey;
@@ -118,6 +119,11 @@ pub(crate) enum Op {
     Ended(Box<Ending>),
     /// Read the parked set, oldest first.
     List { reply: oneshot::Sender<Vec<Entry>> },
+    /// The record of a run living on the subject, as it stands.
+    Record {
+        run: String,
+        reply: oneshot::Sender<Option<RunRecord>>,
+    },
     /// Recall how an interaction was resolved, for the answer door.
     Recall {
         interaction: String,

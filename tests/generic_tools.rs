@@ -56,7 +56,7 @@ async fn the_same_through_submit() {
     });
     let run = rt.submit(Start::new("s", "agent")).await.unwrap();
     rt.settle().await;
-    let record = rt.record(&run).unwrap();
+    let record = rt.record(&run).await.unwrap();
     assert_eq!(record.status, RunStatus::Succeeded);
     assert_eq!(record.result.unwrap()["result"], json!({"answer": "go"}));
     assert_eq!(record.resumed_interactions, ["i-1"]);

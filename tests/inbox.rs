@@ -441,5 +441,5 @@ async fn a_sync_ask_given_up_by_its_run_no_longer_counts_it_idle() {
     assert!(waited.is_err(), "settle returned while the run was busy");
     done.notify_one();
     rt.settle().await;
-    assert_eq!(rt.record(&run).unwrap().status, RunStatus::Succeeded);
+    assert_eq!(rt.record(&run).await.unwrap().status, RunStatus::Succeeded);
 }

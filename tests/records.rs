@@ -38,11 +38,11 @@ async fn a_blocked_sync_ask_settles_and_an_answer_unblocks_it() {
     tokio::time::timeout(HANG, rt.settle())
         .await
         .expect("settle returns while the run waits for its answer");
-    assert_eq!(rt.record(&run).unwrap().status, RunStatus::Running);
+    assert_eq!(rt.record(&run).await.unwrap().status, RunStatus::Running);
     let item = rt.inbox(1, None).unwrap().items.remove(0);
     rt.answer(&item.id, json!(true)).await.unwrap();
     tokio::time::timeout(HANG, rt.settle()).await.unwrap();
-    let record = rt.record(&run).unwrap();
+    let record = rt.record(&run).await.unwrap();
     assert_eq!(record.status, RunStatus::Succeeded);
     assert_eq!(record.result, Some(json!({"approved": true})));
 }
@@ -57,10 +57,10 @@ async fn a_sync_ask_times_out_on_the_runtimes_clock() {
     rt.settle().await;
     clock.advance(Duration::from_secs(299));
     tokio::time::timeout(HANG, rt.settle()).await.unwrap();
-    assert_eq!(rt.record(&run).unwrap().status, RunStatus::Running);
+    assert_eq!(rt.record(&run).await.unwrap().status, RunStatus::Running);
     clock.advance(Duration::from_secs(1));
     tokio::time::timeout(HANG, rt.settle()).await.unwrap();
-    let record = rt.record(&run).unwrap();
+    let record = rt.record(&run).await.unwrap();
     assert_eq!(record.status, RunStatus::Succeeded);
     assert_eq!(record.result, Some(json!("timed out")));
     assert_eq!(rt.stats().await.user_open, 0);
@@ -77,7 +77,7 @@ async fn a_blocked_sync_ask_can_be_cancelled_and_the_runtime_still_settles() {
     let item = rt.inbox(1, None).unwrap().items.remove(0);
     rt.cancel("ops", &[item.id.as_str()]).await.unwrap();
     tokio::time::timeout(HANG, rt.settle()).await.unwrap();
-    assert_eq!(rt.record(&run).unwrap().status, RunStatus::Cancelled);
+    assert_eq!(rt.record(&run).await.unwrap().status, RunStatus::Cancelled);
     // A later run still settles exactly.
     let record = rt.run(Start::new("ops", "echo")).await.unwrap();
     tokio::time::timeout(HANG, rt.settle()).await.unwrap();
@@ -95,17 +95,17 @@ async fn every_run_has_a_record_with_its_identity() {
         .await
         .unwrap();
     assert_eq!(first.identity, "alice");
-    let kept = rt.record(&first.run_id).unwrap();
+    let kept = rt.record(&first.run_id).await.unwrap();
     assert_eq!(kept, first);
     assert_eq!(kept.status, RunStatus::Parked);
     let ask = first.asks.as_ref().unwrap()[0].id.clone();
     rt.resume("s", &ask, json!(true)).await.unwrap();
     rt.settle().await;
-    let kept = rt.record(&first.run_id).unwrap();
+    let kept = rt.record(&first.run_id).await.unwrap();
     assert_eq!(kept.status, RunStatus::Succeeded);
     assert_eq!(kept.identity, "alice");
     assert_eq!(kept.result, Some(json!({"answer": true})));
-    assert!(rt.record("r-404").is_none());
+    assert!(rt.record("r-404").await.is_none());
 }
 
 /// An ended run's record is kept for the retention horizon, then dropped with an
@@ -121,7 +121,7 @@ async fn an_ended_runs_record_is_dropped_at_the_retention_horizon() {
     assert_eq!(rt.stats().await.records, 2);
     clock.advance(Duration::from_secs(3599));
     rt.settle().await;
-    assert!(rt.record(&done.run_id).is_some());
+    assert!(rt.record(&done.run_id).await.is_some());
     assert!(
         !common::drain(&mut events)
             .iter()
@@ -129,8 +129,8 @@ async fn an_ended_runs_record_is_dropped_at_the_retention_horizon() {
     );
     clock.advance(Duration::from_secs(1));
     rt.settle().await;
-    assert!(rt.record(&done.run_id).is_none());
-    assert!(rt.record(&other.run_id).is_none());
+    assert!(rt.record(&done.run_id).await.is_none());
+    assert!(rt.record(&other.run_id).await.is_none());
     let dropped: Vec<Value> = common::drain(&mut events)
         .iter()
         .filter(|e| matches!(e, Event::RecordDropped { .. }))
@@ -157,5 +157,8 @@ async fn a_live_runs_record_outlives_the_horizon() {
     let parked = rt.run(Start::new("s", "patient")).await.unwrap();
     clock.advance(Duration::from_secs(3600));
     rt.settle().await;
-    assert_eq!(rt.record(&parked.run_id).unwrap().status, RunStatus::Parked);
+    assert_eq!(
+        rt.record(&parked.run_id).await.unwrap().status,
+        RunStatus::Parked
+    );
 }

@@ -136,9 +136,9 @@ fn shutdown_ends_every_task_of_the_runtime() {
         );
         assert!(no_task_left(&handle).await, "{} tasks", alive(&handle));
         assert_eq!(
-            rt.record(&submitted).map(|r| r.status),
-            Some(RunStatus::Running),
-            "an aborted run's record is never completed"
+            rt.record(&submitted).await.map(|r| r.status),
+            None,
+            "an aborted run's record goes with its subject and is never completed"
         );
         let stats = rt.stats().await;
         assert_eq!((stats.live_subjects, stats.passive_subjects), (0, 0));

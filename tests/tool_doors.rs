@@ -15,7 +15,7 @@ async fn submit_and_run_tool_agree_on_a_parked_tool() {
     let sync = rt.run_tool(Start::new("a", "asker")).await.unwrap();
     let id = rt.submit(Start::new("b", "asker")).await.unwrap();
     rt.settle().await;
-    let submitted = rt.record(&id).unwrap();
+    let submitted = rt.record(&id).await.unwrap();
     assert_eq!(submitted.status, RunStatus::Parked);
     assert_eq!(sync.status, RunStatus::Parked);
     let shape = |r: &parkway::RunRecord| {
@@ -44,7 +44,7 @@ async fn only_user_asks_open_is_suspended() {
     });
     let id = rt.submit(Start::new("s", "form")).await.unwrap();
     rt.settle().await;
-    let record = serde_json::to_value(rt.record(&id).unwrap()).unwrap();
+    let record = serde_json::to_value(rt.record(&id).await.unwrap()).unwrap();
     assert_eq!(record["status"], "suspended");
     assert_eq!(record["suspension"], json!({"interactions": ["i-1"]}));
     assert!(record.get("asks").is_none());
@@ -64,10 +64,10 @@ async fn submit_returns_before_the_tool_ends() {
         }
     });
     let id = rt.submit(Start::new("s", "slow")).await.unwrap();
-    assert_eq!(rt.record(&id).unwrap().status, RunStatus::Running);
+    assert_eq!(rt.record(&id).await.unwrap().status, RunStatus::Running);
     gate.notify_one();
     rt.settle().await;
-    let record = rt.record(&id).unwrap();
+    let record = rt.record(&id).await.unwrap();
     assert_eq!(record.status, RunStatus::Succeeded);
     assert_eq!(record.result, Some(json!("done")));
 }
@@ -83,6 +83,6 @@ async fn the_record_lists_what_the_run_resolved() {
     });
     let id = rt.submit(Start::new("s", "resolver")).await.unwrap();
     rt.settle().await;
-    let record = rt.record(&id).unwrap();
+    let record = rt.record(&id).await.unwrap();
     assert_eq!(record.resumed_interactions, ["i-1"]);
 }

@@ -266,10 +266,13 @@ impl Harness {
             }
             Action::Record { run } => {
                 let run = text(&self.fill(run)?);
-                rt.record(&run).map(|r| json(&r)).ok_or_else(|| Failure {
-                    kind: "unknown_run".to_owned(),
-                    message: format!("no record of run {run}: never started, or dropped"),
-                })
+                rt.record(&run)
+                    .await
+                    .map(|r| json(&r))
+                    .ok_or_else(|| Failure {
+                        kind: "unknown_run".to_owned(),
+                        message: format!("no record of run {run}: never started, or dropped"),
+                    })
             }
             Action::Run(spec) => {
                 let start = self.start(spec)?;

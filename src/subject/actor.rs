@@ -314,8 +314,8 @@ impl<'a> Work<'a> {
                 Effect::Disarm(key) => s.timers.disarm(key),
                 Effect::Release(to) => s.release(to),
                 Effect::CountWaiting => s.count_waiting(),
-                Effect::Record(record) => hub.records.put(*record),
-                Effect::Running(run) => hub.records.running(&run),
+                Effect::Live(run) => hub.records.live(run, Arc::clone(&state.name)),
+                Effect::Record(record) => hub.records.ended(*record),
                 Effect::Activate(launch) => {
                     s.inflight.add();
                     let port: Arc<dyn Port> = Arc::clone(hub) as Arc<dyn Port>;

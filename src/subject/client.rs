@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 use super::actor;
 use super::effect::Step;
 use super::hub::Hub;
+use super::records::Found;
 use super::registry::{Spawner, Stopped};
 use super::state::State;
 use super::{Ack, Msg, Op};
@@ -374,6 +375,31 @@ impl Hub {
         };
         // A runtime that is stopping drops its timers; nobody waits for them then.
         let _ = self.send(&subject, msg).await;
+    }
+
+    /// The record of `run`: where it stands now if it lives (read from its subject, which
+    /// is not woken if passive), or how it ended, within the retention horizon.
+    pub(crate) async fn record(self: &Arc<Self>, run: &str) -> Option<RunRecord> {
+        let subject = match self.records.find(run)? {
+            Found::Ended(record) => return Some(*record),
+            Found::Live(subject) => subject,
+        };
+        let live = match self
+            .registry
+            .read_idle(&subject, |state| state.record_of(run))
+        {
+            Some(record) => record,
+            None => self
+                .request(&subject, |reply| Op::Record {
+                    run: run.to_owned(),
+                    reply,
+                })
+                .await
+                .ok()
+                .flatten(),
+        };
+        // A run that ended meanwhile has its record kept.
+        live.or_else(|| self.records.get_ended(run))
     }
 
     /// Why the answer door refuses an answer to `id`, which is not pending: already

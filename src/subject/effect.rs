@@ -43,6 +43,8 @@ pub(crate) enum Reply {
     ),
     /// The parked set.
     List(oneshot::Sender<Vec<Entry>>, Vec<Entry>),
+    /// A live run's record.
+    Record(oneshot::Sender<Option<RunRecord>>, Option<RunRecord>),
     /// How an interaction was resolved, if remembered.
     Recall(oneshot::Sender<Option<IdProblem>>, Option<IdProblem>),
     /// A resume: started, buffered or refused.
@@ -75,6 +77,7 @@ impl Reply {
             Reply::Ask(tx, v) => drop(tx.send(v)),
             Reply::List(tx, v) => drop(tx.send(v)),
             Reply::Recall(tx, v) => drop(tx.send(v)),
+            Reply::Record(tx, v) => drop(tx.send(v)),
             Reply::Resume(tx, v) => drop(tx.send(v)),
             Reply::Take(tx, v) => drop(tx.send(v)),
             Reply::Cancel(tx, v) => drop(tx.send(v)),
@@ -165,10 +168,10 @@ pub(crate) enum Effect {
     Release(To),
     /// Count a waiting outcome against the caller ceiling.
     CountWaiting,
-    /// Keep a run's latest record.
+    /// A run began on the subject: the hub notes where its record is read.
+    Live(Arc<str>),
+    /// Keep the record of a run that ended for good, for the retention horizon.
     Record(Box<RunRecord>),
-    /// A kept record's run is running again.
-    Running(Arc<str>),
     /// Start an activation; the actor hands its handle back with `State::attach`.
     Activate(Box<Launch>),
     /// The run's activation ended: it is no longer in flight.

@@ -1,52 +1,68 @@
-//! Every run's latest record, as the subjects' effects write it: a run's record is
-//! kept while the run lives and for the retention horizon after it ends, when a timer
-//! drops it (`docs/semantics.md`, "Run records").
+//! Where every run's record is read: the subject a live run lives on, whose state holds
+//! its record as it stands (`State::record_of`), and the records of runs that ended for
+//! good, kept for the retention horizon, when a timer drops them (`docs/semantics.md`,
+//! "Run records"). A live run costs this store one small entry, not a copy of its record.
+
+use std::sync::Arc;
 
 use dashmap::DashMap;
 
-use crate::record::{RunRecord, RunStatus};
+use crate::record::RunRecord;
 
-/// Every run's latest record, by run id: written by the run's subject when the run
-/// starts, at each activation's start and end, and when it is torn down. A run that has
-/// ended for good keeps its record for the retention horizon; the supervisor's timer
-/// then drops it (`docs/semantics.md`, "Run records"), so the store stays bounded by the
-/// live runs plus those that ended within the horizon.
+/// Where each run's record is found.
 #[derive(Debug, Default)]
 pub(crate) struct Records {
-    /// The records.
-    map: DashMap<String, RunRecord>,
+    /// The subject of each live run.
+    live: DashMap<Arc<str>, Arc<str>>,
+    /// The records of runs that ended for good, until their horizon.
+    ended: DashMap<Arc<str>, RunRecord>,
+}
+
+/// Where a run's record is.
+#[derive(Debug)]
+pub(crate) enum Found {
+    /// The run lives on this subject, which holds its record.
+    Live(Arc<str>),
+    /// The run ended for good; this is its record.
+    Ended(Box<RunRecord>),
 }
 
 impl Records {
-    /// Write `record` over the run's last one.
-    pub(crate) fn put(&self, record: RunRecord) {
-        self.map.insert(record.run_id.clone(), record);
+    /// `run` began on `subject`.
+    pub(crate) fn live(&self, run: Arc<str>, subject: Arc<str>) {
+        self.live.insert(run, subject);
     }
 
-    /// A new activation of `run` is executing: its record says `running` again.
-    pub(crate) fn running(&self, run: &str) {
-        if let Some(mut record) = self.map.get_mut(run) {
-            record.status = RunStatus::Running;
-            record.asks = None;
-            record.suspension = None;
+    /// `record`'s run ended for good: its record is kept until its horizon.
+    pub(crate) fn ended(&self, record: RunRecord) {
+        let run: Arc<str> = Arc::from(record.run_id.as_str());
+        self.live.remove(&run);
+        self.ended.insert(run, record);
+    }
+
+    /// Where the record of `run` is, if the run is known.
+    pub(crate) fn find(&self, run: &str) -> Option<Found> {
+        if let Some(record) = self.ended.get(run) {
+            return Some(Found::Ended(Box::new(record.value().clone())));
         }
+        self.live
+            .get(run)
+            .map(|s| Found::Live(Arc::clone(s.value())))
     }
 
-    /// The record of `run`, if it is kept.
-    pub(crate) fn get(&self, run: &str) -> Option<RunRecord> {
-        self.map.get(run).map(|r| r.value().clone())
+    /// The kept record of `run`, if it ended for good within the horizon.
+    pub(crate) fn get_ended(&self, run: &str) -> Option<RunRecord> {
+        self.ended.get(run).map(|r| r.value().clone())
     }
 
-    /// Drop the record of `run` once its retention horizon has passed; whether it was
-    /// kept. A run that has not ended keeps its record.
+    /// Drop the record of `run`, which ended for good, at its horizon; whether it was
+    /// kept.
     pub(crate) fn retire(&self, run: &str) -> bool {
-        self.map
-            .remove_if(run, |_, record| record.status.is_terminal())
-            .is_some()
+        self.ended.remove(run).is_some()
     }
 
-    /// How many records are kept.
+    /// How many runs are known: live, and ended within the horizon.
     pub(crate) fn len(&self) -> usize {
-        self.map.len()
+        self.live.len() + self.ended.len()
     }
 }

@@ -314,6 +314,7 @@ impl State {
                 self.activate_prepared(step, run);
             }
             Op::List { reply } => step.reply(Reply::List(reply, self.list())),
+            Op::Record { run, reply } => step.reply(Reply::Record(reply, self.record_of(&run))),
             Op::Recall { interaction, reply } => {
                 let recalled = self.recall(step, &interaction);
                 step.reply(Reply::Recall(reply, recalled));
@@ -533,9 +534,7 @@ impl State {
                 resumed_interactions: Vec::new(),
             }),
         );
-        if let Some(record) = self.record(&run, RunStatus::Running, None, None, None) {
-            step.push(Effect::Record(Box::new(record)));
-        }
+        step.push(Effect::Live(Arc::clone(&run)));
         self.activate(step, &run);
         run
     }
@@ -547,9 +546,6 @@ impl State {
         };
         run.epoch += 1;
         run.status = RunStatus::Running;
-        if run.epoch > 1 {
-            step.push(Effect::Running(Arc::clone(run_id)));
-        }
         self.live += 1;
         run.executing = true;
         step.push(Effect::Activate(Box::new(Launch {
@@ -627,32 +623,17 @@ impl State {
             let group = self.groups.get_mut(&gid)?;
             group.open = false;
             let pending = group.pending.take();
-            let (asks, user): (Vec<Entry>, Vec<Entry>) = group
-                .members
-                .iter()
-                .filter_map(|id| self.entries.get(id.as_str()).map(|p| p.entry.clone()))
-                .partition(|e| e.to != Some(To::User));
-            // Parked when the run asked its caller; suspended when only user asks are
-            // open, with the sentinel naming them.
-            let (status, asks) = if asks.is_empty() {
-                (RunStatus::Suspended, None)
-            } else {
-                (RunStatus::Parked, Some(asks))
-            };
-            run.status = status;
-            let record = self.record(&run_id, status, None, None, asks).map(|mut r| {
-                if !user.is_empty() {
-                    r.suspension = Some(Suspended {
-                        interactions: user.into_iter().map(|e| e.id).collect(),
-                    });
-                }
-                r
-            });
+            let record = self
+                .groups
+                .get(&gid)
+                .and_then(|g| self.parked_record(&run_id, &g.members));
             if let Some(record) = record {
-                if let Some(receiver) = receiver {
-                    step.push(Effect::Deliver(receiver, Box::new(record.clone()), None));
+                if let Some(run) = self.runs.get_mut(&run_id) {
+                    run.status = record.status;
                 }
-                step.push(Effect::Record(Box::new(record)));
+                if let Some(receiver) = receiver {
+                    step.push(Effect::Deliver(receiver, Box::new(record), None));
+                }
             }
             if let Some((receiver, last)) = pending {
                 return self.prepare_resume(&run_id, &gid, receiver, last);
@@ -754,6 +735,45 @@ impl State {
             subject: self.subject(),
             interaction: id,
         });
+    }
+
+    /// The record of the parked run `run_id` whose group is `members`: `parked` with the
+    /// caller asks still standing, or `suspended` with the sentinel naming its user asks
+    /// when only those are open.
+    fn parked_record(&self, run_id: &str, members: &[String]) -> Option<RunRecord> {
+        let (asks, user): (Vec<Entry>, Vec<Entry>) = members
+            .iter()
+            .filter_map(|id| self.entries.get(id.as_str()).map(|p| p.entry.clone()))
+            .partition(|e| e.to != Some(To::User));
+        let (status, asks) = if asks.is_empty() {
+            (RunStatus::Suspended, None)
+        } else {
+            (RunStatus::Parked, Some(asks))
+        };
+        let mut record = self.record(run_id, status, None, None, asks)?;
+        if !user.is_empty() {
+            record.suspension = Some(Suspended {
+                interactions: user.into_iter().map(|e| e.id).collect(),
+            });
+        }
+        Some(record)
+    }
+
+    /// The record of the run `run_id` as it stands now, if it lives on this subject; a
+    /// run that ended for good has its record kept by the hub.
+    pub(crate) fn record_of(&self, run_id: &str) -> Option<RunRecord> {
+        let run = self.runs.get(run_id)?;
+        match run.status {
+            RunStatus::Parked | RunStatus::Suspended => {
+                let members = run
+                    .group
+                    .as_ref()
+                    .and_then(|g| self.groups.get(g))
+                    .map_or(&[][..], |g| g.members.as_slice());
+                self.parked_record(run_id, members)
+            }
+            status => self.record(run_id, status, None, None, None),
+        }
     }
 
     /// The record of `run` as it stands.

@@ -236,6 +236,7 @@ fn line(effect: &Effect) -> String {
             Reply::Ask(_, result) => format!("reply ask {result:?}"),
             Reply::List(_, entries) => format!("reply list {}", entries.len()),
             Reply::Recall(_, recalled) => format!("reply recall {}", recalled.is_some()),
+            Reply::Record(_, record) => format!("reply record {}", record.is_some()),
             Reply::Resume(_, Ok(ack)) => format!("reply resume {ack:?}"),
             Reply::Resume(_, Err(problem)) => format!("reply resume refused: {problem}"),
             Reply::Take(_, Ok(result)) => format!("reply take {result:?}"),
@@ -278,7 +279,7 @@ fn line(effect: &Effect) -> String {
         Effect::Release(to) => format!("release {to:?}"),
         Effect::CountWaiting => "count waiting".to_owned(),
         Effect::Record(record) => format!("record {} {:?}", record.run_id, record.status),
-        Effect::Running(run) => format!("running {run}"),
+        Effect::Live(run) => format!("live {run}"),
         Effect::Activate(launch) => format!("activate {}#{}", launch.run, launch.epoch),
         Effect::Gone(run) => format!("gone {run}"),
         Effect::Abort(run) => format!("abort {run}"),
@@ -324,7 +325,7 @@ fn a_start_activates_the_run_and_keeps_its_record() {
         show(&effects),
         [
             "event run_started r-1",
-            "record r-1 Running",
+            "live r-1",
             "activate r-1#1",
             "reply start r-1"
         ]
@@ -366,10 +367,7 @@ fn an_activation_that_asked_parks_and_its_receiver_gets_the_parked_record() {
     let (run, _, _) = w.start(Parent::Top);
     let (id, _) = w.ask(&run, 1, caller_ask());
     let effects = w.park(&run, 1, &[&id]);
-    assert_eq!(
-        show(&effects),
-        ["gone r-1", "deliver r-1 Parked", "record r-1 Parked"]
-    );
+    assert_eq!(show(&effects), ["gone r-1", "deliver r-1 Parked"]);
 }
 
 #[test]
@@ -398,7 +396,6 @@ fn a_resume_of_the_last_ask_of_a_group_replays_the_run_with_every_answer() {
             "disarm",
             "event ask_resolved i-2 resumed",
             "reply resume Started",
-            "running r-1",
             "activate r-1#2"
         ]
     );
@@ -664,7 +661,6 @@ fn an_expiry_that_resumes_replays_the_run_with_the_marker() {
         [
             "event expiry_fired i-1",
             "event ask_resolved i-1 expired",
-            "running r-1",
             "activate r-1#2"
         ]
     );
