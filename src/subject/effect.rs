@@ -212,8 +212,8 @@ impl<'a> Step<'a> {
             settings,
             ids,
             keys,
-            // Most transitions make a handful.
-            effects: Vec::with_capacity(8),
+            // No allocation for a step that makes no effect (most passivation checks).
+            effects: Vec::new(),
         }
     }
 
