@@ -1,0 +1,339 @@
+//! The durable store: keyspaces of bytes, batches applied atomically, and one writer that
+//! makes many batches durable with one sync (group commit).
+//!
+//! - `space`: [`Space`], the keyspaces, and the big-endian [`sequence_key`].
+//! - `batch`: [`Batch`], puts and deletes across spaces.
+//! - `writer`: the queue and the group commit, shared by both engines, with the faults
+//!   a test injects.
+//! - `memory`: the engine of tests and simulations. It keeps what is durable apart from
+//!   what is pending, so [`Store::crash`] can drop the pending.
+//! - `disk`: the fjall engine behind [`Store::open`], with the lock file and the format
+//!   version.
+//!
+//! A caller submits a [`Batch`] with an [`Ack`] and goes on; the ack is called once,
+//! from the writer, when the batch is durable or when it never will be. Acks are called
+//! in submission order. A failed sync poisons the store: that group's acks and every
+//! later one get an error, and nothing is acknowledged after it.
+//!
+//! This module is a leaf: it knows keys and bytes, not subjects, runs or doors. What a
+//! subject's change becomes in bytes is its caller's business.
+
+mod batch;
+mod disk;
+mod memory;
+mod space;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub(crate) use batch::{Batch, Op};
+pub(crate) use space::{Space, sequence_key, sequence_of};
+
+use disk::Disk;
+use memory::Memory;
+use writer::{Engine, Shared};
+
+/// The format version of a data directory this build reads and writes. Another version
+/// is refused at open.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+
+/// Called once with a submitted batch's fate: `Ok` when it is durable, the error when it
+/// never will be. It runs on the writer's thread, so it must not block: send a message,
+/// complete a oneshot.
+pub(crate) type Ack = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
+/// A space's keys and values, in key order, as a scan reads them.
+pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The durable store: a cheap handle (clones share one store) over the memory or the
+/// disk engine and its writer.
+///
+/// Dropping the last handle lets the writer finish what is queued (those batches are
+/// synced and acknowledged), stops it, and, for the disk engine, releases the directory.
+#[derive(Clone)]
+pub(crate) struct Store {
+    /// The shared store and the writer thread, stopped when the last handle drops.
+    handle: Arc<Handle>,
+}
+
+/// What the store's handles share; its drop stops the writer.
+struct Handle {
+    /// The queue, the engine, the poison, the figures.
+    shared: Arc<Shared>,
+    /// The writer thread, if syncing is automatic.
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.close();
+        if let Some(thread) = self.thread.take() {
+            // The last handle may be dropped by an ack, on the writer itself: it then
+            // finishes the queue and stops on its own.
+            if thread.thread().id() != std::thread::current().id() {
+                // A writer that panicked has already lost its acks; there is nothing to add.
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+/// When a memory store's batches become durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Syncing {
+    /// A writer thread syncs whatever is queued as soon as it is queued, as on disk.
+    #[default]
+    Automatic,
+    /// Batches stay pending until [`Store::sync_now`], so a simulation decides exactly
+    /// which are durable when it crashes.
+    Manual,
+}
+
+/// Failures a test injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Faults {
+    /// Make the sync after this many successful ones fail (`Some(0)`: the first).
+    pub(crate) fail_sync_after: Option<u64>,
+}
+
+/// The store's figures since it was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Stats {
+    /// Successful syncs: groups made durable.
+    pub(crate) syncs: u64,
+    /// Batches made durable and acknowledged.
+    pub(crate) batches: u64,
+    /// Bytes of keys and values in those batches.
+    pub(crate) bytes: u64,
+    /// The most batches one sync made durable.
+    pub(crate) largest_group: u64,
+}
+
+impl Stats {
+    /// Batches per sync: how much group commit saved.
+    pub(crate) fn mean_group(&self) -> f64 {
+        if self.syncs == 0 {
+            0.0
+        } else {
+            self.batches as f64 / self.syncs as f64
+        }
+    }
+}
+
+/// A failure of a store that is open: a write, a sync or a read.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum StoreError {
+    /// Writing a group failed; the store is poisoned.
+    #[error("store {store}: writing a batch failed: {cause}")]
+    Write {
+        /// The directory, or `memory`.
+        store: Arc<str>,
+        /// What the engine said.
+        cause: String,
+    },
+    /// The sync of a group failed; the store is poisoned.
+    #[error("store {store}: sync failed: {cause}")]
+    Sync {
+        /// The directory, or `memory`.
+        store: Arc<str>,
+        /// What the engine said.
+        cause: String,
+    },
+    /// An earlier failure poisoned the store; nothing is written or acknowledged after it.
+    #[error("store {store} is stopped by an earlier failure: {first}")]
+    Poisoned {
+        /// The directory, or `memory`.
+        store: Arc<str>,
+        /// The failure that poisoned it.
+        first: Arc<StoreError>,
+    },
+    /// A read failed.
+    #[error("store {store}: reading {space} failed: {cause}")]
+    Read {
+        /// The directory, or `memory`.
+        store: Arc<str>,
+        /// The space read, by its name on disk.
+        space: &'static str,
+        /// What the engine said.
+        cause: String,
+    },
+}
+
+/// Why [`Store::open`] refused a directory. Nothing is left open, and nothing in the
+/// directory was overwritten.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum OpenError {
+    /// The directory could not be created or read (a missing parent, no permission).
+    #[error("cannot use store directory {path}: {source}")]
+    Directory {
+        /// The data directory.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The directory holds files and is not a parkway store.
+    #[error("store directory {path} is not empty and holds no parkway store")]
+    Foreign {
+        /// The data directory.
+        path: PathBuf,
+    },
+    /// Another open store, in this process or another, holds the directory's lock.
+    #[error("store directory {path} is held by another process")]
+    Held {
+        /// The data directory.
+        path: PathBuf,
+    },
+    /// The lock file could not be created or locked.
+    #[error("cannot lock store directory {path}: {source}")]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The directory was written by another format version.
+    #[error(
+        "store directory {path} has format version {found}, this build reads version {expected}"
+    )]
+    Version {
+        /// The data directory.
+        path: PathBuf,
+        /// The version found, as written.
+        found: String,
+        /// The version this build reads.
+        expected: u32,
+    },
+    /// The directory holds data but no format version.
+    #[error("store directory {path} holds data but no format version")]
+    Unversioned {
+        /// The data directory.
+        path: PathBuf,
+    },
+    /// The engine refused the data: corrupt, truncated, or not its own.
+    #[error("store directory {path} cannot be recovered: {cause}")]
+    Corrupt {
+        /// The data directory.
+        path: PathBuf,
+        /// What the engine said.
+        cause: String,
+    },
+    /// The writer thread could not be started.
+    #[error("cannot start the writer of store directory {path}: {source}")]
+    Thread {
+        /// The data directory.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+}
+
+impl Store {
+    /// A memory store whose writer thread syncs as soon as batches are queued.
+    pub(crate) fn memory() -> Store {
+        Store::memory_with(Syncing::Automatic, Faults::default())
+    }
+
+    /// A memory store that syncs when it is told, and fails as `faults` say.
+    pub(crate) fn memory_with(syncing: Syncing, faults: Faults) -> Store {
+        let shared = Arc::new(Shared::new(
+            Arc::from("memory"),
+            Engine::Memory(Memory::new()),
+            faults,
+        ));
+        let thread = match syncing {
+            Syncing::Manual => None,
+            // A memory store has no directory to name; a thread that cannot start is a
+            // process out of resources, and the memory engine is for tests.
+            Syncing::Automatic => Some(
+                writer::spawn(&shared)
+                    .unwrap_or_else(|err| panic!("cannot start the memory store's writer: {err}")),
+            ),
+        };
+        Store {
+            handle: Arc::new(Handle { shared, thread }),
+        }
+    }
+
+    /// Opens the store in `dir`, creating the directory (not its parent) if it is
+    /// missing; see [`OpenError`] for what is refused.
+    pub(crate) fn open(dir: &Path) -> Result<Store, OpenError> {
+        Store::open_with(dir, Faults::default())
+    }
+
+    /// [`Store::open`], failing as `faults` say.
+    pub(crate) fn open_with(dir: &Path, faults: Faults) -> Result<Store, OpenError> {
+        let disk = Disk::open(dir)?;
+        let shared = Arc::new(Shared::new(
+            Arc::from(dir.display().to_string()),
+            Engine::Disk(disk),
+            faults,
+        ));
+        let thread = writer::spawn(&shared).map_err(|source| OpenError::Thread {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(Store {
+            handle: Arc::new(Handle {
+                shared,
+                thread: Some(thread),
+            }),
+        })
+    }
+
+    /// Queues `batch`; `on_durable` is called once, from the writer, when it is durable
+    /// or failed. Never blocks on the disk.
+    pub(crate) fn submit(&self, batch: Batch, on_durable: Ack) {
+        self.handle.shared.submit(batch, on_durable);
+    }
+
+    /// Makes everything queued durable in one sync now, on this thread, and returns how
+    /// many batches that acknowledged. This is how a [`Syncing::Manual`] store syncs; on
+    /// an automatic one it syncs what the writer has not taken yet.
+    pub(crate) fn sync_now(&self) -> usize {
+        self.handle.shared.sync_now()
+    }
+
+    /// The value of `key` in `space`, as durable (for disk: as written).
+    pub(crate) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.handle.shared.get(space, key)
+    }
+
+    /// Every key and value of `space`, in key order, as durable (for disk: as written).
+    pub(crate) fn scan(&self, space: Space) -> Result<Entries, StoreError> {
+        self.handle.shared.scan(space)
+    }
+
+    /// Models a crash of a memory store: every batch not yet durable is dropped and its
+    /// ack with it, uncalled, as a process that dies tells no one; the poison, which is
+    /// the process's, is cleared. Reads then see only what was durable. A disk store is
+    /// crashed by ending the process; here it is left as it is.
+    pub(crate) fn crash(&self) {
+        self.handle.shared.crash();
+    }
+
+    /// Whether a failure has stopped the store.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.handle.shared.is_poisoned()
+    }
+
+    /// The store's figures since it was opened.
+    pub(crate) fn stats(&self) -> Stats {
+        self.handle.shared.stats()
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("store", &self.handle.shared.name())
+            .field("poisoned", &self.is_poisoned())
+            .finish_non_exhaustive()
+    }
+}

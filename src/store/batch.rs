@@ -1,0 +1,127 @@
+//! A batch of mutations across spaces, applied atomically.
+
+use super::Space;
+
+/// Puts and deletes across spaces, built by the caller and applied all or nothing, in
+/// the order they were added (a later mutation of a key wins over an earlier one).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Batch {
+    /// The mutations, in the order they were added.
+    ops: Vec<Op>,
+}
+
+/// One mutation of a [`Batch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// Set `key` in `space` to `value`.
+    Put {
+        /// The space written.
+        space: Space,
+        /// The key set.
+        key: Vec<u8>,
+        /// Its new value.
+        value: Vec<u8>,
+    },
+    /// Remove `key` from `space` (nothing if it is absent).
+    Delete {
+        /// The space written.
+        space: Space,
+        /// The key removed.
+        key: Vec<u8>,
+    },
+}
+
+impl Op {
+    /// The space the mutation writes.
+    pub(crate) fn space(&self) -> Space {
+        match self {
+            Op::Put { space, .. } | Op::Delete { space, .. } => *space,
+        }
+    }
+
+    /// The key the mutation writes.
+    pub(crate) fn key(&self) -> &[u8] {
+        match self {
+            Op::Put { key, .. } | Op::Delete { key, .. } => key,
+        }
+    }
+}
+
+impl Batch {
+    /// An empty batch.
+    pub(crate) fn new() -> Batch {
+        Batch::default()
+    }
+
+    /// Sets `key` in `space` to `value`.
+    pub(crate) fn put(
+        &mut self,
+        space: Space,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+    ) -> &mut Batch {
+        self.ops.push(Op::Put {
+            space,
+            key: key.into(),
+            value: value.into(),
+        });
+        self
+    }
+
+    /// Removes `key` from `space`.
+    pub(crate) fn delete(&mut self, space: Space, key: impl Into<Vec<u8>>) -> &mut Batch {
+        self.ops.push(Op::Delete {
+            space,
+            key: key.into(),
+        });
+        self
+    }
+
+    /// The mutations, in the order they were added.
+    pub(crate) fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
+    /// The mutations, taken.
+    pub(crate) fn into_ops(self) -> Vec<Op> {
+        self.ops
+    }
+
+    /// The number of mutations.
+    pub(crate) fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether the batch holds no mutation.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// The bytes of keys and values the batch writes, for the store's figures.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.ops
+            .iter()
+            .map(|op| match op {
+                Op::Put { key, value, .. } => key.len() + value.len(),
+                Op::Delete { key, .. } => key.len(),
+            })
+            .sum::<usize>() as u64
+    }
+
+    /// The mutations, each key's last only, in the order they were added: what an engine
+    /// that gives every mutation of a batch one sequence number must be handed.
+    pub(crate) fn last_per_key(&self) -> Vec<&Op> {
+        if self.ops.len() < 2 {
+            return self.ops.iter().collect();
+        }
+        let mut seen = std::collections::HashSet::with_capacity(self.ops.len());
+        let mut last: Vec<&Op> = self
+            .ops
+            .iter()
+            .rev()
+            .filter(|op| seen.insert((op.space(), op.key())))
+            .collect();
+        last.reverse();
+        last
+    }
+}

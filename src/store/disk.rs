@@ -1,0 +1,226 @@
+//! The disk engine: fjall in a data directory, behind a lock file, with a format version.
+//!
+//! Layout of a data directory:
+//!
+//! - `parkway.lock`: locked exclusively while a store has the directory open (an OS file
+//!   lock, so it is released when the process ends however it ends).
+//! - `data/`: the fjall database; each [`Space`] is one of its keyspaces, named by
+//!   [`Space::name`]; [`Space::Meta`] holds `format_version` as decimal text.
+//!
+//! Each submitted batch is committed as one fjall write batch (its own sequence number,
+//! so a later batch wins over an earlier one); the group's batches share one
+//! `persist(SyncData)`. fjall is opened with manual journal persistence, so nothing is
+//! synced but by that call.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::ErrorKind;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+
+use super::{Batch, Entries, FORMAT_VERSION, Op, OpenError, Space};
+
+/// The lock file's name in a data directory.
+pub(super) const LOCK_FILE: &str = "parkway.lock";
+/// The fjall database's folder in a data directory.
+pub(super) const DATA_DIR: &str = "data";
+/// The key of the format version in [`Space::Meta`].
+pub(super) const VERSION_KEY: &[u8] = b"format_version";
+
+/// An open data directory.
+pub(super) struct Disk {
+    /// The fjall keyspaces, indexed by [`Space::index`]. Declared before `db` and `lock`
+    /// so they drop first.
+    spaces: Vec<Keyspace>,
+    /// The database; its drop stops fjall's threads.
+    db: Database,
+    /// The locked lock file, released when the store is dropped, after the database.
+    _lock: File,
+}
+
+impl Disk {
+    /// Opens (or creates) the store in `dir`.
+    pub(super) fn open(dir: &Path) -> Result<Disk, OpenError> {
+        let directory = |source| OpenError::Directory {
+            path: dir.to_path_buf(),
+            source,
+        };
+        match std::fs::create_dir(dir) {
+            Ok(()) => {}
+            Err(err) if err.kind() == ErrorKind::AlreadyExists && dir.is_dir() => {}
+            Err(err) => return Err(directory(err)),
+        }
+        let data = dir.join(DATA_DIR);
+        if !data.exists() {
+            // A new store goes only into an empty directory (or one holding only our lock
+            // file): nothing of anyone else's is written beside.
+            let foreign = std::fs::read_dir(dir)
+                .map_err(directory)?
+                .filter_map(Result::ok)
+                .any(|entry| entry.file_name() != LOCK_FILE);
+            if foreign {
+                return Err(OpenError::Foreign {
+                    path: dir.to_path_buf(),
+                });
+            }
+        }
+        let lock = take_lock(dir)?;
+        let (db, spaces) = open_engine(dir, &data)?;
+        check_version(dir, &db, &spaces)?;
+        Ok(Disk {
+            spaces,
+            db,
+            _lock: lock,
+        })
+    }
+
+    /// Commits each batch as one fjall batch, not yet synced.
+    pub(super) fn write(&self, batches: &[Batch]) -> Result<(), String> {
+        for batch in batches {
+            let mut write = self.db.batch();
+            for op in batch.last_per_key() {
+                let space = &self.spaces[op.space().index()];
+                match op {
+                    Op::Put { key, value, .. } => {
+                        write.insert(space, key.as_slice(), value.as_slice())
+                    }
+                    Op::Delete { key, .. } => write.remove(space, key.as_slice()),
+                }
+            }
+            write.commit().map_err(|err| describe(&err))?;
+        }
+        Ok(())
+    }
+
+    /// Syncs the journal: everything written is durable when it returns `Ok`.
+    pub(super) fn sync(&self) -> Result<(), String> {
+        self.db
+            .persist(PersistMode::SyncData)
+            .map_err(|err| describe(&err))
+    }
+
+    /// One key's value, as written.
+    pub(super) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        self.spaces[space.index()]
+            .get(key)
+            .map(|value| value.map(|v| v.to_vec()))
+            .map_err(|err| describe(&err))
+    }
+
+    /// A space's contents, as written, in key order.
+    pub(super) fn scan(&self, space: Space) -> Result<Entries, String> {
+        self.spaces[space.index()]
+            .iter()
+            .map(|guard| {
+                guard
+                    .into_inner()
+                    .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                    .map_err(|err| describe(&err))
+            })
+            .collect()
+    }
+}
+
+/// Creates and locks the lock file of `dir`.
+fn take_lock(dir: &Path) -> Result<File, OpenError> {
+    let path = dir.join(LOCK_FILE);
+    let lock_error = |source| OpenError::Lock {
+        path: path.clone(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(lock_error)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(OpenError::Held {
+            path: dir.to_path_buf(),
+        }),
+        Err(TryLockError::Error(source)) => Err(lock_error(source)),
+    }
+}
+
+/// Opens fjall in `data` and each space's keyspace; a refusal or a panic of the engine
+/// while it recovers is a refusal naming `dir`.
+fn open_engine(dir: &Path, data: &Path) -> Result<(Database, Vec<Keyspace>), OpenError> {
+    let corrupt = |cause| OpenError::Corrupt {
+        path: dir.to_path_buf(),
+        cause,
+    };
+    let opened = catch_unwind(AssertUnwindSafe(|| {
+        let db = Database::builder(data)
+            .manual_journal_persist(true)
+            .open()?;
+        let spaces = Space::ALL
+            .iter()
+            .map(|space| db.keyspace(space.name(), KeyspaceCreateOptions::default))
+            .collect::<fjall::Result<Vec<_>>>()?;
+        Ok::<_, fjall::Error>((db, spaces))
+    }));
+    match opened {
+        Ok(Ok(opened)) => Ok(opened),
+        Ok(Err(err)) => Err(corrupt(describe(&err))),
+        Err(panic) => Err(corrupt(format!(
+            "the engine panicked while recovering: {}",
+            panic_message(panic.as_ref())
+        ))),
+    }
+}
+
+/// Checks the format version, writing it into a store that holds nothing yet (a new one,
+/// or one whose creation was interrupted before the version was synced).
+fn check_version(dir: &Path, db: &Database, spaces: &[Keyspace]) -> Result<(), OpenError> {
+    let corrupt = |err: fjall::Error| OpenError::Corrupt {
+        path: dir.to_path_buf(),
+        cause: describe(&err),
+    };
+    let meta = &spaces[Space::Meta.index()];
+    match meta.get(VERSION_KEY).map_err(corrupt)? {
+        Some(found) if found.as_ref() == FORMAT_VERSION.to_string().as_bytes() => Ok(()),
+        Some(found) => Err(OpenError::Version {
+            path: dir.to_path_buf(),
+            found: String::from_utf8_lossy(&found).into_owned(),
+            expected: FORMAT_VERSION,
+        }),
+        None => {
+            for space in spaces {
+                if !space.is_empty().map_err(corrupt)? {
+                    return Err(OpenError::Unversioned {
+                        path: dir.to_path_buf(),
+                    });
+                }
+            }
+            meta.insert(VERSION_KEY, FORMAT_VERSION.to_string())
+                .map_err(corrupt)?;
+            db.persist(PersistMode::SyncAll).map_err(corrupt)
+        }
+    }
+}
+
+/// A fjall error as a reason a reader can act on.
+fn describe(err: &fjall::Error) -> String {
+    match err {
+        fjall::Error::Io(io) => io.to_string(),
+        fjall::Error::JournalRecovery(cause) => format!("the journal is damaged ({cause:?})"),
+        fjall::Error::InvalidVersion(found) => {
+            format!("the engine's files are of another version ({found:?})")
+        }
+        fjall::Error::Poisoned => "the engine stopped after an earlier failure".to_owned(),
+        fjall::Error::Locked => "the engine's own lock is held".to_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The text of a caught panic.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned())
+}

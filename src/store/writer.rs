@@ -1,0 +1,327 @@
+//! The queue and the group commit, the same for both engines.
+//!
+//! Submitters append to one FIFO and return. The committer (the writer thread, or the
+//! caller of `sync_now`) takes everything queued, writes it, syncs once, then calls the
+//! acks in submission order. It never waits to gather more: while one sync runs, new
+//! batches queue and form the next group, so groups grow with the load and a lone batch
+//! is synced at once (RocksDB's rule).
+//!
+//! A failed write or sync poisons the store: the group's acks get the failure, every
+//! later ack gets `StoreError::Poisoned` naming it, and nothing is written after it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use super::disk::Disk;
+use super::memory::Memory;
+use super::{Ack, Batch, Entries, Faults, Space, Stats, StoreError};
+
+/// Locks `mutex`, going on if a thread panicked while holding it: every critical section
+/// here leaves its data consistent at each step.
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The engine a store writes to.
+pub(super) enum Engine {
+    /// Durable and pending kept apart in memory.
+    Memory(Memory),
+    /// fjall in a directory.
+    Disk(Disk),
+}
+
+/// A submitted batch and its ack.
+struct Pending {
+    /// The batch.
+    batch: Batch,
+    /// Called once with its fate.
+    ack: Ack,
+}
+
+/// The FIFO between submitters and the committer.
+#[derive(Default)]
+struct Queue {
+    /// Submitted and not yet taken, oldest first.
+    pending: Vec<Pending>,
+    /// The last handle dropped: the writer finishes what is queued and stops.
+    closed: bool,
+}
+
+/// Everything a store's handles and its writer share.
+pub(super) struct Shared {
+    /// The directory, or `memory`, as errors name it.
+    name: Arc<str>,
+    /// Where groups are written.
+    engine: Engine,
+    /// Submitted batches not yet taken by a committer.
+    queue: Mutex<Queue>,
+    /// Wakes the writer when the queue fills or closes.
+    filled: Condvar,
+    /// Held by whoever commits a group, from taking it to its last ack, so groups are
+    /// committed and acknowledged in the order they were taken.
+    committing: Mutex<()>,
+    /// The failure that stopped the store.
+    poison: Mutex<Option<Arc<StoreError>>>,
+    /// Whether `poison` is set, read without the lock.
+    poisoned: AtomicBool,
+    /// The failures to inject.
+    faults: Faults,
+    /// Syncs attempted, counted for `faults`.
+    attempts: AtomicU64,
+    /// Successful syncs.
+    syncs: AtomicU64,
+    /// Batches acknowledged durable.
+    batches: AtomicU64,
+    /// Bytes in those batches.
+    bytes: AtomicU64,
+    /// The largest group synced.
+    largest_group: AtomicU64,
+}
+
+/// Starts the writer thread of `shared`.
+pub(super) fn spawn(shared: &Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
+    let shared = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name("parkway-store".into())
+        .spawn(move || shared.run())
+}
+
+impl Shared {
+    /// A store over `engine`, named `name` in its errors.
+    pub(super) fn new(name: Arc<str>, engine: Engine, faults: Faults) -> Shared {
+        Shared {
+            name,
+            engine,
+            queue: Mutex::new(Queue::default()),
+            filled: Condvar::new(),
+            committing: Mutex::new(()),
+            poison: Mutex::new(None),
+            poisoned: AtomicBool::new(false),
+            faults,
+            attempts: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            largest_group: AtomicU64::new(0),
+        }
+    }
+
+    /// The directory, or `memory`.
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Queues a batch and wakes the writer.
+    pub(super) fn submit(&self, batch: Batch, ack: Ack) {
+        lock(&self.queue).pending.push(Pending { batch, ack });
+        self.filled.notify_one();
+    }
+
+    /// Lets the writer finish what is queued and stop.
+    pub(super) fn close(&self) {
+        lock(&self.queue).closed = true;
+        self.filled.notify_one();
+    }
+
+    /// The writer thread: commit whatever is queued, as soon as it is, until closed and
+    /// empty.
+    fn run(&self) {
+        loop {
+            let mut queue = lock(&self.queue);
+            while queue.pending.is_empty() && !queue.closed {
+                queue = self
+                    .filled
+                    .wait(queue)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            if queue.pending.is_empty() {
+                return;
+            }
+            drop(queue);
+            let _committing = lock(&self.committing);
+            let (group, epoch) = self.take();
+            self.commit(group, epoch);
+        }
+    }
+
+    /// Commits everything queued now, on the caller's thread; returns how many batches it
+    /// acknowledged durable.
+    pub(super) fn sync_now(&self) -> usize {
+        let _committing = lock(&self.committing);
+        let (group, epoch) = self.take();
+        self.commit(group, epoch)
+    }
+
+    /// Takes everything queued, with the engine's epoch at that moment (a crash after it
+    /// loses the group). The caller holds `committing`.
+    fn take(&self) -> (Vec<Pending>, u64) {
+        let mut queue = lock(&self.queue);
+        let epoch = match &self.engine {
+            Engine::Memory(memory) => memory.epoch(),
+            Engine::Disk(_) => 0,
+        };
+        (std::mem::take(&mut queue.pending), epoch)
+    }
+
+    /// Writes `group`, syncs once, and calls its acks in order; returns how many batches
+    /// it acknowledged durable.
+    fn commit(&self, group: Vec<Pending>, epoch: u64) -> usize {
+        if group.is_empty() {
+            return 0;
+        }
+        let (batches, acks): (Vec<Batch>, Vec<Ack>) =
+            group.into_iter().map(|p| (p.batch, p.ack)).unzip();
+        if let Some(first) = lock(&self.poison).clone() {
+            let err = StoreError::Poisoned {
+                store: Arc::clone(&self.name),
+                first,
+            };
+            for ack in acks {
+                ack(Err(err.clone()));
+            }
+            return 0;
+        }
+        let bytes: u64 = batches.iter().map(Batch::bytes).sum();
+        let count = batches.len();
+        let synced = self
+            .write(&batches)
+            .and_then(|()| self.injected())
+            .and_then(|()| self.sync(batches, epoch));
+        match synced {
+            Ok(true) => {
+                self.syncs.fetch_add(1, Ordering::Relaxed);
+                self.batches.fetch_add(count as u64, Ordering::Relaxed);
+                self.bytes.fetch_add(bytes, Ordering::Relaxed);
+                self.largest_group
+                    .fetch_max(count as u64, Ordering::Relaxed);
+                for ack in acks {
+                    ack(Ok(()));
+                }
+                count
+            }
+            // Lost in a crash: no one is told, as no one would be.
+            Ok(false) => 0,
+            Err(err) => {
+                tracing::error!(store = %self.name, error = %err, "store stopped: nothing is acknowledged after a failed write or sync");
+                *lock(&self.poison) = Some(Arc::new(err.clone()));
+                self.poisoned.store(true, Ordering::Release);
+                for ack in acks {
+                    ack(Err(err.clone()));
+                }
+                0
+            }
+        }
+    }
+
+    /// Hands the group to the engine, not yet durable.
+    fn write(&self, batches: &[Batch]) -> Result<(), StoreError> {
+        match &self.engine {
+            Engine::Memory(_) => Ok(()),
+            Engine::Disk(disk) => disk.write(batches).map_err(|cause| StoreError::Write {
+                store: Arc::clone(&self.name),
+                cause,
+            }),
+        }
+    }
+
+    /// The injected failure of this sync, if `faults` asks for one.
+    fn injected(&self) -> Result<(), StoreError> {
+        let attempt = self.attempts.fetch_add(1, Ordering::Relaxed);
+        match self.faults.fail_sync_after {
+            Some(after) if attempt >= after => Err(StoreError::Sync {
+                store: Arc::clone(&self.name),
+                cause: format!("injected failure of sync {}", attempt + 1),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Makes the written group durable; `false` if a crash since `epoch` lost it.
+    fn sync(&self, batches: Vec<Batch>, epoch: u64) -> Result<bool, StoreError> {
+        match &self.engine {
+            Engine::Memory(memory) => Ok(memory.apply(batches, epoch)),
+            Engine::Disk(disk) => disk
+                .sync()
+                .map(|()| true)
+                .map_err(|cause| StoreError::Sync {
+                    store: Arc::clone(&self.name),
+                    cause,
+                }),
+        }
+    }
+
+    /// The refusal of a read on a poisoned store: on disk it could see what was written
+    /// and never made durable.
+    fn refuse_if_poisoned(&self) -> Result<(), StoreError> {
+        match lock(&self.poison).clone() {
+            Some(first) => Err(StoreError::Poisoned {
+                store: Arc::clone(&self.name),
+                first,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// One key's value.
+    pub(super) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.refuse_if_poisoned()?;
+        match &self.engine {
+            Engine::Memory(memory) => Ok(memory.get(space, key)),
+            Engine::Disk(disk) => disk
+                .get(space, key)
+                .map_err(|cause| self.read_error(space, cause)),
+        }
+    }
+
+    /// A whole space, in key order.
+    pub(super) fn scan(&self, space: Space) -> Result<Entries, StoreError> {
+        self.refuse_if_poisoned()?;
+        match &self.engine {
+            Engine::Memory(memory) => Ok(memory.scan(space)),
+            Engine::Disk(disk) => disk
+                .scan(space)
+                .map_err(|cause| self.read_error(space, cause)),
+        }
+    }
+
+    /// A read failure of `space`.
+    fn read_error(&self, space: Space, cause: String) -> StoreError {
+        StoreError::Read {
+            store: Arc::clone(&self.name),
+            space: space.name(),
+            cause,
+        }
+    }
+
+    /// Drops every pending batch of a memory store and clears the poison.
+    pub(super) fn crash(&self) {
+        let Engine::Memory(memory) = &self.engine else {
+            return;
+        };
+        // The queue lock first, as `take` does: a group taken before this is lost by the
+        // epoch, one not taken is dropped here.
+        let mut queue = lock(&self.queue);
+        memory.crash();
+        let lost = std::mem::take(&mut queue.pending);
+        drop(queue);
+        drop(lost);
+        *lock(&self.poison) = None;
+        self.poisoned.store(false, Ordering::Release);
+    }
+
+    /// Whether a failure stopped the store.
+    pub(super) fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+
+    /// The figures so far.
+    pub(super) fn stats(&self) -> Stats {
+        Stats {
+            syncs: self.syncs.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            largest_group: self.largest_group.load(Ordering::Relaxed),
+        }
+    }
+}
