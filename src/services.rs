@@ -340,6 +340,16 @@ impl Services {
 
     /// Count a waiting outcome: counted against the caller ceiling, never refused.
     pub(crate) fn count_waiting(&self) {
-        self.caps.caller.fetch_add(1, Ordering::AcqRel);
+        self.occupy(To::Caller);
+    }
+
+    /// Count one unit of `to`'s ceiling without admission: an entry that already holds
+    /// it (a waiting outcome, or an entry read back after a restart).
+    pub(crate) fn occupy(&self, to: To) {
+        let counter = match to {
+            To::Caller => &self.caps.caller,
+            To::User => &self.caps.user,
+        };
+        counter.fetch_add(1, Ordering::AcqRel);
     }
 }

@@ -316,6 +316,10 @@ impl<'a> Work<'a> {
                 Effect::CountWaiting => s.count_waiting(),
                 Effect::Live(run) => hub.records.live(run, Arc::clone(&state.name)),
                 Effect::Record(record) => hub.records.ended(*record),
+                Effect::Occupy(to) => s.occupy(to),
+                Effect::Alive => {
+                    s.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 Effect::Activate(launch) => {
                     s.inflight.add();
                     let port: Arc<dyn Port> = Arc::clone(hub) as Arc<dyn Port>;

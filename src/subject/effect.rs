@@ -168,6 +168,11 @@ pub(crate) enum Effect {
     Release(To),
     /// Count a waiting outcome against the caller ceiling.
     CountWaiting,
+    /// After a restart: count an entry read back against its ceiling (a waiting
+    /// outcome's against the caller's), never refused.
+    Occupy(To),
+    /// After a restart: count a run read back as live.
+    Alive,
     /// A run began on the subject: the hub notes where its record is read.
     Live(Arc<str>),
     /// Keep the record of a run that ended for good, for the retention horizon.

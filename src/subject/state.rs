@@ -77,6 +77,9 @@ pub(crate) struct Parked {
     /// A `sync` user ask: the blocked activation waiting for the answer.
     #[serde(skip)]
     waiter: Option<Waiter>,
+    /// A user ask as the inbox lists it, kept so a restart can list it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    offered: Option<Box<InboxItem>>,
     /// The entry converted for jq, kept until the entry changes: `$parked` is rebuilt
     /// from these whenever the set changes.
     #[serde(skip)]
@@ -728,6 +731,7 @@ impl State {
                 answer: None,
                 outcome: Some(Box::new(outcome)),
                 waiter: None,
+                offered: None,
                 input: None,
             }),
         );
@@ -866,8 +870,8 @@ impl State {
                 interaction: Arc::clone(&name),
             },
         );
-        if ask.to == To::User {
-            step.push(Effect::Offer(Box::new(InboxItem {
+        let offered = (ask.to == To::User).then(|| {
+            Box::new(InboxItem {
                 id: id.clone(),
                 subject: self.subject(),
                 question: ask.question.clone(),
@@ -876,7 +880,10 @@ impl State {
                 schema: ask.schema.clone(),
                 asked_by: lineage.to_vec(),
                 expiry_at: checked.deadline,
-            })));
+            })
+        });
+        if let Some(item) = &offered {
+            step.push(Effect::Offer(item.clone()));
         }
         let entry = Entry {
             id: id.clone(),
@@ -899,6 +906,7 @@ impl State {
                 answer: None,
                 outcome: None,
                 waiter,
+                offered,
                 input: None,
             }),
         );
@@ -1445,6 +1453,84 @@ impl State {
                 subject: Arc::clone(&self.name),
             },
         );
+    }
+
+    /// Bring a state read back from the store after a restart into this process: the
+    /// runs whose activation was executing when the process stopped are replayed from
+    /// their journal (the asks that activation had raised were never completed: they
+    /// are withdrawn, each resolved `cancelled`); every deadline and retention horizon is
+    /// armed again with a fresh key, so a timer of the old process cannot match; the
+    /// ceilings count the entries again, the inbox lists the user asks, the supervisor's
+    /// tree links the chains, and the live runs are counted.
+    pub(crate) fn recover(&mut self, step: &mut Step<'_>) {
+        let mut in_flight: Vec<Arc<str>> = self
+            .runs
+            .iter()
+            .filter(|(_, run)| run.status == RunStatus::Running)
+            .map(|(id, _)| Arc::clone(id))
+            .collect();
+        in_flight.sort();
+        for run in &in_flight {
+            let orphans: Vec<Arc<str>> = self
+                .entries
+                .iter()
+                .filter(|(_, p)| p.run == *run && p.entry.status == Status::Asking)
+                .map(|(id, _)| Arc::clone(id))
+                .collect();
+            for id in orphans {
+                // Never counted in this process: removed without giving a unit back.
+                self.entries.shift_remove(&id);
+                self.resolved(step, &id, Resolution::Cancelled);
+            }
+            if let Some(r) = self.runs.get_mut(run) {
+                r.group = None;
+            }
+        }
+        let entries = &self.entries;
+        self.groups
+            .retain(|_, g| g.members.iter().any(|m| entries.contains_key(m.as_str())));
+        self.parked = None;
+        let name = Arc::clone(&self.name);
+        for (id, parked) in &mut self.entries {
+            parked.input = None;
+            let to = parked.entry.to.unwrap_or(To::Caller);
+            step.push(Effect::Occupy(to));
+            let Some(old) = parked.timer else {
+                continue;
+            };
+            let timer = if parked.outcome.is_some() {
+                Timer::Retention {
+                    subject: Arc::clone(&name),
+                    interaction: Arc::clone(id),
+                }
+            } else {
+                Timer::Expiry {
+                    subject: Arc::clone(&name),
+                    interaction: Arc::clone(id),
+                }
+            };
+            parked.timer = Some(step.arm(old.at, timer));
+        }
+        for parked in self.entries.values() {
+            if let Some(item) = parked.offered.as_ref().filter(|_| parked.entry.status == Status::Asking) {
+                step.push(Effect::Offer(item.clone()));
+            }
+        }
+        let mut linked: Vec<(&Arc<str>, &Box<Run>)> =
+            self.runs.iter().filter(|(_, r)| r.linked).collect();
+        linked.sort_by(|a, b| a.0.cmp(b.0));
+        for (id, run) in linked {
+            step.push(Effect::Link {
+                run: Arc::clone(id),
+                parent: run.parent.clone(),
+            });
+        }
+        for _ in 0..self.runs.len() {
+            step.push(Effect::Alive);
+        }
+        for run in in_flight {
+            self.activate(step, &run);
+        }
     }
 
     /// Drop `$parked` and each entry's conversion for jq: a passive subject keeps plain

@@ -278,6 +278,8 @@ fn line(effect: &Effect) -> String {
         Effect::Disarm(_) => "disarm".to_owned(),
         Effect::Release(to) => format!("release {to:?}"),
         Effect::CountWaiting => "count waiting".to_owned(),
+        Effect::Occupy(to) => format!("occupy {to:?}"),
+        Effect::Alive => "alive".to_owned(),
         Effect::Record(record) => format!("record {} {:?}", record.run_id, record.status),
         Effect::Live(run) => format!("live {run}"),
         Effect::Activate(launch) => format!("activate {}#{}", launch.run, launch.epoch),
