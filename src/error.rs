@@ -384,6 +384,9 @@ pub enum BuildError {
     /// A setting could not be read from the environment.
     #[error("{0}")]
     Settings(Problems<crate::settings::SettingsError>),
+    /// The data directory could not be opened, or what it holds could not be read back.
+    #[error("{0}")]
+    Store(String),
     /// An actor could not be spawned.
     #[error("could not start the {what} actor: {reason}")]
     Spawn {

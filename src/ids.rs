@@ -64,6 +64,26 @@ impl Ids {
     }
 
     /// A fresh id of the given kind.
+    /// The counters of sequential ids, to be kept durable so that a restart never
+    /// issues an id twice; `None` for random ids, which need none.
+    pub(crate) fn high_water(&self) -> Option<[u64; 3]> {
+        match &self.source {
+            Source::Sequential(counters) => {
+                Some(std::array::from_fn(|i| counters[i].load(Ordering::Relaxed)))
+            }
+            Source::Random(_) => None,
+        }
+    }
+
+    /// After a restart: continue sequential ids past `marks`, the counters kept durable.
+    pub(crate) fn raise(&self, marks: [u64; 3]) {
+        if let Source::Sequential(counters) = &self.source {
+            for (counter, mark) in counters.iter().zip(marks) {
+                counter.fetch_max(mark, Ordering::Relaxed);
+            }
+        }
+    }
+
     pub(crate) fn next(&self, kind: Kind) -> String {
         match &self.source {
             Source::Sequential(counters) => {

@@ -73,8 +73,6 @@ mod runtime;
 mod services;
 mod settings;
 pub mod sim;
-// Not wired into the runtime yet: only its own tests reach it until then.
-#[cfg_attr(not(test), allow(dead_code, unused_imports))]
 mod store;
 mod subject;
 mod supervisor;

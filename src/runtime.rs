@@ -148,6 +148,10 @@ pub struct Builder {
     clock: Arc<dyn Clock>,
     ids: Option<Ids>,
     event_capacity: usize,
+    data_dir: Option<std::path::PathBuf>,
+    /// Targets registered before the build, so runs read back from a data directory
+    /// find them.
+    targets: crate::target::Targets,
 }
 
 impl Default for Builder {
@@ -158,6 +162,8 @@ impl Default for Builder {
             edits: Vec::new(),
             clock: Arc::new(SystemClock),
             ids: None,
+            data_dir: None,
+            targets: Default::default(),
             event_capacity: DEFAULT_EVENT_CAPACITY,
         }
     }
@@ -231,6 +237,31 @@ impl Builder {
     }
 
     /// Start the supervisor and the ticker; must be called inside a Tokio runtime.
+    /// Register a target before the runtime is built, as [`Runtime::register`] does
+    /// after: with a data directory, the runs read back when it is built (those whose
+    /// activation was executing are replayed at once) find their targets registered.
+    pub fn register<F, Fut>(self, name: &str, extras: &[&str], f: F) -> Self
+    where
+        F: Fn(Ctx, Value, Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, RunError>> + Send + 'static,
+    {
+        self.targets.register(name, extras, f);
+        self
+    }
+
+    /// Keep everything a restart must find in `dir` (`docs/durability.md`): the runtime
+    /// reads back what the directory holds when it is built, and acknowledges nothing
+    /// before it is durable there. Without it (and without `PARKWAY_DATA_DIR` in the
+    /// environment, read unless [`Builder::without_env`]) the runtime runs in memory.
+    pub fn data_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.data_dir = Some(dir.into());
+        self
+    }
+
+    /// Build the runtime. With a data directory, it is opened (refused, naming the path
+    /// and the reason, if it is of another format, damaged, or held by another process)
+    /// and what it holds is read back first: register the targets on the builder
+    /// ([`Builder::register`]) so the runs read back find them.
     pub async fn build(self) -> Result<Runtime, BuildError> {
         let mut settings = match (self.settings, self.env) {
             (Some(s), _) => s,
@@ -253,18 +284,33 @@ impl Builder {
                     what: "supervisor",
                     reason: e.to_string(),
                 })?;
-        let services = Services::new(
+        let data_dir = self.data_dir.or_else(|| {
+            self.env
+                .then(|| std::env::var_os("PARKWAY_DATA_DIR"))
+                .flatten()
+                .filter(|d| !d.is_empty())
+                .map(std::path::PathBuf::from)
+        });
+        let store = match &data_dir {
+            None => None,
+            Some(dir) => Some(
+                crate::store::Store::open(dir).map_err(|e| BuildError::Store(e.to_string()))?,
+            ),
+        };
+        let mut services = Services::new(
             settings,
             self.clock,
             self.ids.unwrap_or_default(),
             arming,
             self.event_capacity,
         );
+        services.store = store;
+        services.targets = self.targets;
         crate::tools::register(&services.targets);
         let hub = Arc::new(Hub::new(services, supervisor));
         let (rounds, requests) = mpsc::unbounded_channel();
         let ticker = tokio::spawn(ticker::run(Arc::downgrade(&hub), wake, requests));
-        Ok(Runtime {
+        let runtime = Runtime {
             inner: Arc::new(Handle {
                 hub,
                 rounds,
@@ -272,7 +318,15 @@ impl Builder {
                 supervisor: Mutex::new(Some(supervisor_task)),
                 shutdown: tokio::sync::OnceCell::new(),
             }),
-        })
+        };
+        if let Err(reason) = crate::subject::durable::recover(runtime.hub()).await {
+            runtime.shutdown().await;
+            return Err(BuildError::Store(format!(
+                "the data directory {} could not be read back: {reason}",
+                data_dir.as_deref().unwrap_or(std::path::Path::new("")).display()
+            )));
+        }
+        Ok(runtime)
     }
 }
 
@@ -506,7 +560,8 @@ impl Runtime {
 
     /// Remove a door; whether it existed. A removed schedule fires no more.
     pub fn remove_door(&self, name: &str) -> bool {
-        self.hub().doors.remove(name)
+        let hub = self.hub();
+        hub.doors.remove_saved(&hub.services, name)
     }
 
     /// Visit the door `door` on `subject` with the input document `input`. A route's

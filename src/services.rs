@@ -244,6 +244,9 @@ pub(crate) struct Services {
     closed: AtomicBool,
     /// Notified when `closed` is set.
     closing: Notify,
+    /// The durable store, when the runtime was given a data directory; `None` runs in
+    /// memory.
+    pub(crate) store: Option<crate::store::Store>,
     /// Background tasks a shutdown waits for: the `submit` door's record writers, the
     /// deliveries of the supervisor's answers.
     pub(crate) tasks: Tasks,
@@ -271,6 +274,7 @@ impl Services {
             closed: AtomicBool::new(false),
             closing: Notify::new(),
             tasks: Tasks::default(),
+            store: None,
         }
     }
 

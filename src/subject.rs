@@ -14,10 +14,12 @@
 //! - [`client`]: the operations everything else goes through (start, park, list, resume,
 //!   take, cancel, visit, answer), each a [`Msg`] to the subject and an await on its
 //!   reply.
-//! - [`records`]: every run's latest record, which the subjects' effects keep.
+//! - [`records`]: where every run's record is read.
+//! - [`durable`]: what a subject's change is in the store, and reading it back.
 
 pub(crate) mod actor;
 pub(crate) mod client;
+pub(crate) mod durable;
 pub(crate) mod effect;
 pub(crate) mod hub;
 pub(crate) mod packed;
@@ -78,6 +80,9 @@ pub(crate) enum Msg {
     /// The supervisor's answer to the chains the held message asked for, in the order
     /// asked.
     Chains(Vec<Vec<Arc<str>>>),
+    /// The store's acknowledgement of the oldest change not yet durable: its effects are
+    /// released, or, on a failure, the runtime stops.
+    Durable(Result<(), crate::store::StoreError>),
 }
 
 /// One operation on a subject's state (`State::handle`).
@@ -168,4 +173,6 @@ pub(crate) enum Op {
     },
     /// The idle check fired.
     Idle { key: TimerKey },
+    /// The state was read back from the store after a restart (`State::recover`).
+    Recover,
 }

@@ -19,6 +19,7 @@ use super::spec::{Kind, Spec};
 use crate::error::Problems;
 use crate::jq::{EvalError, Input, Limits, Program};
 use crate::services::Services;
+use crate::store::{Batch, Space, Store};
 use crate::supervisor::Timer;
 
 #[derive(Debug, Default)]
@@ -80,6 +81,30 @@ impl Doors {
     /// Save (or replace) a door: compiled and checked now, every problem reported
     /// together; a schedule is armed from the clock's now.
     pub(crate) fn save(&self, services: &Services, spec: Spec) -> Result<(), SaveError> {
+        let written = serde_json::to_vec(&spec).ok();
+        let name = spec.name.clone();
+        self.restore(services, spec)?;
+        if let (Some(store), Some(bytes)) = (&services.store, written) {
+            let mut batch = Batch::new();
+            batch.put(Space::Doors, name.as_bytes(), bytes);
+            wait_durable(store, batch);
+        }
+        Ok(())
+    }
+
+    /// Forget the door called `name`, durably; whether it existed.
+    pub(crate) fn remove_saved(&self, services: &Services, name: &str) -> bool {
+        let existed = self.remove(name);
+        if let Some(store) = &services.store {
+            let mut batch = Batch::new();
+            batch.delete(Space::Doors, name.as_bytes());
+            wait_durable(store, batch);
+        }
+        existed
+    }
+
+    /// Compile and keep `spec` (a save, or a door read back after a restart).
+    pub(crate) fn restore(&self, services: &Services, spec: Spec) -> Result<(), SaveError> {
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         let name = spec.name.clone();
         let saved = Saved::compile(spec, &services.targets, generation).map_err(|problems| {
@@ -119,6 +144,21 @@ impl Doors {
         }
         let subject: Arc<str> = Arc::from(subject.as_str());
         Some((door, subject))
+    }
+}
+
+/// Submit `batch` and wait until it is durable (or the store failed, which the store
+/// logs): a door's save is rare, and its caller is told only once it is kept.
+fn wait_durable(store: &Store, batch: Batch) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    store.submit(
+        batch,
+        Box::new(move |result| {
+            let _ = tx.send(result);
+        }),
+    );
+    if let Ok(Err(error)) = rx.recv() {
+        tracing::error!(%error, "a door's change could not be made durable");
     }
 }
 

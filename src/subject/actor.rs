@@ -20,6 +20,7 @@ use std::sync::Arc;
 use ractor::{ActorProcessingErr, ActorRef, MessagingErr};
 
 use super::effect::{Effect, Step};
+use super::durable;
 use super::hub::Hub;
 use super::registry::Stopped;
 use super::state::{After, Awaiting, Chains, Handled, Pending, Planned, State};
@@ -89,6 +90,12 @@ impl ractor::Actor for Active {
         let mut idle = None;
         let mut handled = 0;
         match msg {
+            // Acknowledgements are taken whatever waits: they only release effects.
+            Msg::Durable(result) => {
+                // The change's unit in flight rode on this message.
+                handled += 1;
+                Work::new(&hub, &myself, &mut held.activations).durable(&mut state, result);
+            }
             Msg::Chains(answer) => {
                 // The exchange's own unit in flight rode on this message.
                 handled += 1;
@@ -119,7 +126,7 @@ impl ractor::Actor for Active {
         // A draining actor's state is on its way to be stored: a message queued before
         // the drain marker arms no idle check, which would outlive the state it was for
         // and wake the subject later for nothing.
-        let after = if held.draining || state.awaiting.is_some() {
+        let after = if held.draining || state.awaiting.is_some() || !state.unacked.is_empty() {
             After::Stay
         } else {
             let s = &hub.services;
@@ -234,6 +241,11 @@ impl<'a> Work<'a> {
             }
             // An answer nothing waits for: a stale exchange, ignored.
             Msg::Chains(_) => return (true, None),
+            // Taken in `handle` before anything is held; not reached.
+            Msg::Durable(result) => {
+                self.durable(state, result);
+                return (true, None);
+            }
         };
         (self.run(state, what, None), None)
     }
@@ -259,7 +271,7 @@ impl<'a> Work<'a> {
                 } => Some((Awaiting::Visit(op), runs, canceller)),
             },
         };
-        self.apply(state, step.into_effects());
+        self.commit(state, step.into_effects());
         match needs {
             None => true,
             Some((what, runs, canceller)) => {
@@ -288,6 +300,53 @@ impl<'a> Work<'a> {
         }
     }
 
+    /// Hand a transition's change to the store and hold its effects until it is durable;
+    /// without a store (a runtime in memory), apply them now. A transition that changed
+    /// nothing (only replies) needs no write, but still waits behind any change not yet
+    /// durable, so nothing it shows can be ahead of what is durable.
+    fn commit(&mut self, state: &mut State, effects: Vec<Effect>) {
+        let Some(store) = &self.hub.services.store else {
+            return self.apply(state, effects);
+        };
+        let writes = effects.iter().any(|e| !matches!(e, Effect::Reply(_)));
+        if !writes {
+            match state.unacked.back_mut() {
+                Some(last) => last.extend(effects),
+                None => self.apply(state, effects),
+            }
+            return;
+        }
+        let batch = durable::change(state, &effects, &self.hub.services.ids);
+        state.unacked.push_back(effects);
+        let hub = Arc::clone(self.hub);
+        hub.services.inflight.add();
+        let (me, subject) = (self.myself.clone(), Arc::clone(&state.name));
+        // The store calls back from its writer thread, outside the async runtime.
+        let runtime = tokio::runtime::Handle::current();
+        store.submit(
+            batch,
+            Box::new(move |result| acknowledge(&runtime, &hub, &me, &subject, result)),
+        );
+    }
+
+    /// The store acknowledged the oldest change not yet durable: release its effects.
+    /// A failed write stops the runtime: nothing after it is acknowledged.
+    fn durable(&mut self, state: &mut State, result: Result<(), crate::store::StoreError>) {
+        match result {
+            Ok(()) => {
+                if let Some(effects) = state.unacked.pop_front() {
+                    self.apply(state, effects);
+                }
+            }
+            Err(error) => {
+                tracing::error!(subject = %state.name, %error, "the store failed: the runtime stops");
+                self.hub.services.close();
+                // Their senders learn the runtime stopped; nothing of them is shown.
+                state.unacked.clear();
+            }
+        }
+    }
+
     /// Apply `effects` in order.
     fn apply(&mut self, state: &mut State, effects: Vec<Effect>) {
         let hub = self.hub;
@@ -301,7 +360,7 @@ impl<'a> Work<'a> {
                     {
                         let mut step = self.step();
                         state.leave_waiting(&mut step, waiting);
-                        self.apply(state, step.into_effects());
+                        self.commit(state, step.into_effects());
                     }
                 }
                 Effect::Answer(waiter, answer) => waiter.send(answer),
@@ -408,6 +467,34 @@ fn deliver(hub: &Arc<Hub>, me: &ActorRef<Msg>, subject: &Arc<str>, chains: Vec<V
             hub.services.tasks.push(task);
         }
         // Stopped: nothing waits for it any more.
+        Err(_) => hub.services.inflight.done(),
+    }
+}
+
+/// Hand the store's acknowledgement to the subject whose change it was: to its actor's
+/// mailbox or, if that actor is draining, through the registry to the next one (the
+/// state that waits is kept as it is meanwhile, not packed).
+fn acknowledge(
+    runtime: &tokio::runtime::Handle,
+    hub: &Arc<Hub>,
+    me: &ActorRef<Msg>,
+    subject: &Arc<str>,
+    result: Result<(), crate::store::StoreError>,
+) {
+    match me.cast(Msg::Durable(result)) {
+        // The change's unit in flight rides on the message.
+        Ok(()) => {}
+        Err(MessagingErr::SendErr(msg)) => {
+            let (hub, subject) = (Arc::clone(hub), Arc::clone(subject));
+            let task = runtime.spawn({
+                let hub = Arc::clone(&hub);
+                async move {
+                    let _ = hub.registry.send(&hub, &subject, msg).await;
+                    hub.services.inflight.done();
+                }
+            });
+            hub.services.tasks.push(task);
+        }
         Err(_) => hub.services.inflight.done(),
     }
 }

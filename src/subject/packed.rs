@@ -51,6 +51,19 @@ impl Packed {
         }
     }
 
+    /// The durable form of `state`: the same compressed text, written whatever the state
+    /// holds of an executing activation (that part is not written; a restart replays
+    /// the activation, `State::recover`).
+    pub(crate) fn encode(state: &State) -> Result<Vec<u8>, serde_json::Error> {
+        let text = serde_json::to_vec(state)?;
+        Ok(lz4_flex::compress_prepend_size(&text))
+    }
+
+    /// A state read back from its durable form, named `name`.
+    pub(crate) fn decode(bytes: &[u8], name: Arc<str>) -> Result<Box<State>, Unpack> {
+        Self(bytes.into()).unpack(name)
+    }
+
     /// The state back, named `name`. The text was written from a state, so this fails
     /// only if that state could not be written faithfully. The parser's own limit is off
     /// (this is why `serde_json`'s `unbounded_depth` is on): a state nests its values a

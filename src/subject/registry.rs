@@ -226,6 +226,13 @@ impl Registry {
         result
     }
 
+    /// After a restart: keep `state`, read back from the store, as `subject`'s passive
+    /// state until a message wakes it.
+    pub(crate) fn restore(&self, subject: &Arc<str>, state: Box<State>) {
+        self.slots
+            .insert(Arc::clone(subject), Slot::Passive(Passive::Plain(state)));
+    }
+
     /// The subject's actor begins to passivate: senders wait from now on.
     pub(crate) fn begin_passivation(&self, subject: &Arc<str>) {
         self.passivations.fetch_add(1, Ordering::Relaxed);

@@ -180,6 +180,10 @@ pub(crate) struct State {
     /// actor handles them once it is handled.
     #[serde(skip)]
     pub(crate) held: VecDeque<Msg>,
+    /// The effects of changes handed to the store and not yet durable, oldest first: each
+    /// is released when the store acknowledges its change.
+    #[serde(skip)]
+    pub(crate) unacked: VecDeque<Vec<Effect>>,
 }
 
 /// An operation waiting for the supervisor's chains, with the runs it asked about.
@@ -245,6 +249,7 @@ impl State {
             parked: None,
             awaiting: None,
             held: VecDeque::new(),
+            unacked: VecDeque::new(),
         }
     }
 
@@ -253,6 +258,7 @@ impl State {
     pub(crate) fn holds_activation(&self) -> bool {
         self.live > 0
             || self.awaiting.is_some()
+            || !self.unacked.is_empty()
             || !self.held.is_empty()
             || self
                 .runs
@@ -384,6 +390,7 @@ impl State {
             Op::Retire { interaction, key } => self.retire(step, &interaction, key),
             // The actor decides about passivation after every operation (`State::after`).
             Op::Idle { .. } => {}
+            Op::Recover => self.recover(step),
         }
         Handled::Done
     }

@@ -1,0 +1,140 @@
+//! What a subject's change is in the store: its state in its durable form, the records
+//! of runs that ended for good, and the counters of sequential ids; and reading them
+//! back after a restart.
+//!
+//! A subject's whole state is written at each change (it is small: a parked ask is about
+//! 0.2 KiB packed), keyed by its name; a subject that holds nothing is deleted. An ended
+//! run's record is written with the change that ended it, and deleted when its horizon
+//! passes.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::effect::Effect;
+use super::hub::Hub;
+use super::{Msg, Op};
+use super::packed::Packed;
+use super::state::State;
+use crate::ids::Ids;
+use crate::record::RunRecord;
+use crate::store::{Batch, Space};
+
+/// The key of the sequential ids' counters in [`Space::Ids`].
+pub(crate) const SEQUENTIAL: &[u8] = b"sequential";
+
+/// An ended run's record as kept: with its subject, for the event that drops it.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct KeptRecord {
+    pub(crate) subject: String,
+    pub(crate) record: RunRecord,
+}
+
+/// The batch that makes `state`'s change with `effects` durable.
+pub(crate) fn change(state: &State, effects: &[Effect], ids: &Ids) -> Batch {
+    let mut batch = Batch::new();
+    let name = state.name.as_bytes();
+    if state.is_empty() {
+        batch.delete(Space::Subjects, name);
+    } else {
+        match Packed::encode(state) {
+            Ok(bytes) => {
+                batch.put(Space::Subjects, name, bytes);
+            }
+            // Not expected: the state was built from checked values.
+            Err(error) => {
+                tracing::error!(subject = %state.name, %error, "a subject's state could not be written");
+            }
+        }
+    }
+    for effect in effects {
+        if let Effect::Record(record) = effect {
+            let kept = KeptRecord {
+                subject: state.name.to_string(),
+                record: RunRecord::clone(record),
+            };
+            if let Ok(bytes) = serde_json::to_vec(&kept) {
+                batch.put(Space::Records, record.run_id.as_bytes(), bytes);
+            }
+        }
+    }
+    if let Some(marks) = ids.high_water() {
+        batch.put(Space::Ids, SEQUENTIAL, marks_bytes(marks));
+    }
+    batch
+}
+
+/// The ids' counters as 24 big-endian bytes.
+pub(crate) fn marks_bytes(marks: [u64; 3]) -> Vec<u8> {
+    marks.iter().flat_map(|m| m.to_be_bytes()).collect()
+}
+
+/// The ids' counters back from their bytes.
+pub(crate) fn marks_of(bytes: &[u8]) -> Option<[u64; 3]> {
+    let mut marks = [0u64; 3];
+    if bytes.len() != 24 {
+        return None;
+    }
+    for (i, chunk) in bytes.chunks_exact(8).enumerate() {
+        marks[i] = u64::from_be_bytes(chunk.try_into().ok()?);
+    }
+    Some(marks)
+}
+
+/// A subject's state read back from the store.
+pub(crate) fn state_of(key: &[u8], value: &[u8]) -> Result<Box<State>, String> {
+    let name = std::str::from_utf8(key).map_err(|e| format!("a subject's name is not text: {e}"))?;
+    Packed::decode(value, Arc::from(name)).map_err(|e| format!("subject {name}: {e}"))
+}
+
+/// Read back what the store holds after a restart, before the runtime takes work: the
+/// ids' counters, the doors (recompiled; one that no longer compiles is left out with
+/// an error logged), the ended runs' records (their horizons armed again), and every
+/// subject, each recovered by its own actor (`State::recover`): its timers armed again,
+/// its in-flight runs replayed, the inbox and the ceilings counted again.
+pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
+    let Some(store) = hub.services.store.clone() else {
+        return Ok(());
+    };
+    let read = |e: crate::store::StoreError| e.to_string();
+    if let Some(bytes) = store.get(Space::Ids, SEQUENTIAL).map_err(read)? {
+        let marks = marks_of(&bytes).ok_or("the ids' counters are damaged")?;
+        hub.services.ids.raise(marks);
+    }
+    for (key, value) in store.scan(Space::Doors).map_err(read)? {
+        let name = String::from_utf8_lossy(&key).into_owned();
+        let spec: crate::door::spec::Spec = serde_json::from_slice(&value)
+            .map_err(|e| format!("door {name} cannot be read back: {e}"))?;
+        if let Err(error) = hub.doors.restore(&hub.services, spec) {
+            tracing::error!(door = %name, %error, "a saved door no longer compiles; it is left out");
+        }
+    }
+    let retention = chrono::Duration::from_std(hub.services.settings.waiting_retention).ok();
+    for (key, value) in store.scan(Space::Records).map_err(read)? {
+        let kept: KeptRecord = serde_json::from_slice(&value).map_err(|e| {
+            format!("the record of run {} cannot be read back: {e}", String::from_utf8_lossy(&key))
+        })?;
+        let end = kept.record.finished_at.unwrap_or(kept.record.started_at);
+        let horizon = retention
+            .and_then(|d| end.checked_add_signed(d))
+            .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
+        let run: Arc<str> = Arc::from(kept.record.run_id.as_str());
+        hub.services.timers.arm(
+            hub.services.keys.key(horizon),
+            crate::supervisor::Timer::Record {
+                subject: Arc::from(kept.subject.as_str()),
+                run,
+            },
+        );
+        hub.records.ended(kept.record);
+    }
+    for (key, value) in store.scan(Space::Subjects).map_err(read)? {
+        let state = state_of(&key, &value)?;
+        let name = Arc::clone(&state.name);
+        hub.registry.restore(&name, state);
+        hub.send(&name, Msg::Op(Op::Recover))
+            .await
+            .map_err(|_| "the runtime stopped while it recovered".to_owned())?;
+    }
+    Ok(())
+}
