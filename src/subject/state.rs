@@ -1532,8 +1532,11 @@ impl State {
                 parent: run.parent.clone(),
             });
         }
-        for _ in 0..self.runs.len() {
+        let mut runs: Vec<&Arc<str>> = self.runs.keys().collect();
+        runs.sort();
+        for run in runs {
             step.push(Effect::Alive);
+            step.push(Effect::Live(Arc::clone(run)));
         }
         for run in in_flight {
             self.activate(step, &run);
