@@ -149,6 +149,9 @@ pub struct Builder {
     ids: Option<Ids>,
     event_capacity: usize,
     data_dir: Option<std::path::PathBuf>,
+    /// A store made by the caller (a simulation's memory store), used instead of a
+    /// data directory.
+    store: Option<crate::store::Store>,
     /// Targets registered before the build, so runs read back from a data directory
     /// find them.
     targets: crate::target::Targets,
@@ -163,6 +166,7 @@ impl Default for Builder {
             clock: Arc::new(SystemClock),
             ids: None,
             data_dir: None,
+            store: None,
             targets: Default::default(),
             event_capacity: DEFAULT_EVENT_CAPACITY,
         }
@@ -258,6 +262,13 @@ impl Builder {
         self
     }
 
+    /// Keep everything in `store` (a simulation's memory store, which it can crash), as
+    /// a data directory would.
+    pub(crate) fn store(mut self, store: crate::store::Store) -> Self {
+        self.store = Some(store);
+        self
+    }
+
     /// Build the runtime. With a data directory, it is opened (refused, naming the path
     /// and the reason, if it is of another format, damaged, or held by another process)
     /// and what it holds is read back first: register the targets on the builder
@@ -292,10 +303,11 @@ impl Builder {
                 .map(std::path::PathBuf::from)
         });
         let store = match &data_dir {
+            _ if self.store.is_some() => self.store,
             None => None,
-            Some(dir) => Some(
-                crate::store::Store::open(dir).map_err(|e| BuildError::Store(e.to_string()))?,
-            ),
+            Some(dir) => {
+                Some(crate::store::Store::open(dir).map_err(|e| BuildError::Store(e.to_string()))?)
+            }
         };
         let mut services = Services::new(
             settings,
@@ -323,7 +335,10 @@ impl Builder {
             runtime.shutdown().await;
             return Err(BuildError::Store(format!(
                 "the data directory {} could not be read back: {reason}",
-                data_dir.as_deref().unwrap_or(std::path::Path::new("")).display()
+                data_dir
+                    .as_deref()
+                    .unwrap_or(std::path::Path::new(""))
+                    .display()
             )));
         }
         Ok(runtime)

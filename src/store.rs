@@ -89,9 +89,13 @@ pub(crate) enum Syncing {
     /// A writer thread syncs whatever is queued as soon as it is queued, as on disk.
     #[default]
     Automatic,
-    /// Batches stay pending until [`Store::sync_now`], so a simulation decides exactly
-    /// which are durable when it crashes.
+    /// Batches stay pending until [`Store::sync_now`], so a test decides exactly which
+    /// are durable when it crashes.
     Manual,
+    /// Each batch is durable as it is submitted, on the submitter's thread: the order
+    /// of batches is the order of submissions, so a simulation on one thread crashes
+    /// at the same batch every time it replays a seed.
+    Inline,
 }
 
 /// Failures a test injects.
@@ -152,6 +156,13 @@ pub(crate) enum StoreError {
         store: Arc<str>,
         /// The failure that poisoned it.
         first: Arc<StoreError>,
+    },
+    /// The process that held the store crashed (a simulation's crash): nothing more is
+    /// written through its handles.
+    #[error("store {store}: crashed")]
+    Crashed {
+        /// The directory, or `memory`.
+        store: Arc<str>,
     },
     /// A read failed.
     #[error("store {store}: reading {space} failed: {cause}")]
@@ -242,13 +253,17 @@ impl Store {
 
     /// A memory store that syncs when it is told, and fails as `faults` say.
     pub(crate) fn memory_with(syncing: Syncing, faults: Faults) -> Store {
-        let shared = Arc::new(Shared::new(
+        let mut shared = Shared::new(
             Arc::from("memory"),
-            Engine::Memory(Memory::new()),
+            Engine::Memory(Arc::new(Memory::new())),
             faults,
-        ));
+        );
+        if syncing == Syncing::Inline {
+            shared = shared.inline();
+        }
+        let shared = Arc::new(shared);
         let thread = match syncing {
-            Syncing::Manual => None,
+            Syncing::Manual | Syncing::Inline => None,
             // A memory store has no directory to name; a thread that cannot start is a
             // process out of resources, and the memory engine is for tests.
             Syncing::Automatic => Some(
@@ -316,6 +331,50 @@ impl Store {
     /// crashed by ending the process; here it is left as it is.
     pub(crate) fn crash(&self) {
         self.handle.shared.crash();
+    }
+
+    /// Models a crash of a memory store and the start of the next process on it: this
+    /// handle loses every batch not yet durable (their acks uncalled) and keeps nothing
+    /// more, ever (the crashed runtime can make nothing more durable); the store returned
+    /// reads what was durable and takes new batches, syncing as this one did. A disk
+    /// store is crashed by ending the process: for it this is `None`.
+    pub(crate) fn crash_and_reopen(&self) -> Option<Store> {
+        let old = &self.handle.shared;
+        let memory = Arc::clone(old.memory()?);
+        if !old.has_crashed() {
+            old.crash_now();
+        }
+        let mut shared = Shared::new(
+            Arc::from("memory"),
+            Engine::Memory(memory),
+            Faults::default(),
+        );
+        if old.is_inline() {
+            shared = shared.inline();
+        }
+        let shared = Arc::new(shared);
+        let thread = match &self.handle.thread {
+            None => None,
+            // As for `memory_with`: the memory engine is for tests.
+            Some(_) => Some(
+                writer::spawn(&shared)
+                    .unwrap_or_else(|err| panic!("cannot start the memory store's writer: {err}")),
+            ),
+        };
+        Some(Store {
+            handle: Arc::new(Handle { shared, thread }),
+        })
+    }
+
+    /// Crash (see [`Store::crash_and_reopen`]) once `batches` more are durable: the next
+    /// batch after them and every later one are lost.
+    pub(crate) fn crash_after(&self, batches: u64) {
+        self.handle.shared.crash_after(batches);
+    }
+
+    /// Wait until a crash set by [`Store::crash_after`] came.
+    pub(crate) async fn crashed(&self) {
+        self.handle.shared.crashed().await;
     }
 
     /// Whether a failure has stopped the store.

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use parkway::{Ask, Builder, DoorSpec, Ids, ManualClock, Resumed, RunStatus, Runtime, Start, Status};
+use parkway::{
+    Ask, Builder, DoorSpec, Ids, ManualClock, Resumed, RunStatus, Runtime, Start, Status,
+};
 use serde_json::json;
 
 /// A runtime on `dir`, with a target that counts its journaled step and asks its caller.
@@ -53,7 +55,10 @@ async fn a_run_parked_before_a_restart_is_resumed_after_it() {
     let rt = open(dir.path(), &clock, &steps).await;
     let parked = rt.list("s").await.unwrap();
     assert_eq!(parked.len(), 1);
-    assert_eq!((parked[0].id.as_str(), parked[0].status), (id.as_str(), Status::Asking));
+    assert_eq!(
+        (parked[0].id.as_str(), parked[0].status),
+        (id.as_str(), Status::Asking)
+    );
     assert_eq!(
         rt.record(&record.run_id).await.map(|r| r.status),
         Some(RunStatus::Parked)
@@ -62,7 +67,11 @@ async fn a_run_parked_before_a_restart_is_resumed_after_it() {
         panic!("a single ask resumes at once")
     };
     assert_eq!(done.result, Some(json!({"prepared": 1, "answer": "yes"})));
-    assert_eq!(steps.load(Ordering::SeqCst), 1, "the journaled step ran once");
+    assert_eq!(
+        steps.load(Ordering::SeqCst),
+        1,
+        "the journaled step ran once"
+    );
     // The door saved before the restart is there, and a new run does not reuse an id.
     let visit = rt.visit("go", "t", json!({})).await.unwrap();
     let parkway::VisitOutcome::Started { run_id, .. } = visit.outcome else {
@@ -109,6 +118,44 @@ async fn a_directory_in_use_is_refused() {
         .err()
         .expect("the second open is refused");
     let message = second.to_string();
-    assert!(message.contains(&dir.path().display().to_string()), "{message}");
+    assert!(
+        message.contains(&dir.path().display().to_string()),
+        "{message}"
+    );
+    rt.shutdown().await;
+}
+
+/// A change the store acknowledges after its subject passivated (here the drop of a
+/// subject's last waiting outcome, which leaves it empty) still shows its effects.
+#[tokio::test]
+async fn a_change_acknowledged_after_passivation_still_shows_its_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::default();
+    let rt = Builder::default()
+        .without_env()
+        .clock(clock.clone())
+        .ids(Ids::sequential())
+        .data_dir(dir.path())
+        .waiting_retention(Duration::from_secs(1800))
+        .passivate_after(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
+    rt.register("asker", &[], |ctx, _, _| async move {
+        Ok(ctx.ask(Ask::caller("q").expiry_at("1h")).await?)
+    });
+    let record = rt.run(Start::new("s", "asker")).await.unwrap();
+    let id = record.asks.unwrap()[0].id.clone();
+    rt.resume_detached("s", &id, json!("yes")).await.unwrap();
+    rt.settle().await;
+    let mut events = rt.events();
+    clock.advance(Duration::from_secs(1801));
+    rt.settle().await;
+    let mut dropped = false;
+    while let Ok(event) = events.try_recv() {
+        dropped |= matches!(event, parkway::Event::WaitingOutcomeDropped { ref interaction, .. } if *interaction == id);
+    }
+    assert!(dropped, "the drop of the waiting outcome is published");
+    assert!(rt.list("s").await.unwrap().is_empty());
     rt.shutdown().await;
 }

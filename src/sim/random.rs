@@ -31,7 +31,8 @@ use crate::event::Event;
 use crate::ids::Ids;
 use crate::inbox::Frame;
 use crate::record::{Resumed, RunRecord, RunStatus};
-use crate::runtime::Runtime;
+use crate::runtime::{Builder, Runtime};
+use crate::store::{Faults, Store, Syncing};
 
 /// What to generate.
 #[derive(Debug, Clone)]
@@ -166,51 +167,54 @@ const USER_TTL: u64 = 600;
 const FIRST_ASKING: &str = r#"[$parked[] | select(.status == "asking" and .to == "caller")][0]
     | if . == null then null else {id: .id, payload: {answer: "auto"}} end"#;
 
-fn register(rt: &Runtime) {
-    rt.register("asker", &[], |ctx, kwargs, _| async move {
-        let n = kwargs["n"].as_u64().unwrap_or(1);
-        let ttl = Duration::from_secs(kwargs["ttl"].as_u64().unwrap_or(60));
-        let on_expiry = if kwargs["kill"] == json!(true) {
-            OnExpiry::Kill
-        } else {
-            OnExpiry::Resume
-        };
-        let mut results = Vec::new();
-        for k in 0..n {
-            let ask = Ask::caller(format!("q{k}?"))
-                .answer_format("confirm")
-                .expiry_at(ttl)
-                .on_expiry(on_expiry);
-            results.push(ctx.ask(ask).await);
-        }
-        let mut answers = Vec::new();
-        for r in results {
-            answers.push(r?);
-        }
-        if answers.iter().any(is_expiry_marker) {
-            return Ok(json!({"expired": true}));
-        }
-        if kwargs["fail"] == json!(true) {
-            return Err(RunError::fail("asked to fail"));
-        }
-        Ok(json!({"answers": answers}))
-    });
-    rt.register("chain", &[], |ctx, kwargs, _| async move {
-        let ttl = kwargs["ttl"].as_u64().unwrap_or(60);
-        let child = json!({"n": 1, "ttl": ttl, "kill": kwargs["kill"]});
-        let record = ctx.call("asker", child).await?;
-        if record.status == RunStatus::Parked {
-            let ask = Ask::caller("up?").expiry_at(Duration::from_secs(ttl * 2));
-            ctx.ask(ask).await?;
-        }
-        Ok(json!({"chain": record.status}))
-    });
-    rt.register("user_asker", &[], |ctx, _, _| async move {
-        let answer = ctx
-            .ask(Ask::user("your call?").expiry_at(Duration::from_secs(USER_TTL)))
-            .await?;
-        Ok(json!({"answer": answer}))
-    });
+/// `builder` with the workload's targets, registered before the build so the runs read
+/// back after a restart find them.
+fn register(builder: Builder) -> Builder {
+    builder
+        .register("asker", &[], |ctx, kwargs, _| async move {
+            let n = kwargs["n"].as_u64().unwrap_or(1);
+            let ttl = Duration::from_secs(kwargs["ttl"].as_u64().unwrap_or(60));
+            let on_expiry = if kwargs["kill"] == json!(true) {
+                OnExpiry::Kill
+            } else {
+                OnExpiry::Resume
+            };
+            let mut results = Vec::new();
+            for k in 0..n {
+                let ask = Ask::caller(format!("q{k}?"))
+                    .answer_format("confirm")
+                    .expiry_at(ttl)
+                    .on_expiry(on_expiry);
+                results.push(ctx.ask(ask).await);
+            }
+            let mut answers = Vec::new();
+            for r in results {
+                answers.push(r?);
+            }
+            if answers.iter().any(is_expiry_marker) {
+                return Ok(json!({"expired": true}));
+            }
+            if kwargs["fail"] == json!(true) {
+                return Err(RunError::fail("asked to fail"));
+            }
+            Ok(json!({"answers": answers}))
+        })
+        .register("chain", &[], |ctx, kwargs, _| async move {
+            let ttl = kwargs["ttl"].as_u64().unwrap_or(60);
+            let child = json!({"n": 1, "ttl": ttl, "kill": kwargs["kill"]});
+            let record = ctx.call("asker", child).await?;
+            if record.status == RunStatus::Parked {
+                let ask = Ask::caller("up?").expiry_at(Duration::from_secs(ttl * 2));
+                ctx.ask(ask).await?;
+            }
+            Ok(json!({"chain": record.status}))
+        })
+        .register("user_asker", &[], |ctx, _, _| async move {
+            let answer = ctx
+                .ask(Ask::user("your call?").expiry_at(Duration::from_secs(USER_TTL)))
+                .await?;
+            Ok(json!({"answer": answer}))
+        })
 }
 
 fn doors() -> Vec<DoorSpec> {
@@ -246,17 +250,14 @@ pub async fn random(config: &RandomConfig) -> Result<RandomReport, BuildError> {
     let user_cap = 2;
     let retention = Duration::from_secs(30 * 60);
     let clock = ManualClock::default();
-    let rt = Runtime::builder()
-        .without_env()
-        .clock(clock.clone())
-        .ids(Ids::sequential())
-        .max_concurrent_caller(cap)
-        .max_concurrent(user_cap)
-        .waiting_retention(retention)
-        .passivate_after(Duration::from_secs(1))
-        .build()
-        .await?;
-    register(&rt);
+    let store = Store::memory_with(Syncing::Inline, Faults::default());
+    let open = Open {
+        clock: clock.clone(),
+        cap,
+        user_cap,
+        retention,
+    };
+    let rt = open.build(store.clone()).await?;
     for door in doors() {
         if let Err(e) = rt.save_door(door) {
             return Ok(RandomReport::broken(
@@ -270,6 +271,11 @@ pub async fn random(config: &RandomConfig) -> Result<RandomReport, BuildError> {
         events: rt.events(),
         frames: rt.inbox_frames(),
         rt,
+        store,
+        open,
+        restarts: 0,
+        touched: Vec::new(),
+        frames_before: Vec::new(),
         clock,
         model: Model::new(cap, user_cap, span, config.fault),
         subjects: (0..config.subjects.max(1))
@@ -281,7 +287,10 @@ pub async fn random(config: &RandomConfig) -> Result<RandomReport, BuildError> {
     let mut ops_run = 0;
     for step in 1..=config.ops {
         let op = sim.draw(&mut rng);
-        let (line, verdict) = sim.perform(&op).await;
+        let crash = rng
+            .random_bool(CRASH_CHANCE)
+            .then(|| rng.random_range(0..6));
+        let (line, verdict) = sim.perform(&op, crash).await;
         trace.push(format!("{step:>4}  {line}"));
         ops_run = step;
         if let Err(why) = verdict {
@@ -362,9 +371,46 @@ impl RandomReport {
     }
 }
 
+/// How often an operation ends in a crash of the process and a restart.
+const CRASH_CHANCE: f64 = 0.04;
+
+/// How the workload's runtime is built, the first time and after every restart.
+struct Open {
+    clock: ManualClock,
+    cap: usize,
+    user_cap: usize,
+    retention: Duration,
+}
+
+impl Open {
+    /// A runtime on `store`, which it reads back first.
+    async fn build(&self, store: Store) -> Result<Runtime, BuildError> {
+        let builder = Runtime::builder()
+            .without_env()
+            .clock(self.clock.clone())
+            .ids(Ids::sequential())
+            .max_concurrent_caller(self.cap)
+            .max_concurrent(self.user_cap)
+            .waiting_retention(self.retention)
+            .passivate_after(Duration::from_secs(1))
+            .store(store);
+        register(builder).build().await
+    }
+}
+
 /// The runtime under test and its model.
 struct Sim {
     rt: Runtime,
+    /// The memory store the runtime keeps its changes in; a crash loses what it has not
+    /// made durable.
+    store: Store,
+    open: Open,
+    /// Crashes so far.
+    restarts: usize,
+    /// Subjects to look at in the next check (after a restart, all of them).
+    touched: Vec<String>,
+    /// Frames the runtime showed before it crashed, for the next check.
+    frames_before: Vec<Frame>,
     clock: ManualClock,
     events: broadcast::Receiver<Event>,
     frames: broadcast::Receiver<Frame>,
@@ -695,11 +741,80 @@ impl Sim {
         })
     }
 
-    /// Perform `op`, settle, and check everything; the trace line and the verdict.
-    async fn perform(&mut self, op: &Op) -> (String, Result<(), String>) {
-        let expect = self.predict(op);
-        let mut launch = None;
-        let (line, got) = match op {
+    /// Perform `op`, settle, and check everything; the trace line and the verdict. With
+    /// `crash`, the process crashes once that many more of the store's batches are
+    /// durable (or once the op is done, if it makes fewer), and a new runtime is built
+    /// on what was durable.
+    async fn perform(&mut self, op: &Op, crash: Option<u64>) -> (String, Result<(), String>) {
+        // A crash may cut the op short: its reply is then lost, and only what was
+        // durable of it counts (the model learns that from the events shown).
+        let expect = match crash {
+            None => self.predict(op),
+            Some(_) => Expect::Any,
+        };
+        if let Some(batches) = crash {
+            self.store.crash_after(batches);
+        }
+        let work = async {
+            let done = self.act(op).await;
+            self.rt.settle().await;
+            done
+        };
+        let launch = launch_of(op);
+        let (mut line, got) = tokio::select! {
+            biased;
+            () = self.store.crashed() => (
+                format!("{op:?}, crashed mid-way"),
+                Got::Unit(Err("lost in the crash".to_owned())),
+            ),
+            done = work => done,
+        };
+        if crash.is_some() {
+            // Shown nothing more, told no one: the old runtime only winds down.
+            let reopened = self.store.crash_and_reopen();
+            self.rt.shutdown().await;
+            line = format!("{line}; crash and restart");
+            if let Err(why) = self.restart(reopened, launch.as_ref()).await {
+                return (line, Err(why));
+            }
+        }
+        self.rt.settle().await;
+        let line = format!("{line} -> {}", got.short());
+        let verdict = self.check(op, &expect, &got, launch.as_ref()).await;
+        (line, verdict)
+    }
+
+    /// Build a new runtime on what the store kept, as a restarted process would, and
+    /// follow its events and frames from now on.
+    async fn restart(
+        &mut self,
+        store: Option<Store>,
+        launch: Option<&Launch>,
+    ) -> Result<(), String> {
+        let store = store.ok_or("a memory store has no successor after its crash")?;
+        self.restarts += 1;
+        // What the old runtime showed before it stopped is still the model's to apply;
+        // every subject is looked at after a restart.
+        self.touched = self.drain_events(launch)?;
+        self.touched.extend(self.subjects.iter().cloned());
+        while let Ok(f) = self.frames.try_recv() {
+            self.frames_before.push(f);
+        }
+        let rt = self
+            .open
+            .build(store.clone())
+            .await
+            .map_err(|e| format!("the restart failed: {e}"))?;
+        self.events = rt.events();
+        self.frames = rt.inbox_frames();
+        self.rt = rt;
+        self.store = store;
+        Ok(())
+    }
+
+    /// Perform `op`: the trace line, what came back, and the launch it made.
+    async fn act(&self, op: &Op) -> (String, Got) {
+        match op {
             Op::Start {
                 subject,
                 n,
@@ -707,34 +822,16 @@ impl Sim {
                 kill,
                 ttl,
             } => {
-                launch = Some(Launch {
-                    ttl: Span::seconds(*ttl as i64),
-                    parent_ttl: Span::seconds(*ttl as i64),
-                    fail: *fail,
-                    n: *n as usize,
-                });
                 let input = json!({"n": n, "fail": fail, "kill": kill, "ttl": ttl});
                 let r = self.rt.visit("start", subject, input.clone()).await;
                 (format!("visit start on {subject} {input}"), Got::Visit(r))
             }
             Op::Chain { subject, kill, ttl } => {
-                launch = Some(Launch {
-                    ttl: Span::seconds(*ttl as i64),
-                    parent_ttl: Span::seconds(*ttl as i64 * 2),
-                    fail: false,
-                    n: 1,
-                });
                 let input = json!({"kill": kill, "ttl": ttl});
                 let r = self.rt.visit("chain", subject, input.clone()).await;
                 (format!("visit chain on {subject} {input}"), Got::Visit(r))
             }
             Op::UserAsk { subject } => {
-                launch = Some(Launch {
-                    ttl: Span::seconds(USER_TTL as i64),
-                    parent_ttl: Span::seconds(USER_TTL as i64),
-                    fail: false,
-                    n: 1,
-                });
                 let r = self.rt.visit("ask_user", subject, json!({})).await;
                 (format!("visit ask_user on {subject}"), Got::Visit(r))
             }
@@ -828,25 +925,13 @@ impl Sim {
                     Got::Unit(Ok(())),
                 )
             }
-        };
-        self.rt.settle().await;
-        let line = format!("{line} -> {}", got.short());
-        let verdict = self.check(op, &expect, &got, launch.as_ref()).await;
-        (line, verdict)
+        }
     }
 
-    async fn check(
-        &mut self,
-        op: &Op,
-        expect: &Expect,
-        got: &Got,
-        launch: Option<&Launch>,
-    ) -> Result<(), String> {
+    /// Apply every event published so far to the model; the subjects they touched.
+    fn drain_events(&mut self, launch: Option<&Launch>) -> Result<Vec<String>, String> {
         let now = self.rt.now();
-        let mut touched: Vec<String> = Vec::new();
-        if let Some(s) = op_subject(op) {
-            touched.push(s.to_owned());
-        }
+        let mut touched = std::mem::take(&mut self.touched);
         loop {
             match self.events.try_recv() {
                 Ok(event) => {
@@ -865,6 +950,22 @@ impl Sim {
                 Err(_) => break,
             }
         }
+        Ok(touched)
+    }
+
+    async fn check(
+        &mut self,
+        op: &Op,
+        expect: &Expect,
+        got: &Got,
+        launch: Option<&Launch>,
+    ) -> Result<(), String> {
+        let now = self.rt.now();
+        let mut touched: Vec<String> = Vec::new();
+        if let Some(s) = op_subject(op) {
+            touched.push(s.to_owned());
+        }
+        touched.append(&mut self.drain_events(launch)?);
         compare(expect, got)?;
         self.model.check_time(now)?;
         for subject in &touched {
@@ -887,7 +988,7 @@ impl Sim {
                 None => break,
             }
         }
-        let mut frames = Vec::new();
+        let mut frames = std::mem::take(&mut self.frames_before);
         while let Ok(f) = self.frames.try_recv() {
             frames.push(f);
         }
@@ -922,6 +1023,22 @@ impl Sim {
         }
         Ok(())
     }
+}
+
+/// The runs `op` starts, as the model expects them.
+fn launch_of(op: &Op) -> Option<Launch> {
+    let (ttl, parent_ttl, fail, n) = match op {
+        Op::Start { n, fail, ttl, .. } => (*ttl, *ttl, *fail, *n as usize),
+        Op::Chain { ttl, .. } => (*ttl, ttl * 2, false, 1),
+        Op::UserAsk { .. } => (USER_TTL, USER_TTL, false, 1),
+        _ => return None,
+    };
+    Some(Launch {
+        ttl: Span::seconds(ttl as i64),
+        parent_ttl: Span::seconds(parent_ttl as i64),
+        fail,
+        n,
+    })
 }
 
 /// What an operation returned.

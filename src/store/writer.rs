@@ -25,8 +25,9 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The engine a store writes to.
 pub(super) enum Engine {
-    /// Durable and pending kept apart in memory.
-    Memory(Memory),
+    /// Durable and pending kept apart in memory; shared with the store reopened after a
+    /// simulated crash.
+    Memory(Arc<Memory>),
     /// fjall in a directory.
     Disk(Disk),
 }
@@ -77,6 +78,14 @@ pub(super) struct Shared {
     bytes: AtomicU64,
     /// The largest group synced.
     largest_group: AtomicU64,
+    /// Each batch is committed alone, on its submitter's thread, as it is submitted.
+    inline: bool,
+    /// A simulated crash to come: how many more batches become durable before it.
+    crash_budget: Mutex<Option<u64>>,
+    /// The simulated crash came: nothing submitted since is kept or acknowledged.
+    crashed: AtomicBool,
+    /// Wakes whoever waits for the simulated crash.
+    crash: tokio::sync::Notify,
 }
 
 /// Starts the writer thread of `shared`.
@@ -104,7 +113,17 @@ impl Shared {
             batches: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             largest_group: AtomicU64::new(0),
+            inline: false,
+            crash_budget: Mutex::new(None),
+            crashed: AtomicBool::new(false),
+            crash: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Commit each batch alone, on its submitter's thread, as it is submitted.
+    pub(super) fn inline(mut self) -> Shared {
+        self.inline = true;
+        self
     }
 
     /// The directory, or `memory`.
@@ -112,10 +131,78 @@ impl Shared {
         &self.name
     }
 
-    /// Queues a batch and wakes the writer.
+    /// Queues a batch and wakes the writer; or, inline, commits it now. After a
+    /// simulated crash it is dropped, its ack uncalled, as a dead process tells no one.
     pub(super) fn submit(&self, batch: Batch, ack: Ack) {
+        if self.crashed.load(Ordering::Acquire) {
+            return;
+        }
+        if self.inline {
+            let _committing = lock(&self.committing);
+            let epoch = self.epoch();
+            self.commit(vec![Pending { batch, ack }], epoch);
+            return;
+        }
         lock(&self.queue).pending.push(Pending { batch, ack });
         self.filled.notify_one();
+    }
+
+    /// Crash (as [`Shared::crash`] does, and for good) once `batches` more are durable.
+    pub(super) fn crash_after(&self, batches: u64) {
+        *lock(&self.crash_budget) = Some(batches);
+    }
+
+    /// Whether the simulated crash came.
+    pub(super) fn has_crashed(&self) -> bool {
+        self.crashed.load(Ordering::Acquire)
+    }
+
+    /// Wait for the simulated crash.
+    pub(super) async fn crashed(&self) {
+        loop {
+            let notified = self.crash.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.has_crashed() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Whether each batch is committed as it is submitted.
+    pub(super) fn is_inline(&self) -> bool {
+        self.inline
+    }
+
+    /// The memory engine's crash epoch (0 on disk).
+    fn epoch(&self) -> u64 {
+        match &self.engine {
+            Engine::Memory(memory) => memory.epoch(),
+            Engine::Disk(_) => 0,
+        }
+    }
+
+    /// The batches of a group of `len` that may become durable before a simulated crash
+    /// (all of them if none is due), counted off the budget.
+    fn before_crash(&self, len: usize) -> usize {
+        let mut budget = lock(&self.crash_budget);
+        match budget.as_mut() {
+            None => len,
+            Some(left) => {
+                let now = len.min(usize::try_from(*left).unwrap_or(usize::MAX));
+                *left -= now as u64;
+                now
+            }
+        }
+    }
+
+    /// The simulated crash: every batch pending is lost, and nothing is kept or
+    /// acknowledged from now on.
+    pub(super) fn crash_now(&self) {
+        self.crashed.store(true, Ordering::Release);
+        self.crash();
+        self.crash.notify_waiters();
     }
 
     /// Lets the writer finish what is queued and stop.
@@ -157,16 +244,31 @@ impl Shared {
     /// loses the group). The caller holds `committing`.
     fn take(&self) -> (Vec<Pending>, u64) {
         let mut queue = lock(&self.queue);
-        let epoch = match &self.engine {
-            Engine::Memory(memory) => memory.epoch(),
-            Engine::Disk(_) => 0,
-        };
+        let epoch = self.epoch();
         (std::mem::take(&mut queue.pending), epoch)
     }
 
     /// Writes `group`, syncs once, and calls its acks in order; returns how many batches
     /// it acknowledged durable.
-    fn commit(&self, group: Vec<Pending>, epoch: u64) -> usize {
+    fn commit(&self, mut group: Vec<Pending>, epoch: u64) -> usize {
+        if group.is_empty() || self.has_crashed() {
+            return 0;
+        }
+        let kept = self.before_crash(group.len());
+        if kept < group.len() {
+            // The batches after the crash point are lost with their acks; the ones
+            // before it are committed first, as a disk would have.
+            let lost = group.split_off(kept);
+            let done = self.commit_group(group, epoch);
+            drop(lost);
+            self.crash_now();
+            return done;
+        }
+        self.commit_group(group, epoch)
+    }
+
+    /// [`Shared::commit`] of a group no crash cuts.
+    fn commit_group(&self, group: Vec<Pending>, epoch: u64) -> usize {
         if group.is_empty() {
             return 0;
         }
@@ -291,6 +393,14 @@ impl Shared {
             store: Arc::clone(&self.name),
             space: space.name(),
             cause,
+        }
+    }
+
+    /// The memory engine, if this is a memory store.
+    pub(super) fn memory(&self) -> Option<&Arc<Memory>> {
+        match &self.engine {
+            Engine::Memory(memory) => Some(memory),
+            Engine::Disk(_) => None,
         }
     }
 

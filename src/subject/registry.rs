@@ -240,9 +240,13 @@ impl Registry {
     }
 
     /// The draining actor stopped and hands its state back, to be packed; an empty
-    /// subject is forgotten altogether.
+    /// subject is forgotten altogether. A state with changes the store has not yet
+    /// acknowledged is kept as it is, effects and all, for the acknowledgement to wake.
     pub(crate) fn store(&self, subject: &Arc<str>, state: Box<State>) {
-        if state.is_empty() {
+        if !state.unacked.is_empty() {
+            self.slots
+                .insert(Arc::clone(subject), Slot::Passive(Passive::Plain(state)));
+        } else if state.is_empty() {
             self.slots.remove(subject);
         } else {
             let passive = match Packed::pack(state) {
