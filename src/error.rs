@@ -397,6 +397,37 @@ pub enum BuildError {
     },
 }
 
+/// Why [`Runtime::event_log`](crate::Runtime::event_log) could not read the log.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    /// The runtime runs in memory: it keeps no event log.
+    #[error("this runtime runs in memory and keeps no event log")]
+    InMemory,
+    /// The store could not be read (or stopped after a failure).
+    #[error("the event log could not be read: {0}")]
+    Read(String),
+    /// An entry of the log could not be decoded.
+    #[error("entry {seq} of the event log is damaged: {cause}")]
+    Damaged {
+        /// Its sequence number.
+        seq: u64,
+        /// What the decoder said.
+        cause: String,
+    },
+}
+
+impl LogError {
+    /// The error's stable kind: its variant in snake case.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LogError::InMemory => "in_memory",
+            LogError::Read(_) => "read",
+            LogError::Damaged { .. } => "damaged",
+        }
+    }
+}
+
 impl IdProblem {
     /// The problem's stable kind: its variant in snake case.
     pub fn kind(&self) -> &'static str {

@@ -172,11 +172,24 @@ pub enum Event {
     },
 }
 
+/// An event as the durable event log keeps it: with its sequence number, which orders
+/// the log without gaps (`Runtime::event_log`, `Runtime::logged_events`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Logged {
+    /// Its place in the log, from 1.
+    pub seq: u64,
+    /// The event.
+    pub event: Event,
+}
+
 /// The event stream.
 #[derive(Debug, Clone)]
 pub(crate) struct Events {
     /// The broadcast side; subscribers hold receivers.
     tx: broadcast::Sender<Event>,
+    /// The events of the durable log, as they are shown, with their numbers.
+    logged: broadcast::Sender<Logged>,
 }
 
 impl Events {
@@ -184,7 +197,24 @@ impl Events {
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
             tx: broadcast::Sender::new(capacity),
+            logged: broadcast::Sender::new(capacity),
         }
+    }
+
+    /// A new subscriber to the logged events shown from now on.
+    pub(crate) fn subscribe_logged(&self) -> broadcast::Receiver<Logged> {
+        self.logged.subscribe()
+    }
+
+    /// Publish `event`, number `seq` of the durable log.
+    pub(crate) fn publish_logged(&self, seq: u64, event: Event) {
+        if self.logged.receiver_count() > 0 {
+            let _ = self.logged.send(Logged {
+                seq,
+                event: event.clone(),
+            });
+        }
+        self.publish(event);
     }
 
     /// A new subscriber, seeing every event published from now on.

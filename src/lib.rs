@@ -96,10 +96,10 @@ pub use door::saved::SaveProblem;
 pub use door::spec::{Kind as DoorKind, Spec as DoorSpec};
 pub use entry::{Entry, Status, To};
 pub use error::{
-    AskError, BuildError, CancelError, CtxError, IdProblem, Problems, ResumeError, RunError,
-    StartError, Suspension, TakeError,
+    AskError, BuildError, CancelError, CtxError, IdProblem, LogError, Problems, ResumeError,
+    RunError, StartError, Suspension, TakeError,
 };
-pub use event::{Event, Resolution, Settled};
+pub use event::{Event, Logged, Resolution, Settled};
 pub use ids::Ids;
 pub use inbox::{AnswerError, DEFAULT_PAGE_SIZE, Frame, InboxItem, MAX_PAGE_SIZE, Page};
 pub use jq::{CompileError, CompileErrors, EvalError};

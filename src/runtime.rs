@@ -320,6 +320,9 @@ impl Builder {
         services.targets = self.targets;
         crate::tools::register(&services.targets);
         let hub = Arc::new(Hub::new(services, supervisor));
+        if let Some(store) = &hub.services.store {
+            store.set_stamp(crate::subject::durable::stamp(Arc::downgrade(&hub)));
+        }
         let (rounds, requests) = mpsc::unbounded_channel();
         let ticker = tokio::spawn(ticker::run(Arc::downgrade(&hub), wake, requests));
         let runtime = Runtime {
@@ -717,6 +720,43 @@ impl Runtime {
             // Answered or gone between the look-up and the resume.
             Err(_) => Err(self.hub().gone(interaction).await),
         }
+    }
+
+    /// Up to `limit` entries of the durable event log, from sequence number `from` on
+    /// (numbers start at 1 and have no gaps; the log keeps the last 100,000 and trims
+    /// older ones), in order: what was durable, whether or not it was shown before a
+    /// crash. A runtime in memory keeps no log.
+    pub fn event_log(
+        &self,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::Logged>, crate::LogError> {
+        let store = self
+            .hub()
+            .services
+            .store
+            .as_ref()
+            .ok_or(crate::LogError::InMemory)?;
+        let entries = store
+            .log_from(from, limit)
+            .map_err(|e| crate::LogError::Read(e.to_string()))?;
+        entries
+            .into_iter()
+            .map(|(seq, bytes)| {
+                serde_json::from_slice(&bytes)
+                    .map(|event| crate::Logged { seq, event })
+                    .map_err(|e| crate::LogError::Damaged {
+                        seq,
+                        cause: e.to_string(),
+                    })
+            })
+            .collect()
+    }
+
+    /// Subscribe to the logged events shown from now on, with their numbers in the
+    /// durable log ([`Runtime::event_log`]); a runtime in memory shows none.
+    pub fn logged_events(&self) -> broadcast::Receiver<crate::Logged> {
+        self.hub().services.events.subscribe_logged()
     }
 
     /// Subscribe to the platform events published from now on.

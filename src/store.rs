@@ -42,10 +42,25 @@ use writer::{Engine, Shared};
 /// is refused at open.
 pub(crate) const FORMAT_VERSION: u32 = 1;
 
-/// Called once with a submitted batch's fate: `Ok` when it is durable, the error when it
-/// never will be. It runs on the writer's thread, so it must not block: send a message,
-/// complete a oneshot.
-pub(crate) type Ack = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+/// Called once with a submitted batch's fate: its receipt when it is durable, the error
+/// when it never will be. It runs on the writer's thread, so it must not block: send a
+/// message, complete a oneshot.
+pub(crate) type Ack = Box<dyn FnOnce(Result<Receipt, StoreError>) + Send>;
+
+/// What a durable batch was given when it was committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Receipt {
+    /// The sequence number of its first log entry (the next ones follow it); if it
+    /// appended none, the number the next entry would have had.
+    pub(crate) log: u64,
+}
+
+/// Called on the last batch of each group as it is committed, after every batch of the
+/// group was made: what it adds is at least as new as anything they hold.
+pub(crate) type Stamp = Box<dyn Fn(&mut Batch) + Send + Sync>;
+
+/// How many entries the log keeps by default: appending one more deletes the oldest.
+pub(crate) const LOG_CAPACITY: u64 = 100_000;
 
 /// A space's keys and values, in key order, as a scan reads them.
 pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
@@ -290,6 +305,10 @@ impl Store {
             Engine::Disk(disk),
             faults,
         ));
+        shared.find_log_end().map_err(|err| OpenError::Corrupt {
+            path: dir.to_path_buf(),
+            cause: err.to_string(),
+        })?;
         let thread = writer::spawn(&shared).map_err(|source| OpenError::Thread {
             path: dir.to_path_buf(),
             source,
@@ -353,6 +372,8 @@ impl Store {
             shared = shared.inline();
         }
         let shared = Arc::new(shared);
+        // A memory engine's read cannot fail.
+        shared.find_log_end().ok()?;
         let thread = match &self.handle.thread {
             None => None,
             // As for `memory_with`: the memory engine is for tests.
@@ -375,6 +396,27 @@ impl Store {
     /// Wait until a crash set by [`Store::crash_after`] came.
     pub(crate) async fn crashed(&self) {
         self.handle.shared.crashed().await;
+    }
+
+    /// Sets how many entries the log keeps (at least one): appending one past it deletes
+    /// the oldest.
+    pub(crate) fn set_log_capacity(&self, entries: u64) {
+        self.handle.shared.set_log_capacity(entries);
+    }
+
+    /// Sets the stamp called on the last batch of each group as it is committed.
+    pub(crate) fn set_stamp(&self, stamp: Stamp) {
+        self.handle.shared.set_stamp(stamp);
+    }
+
+    /// The log's entries from sequence number `from` on, at most `limit`, in order, as
+    /// durable.
+    pub(crate) fn log_from(
+        &self,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        self.handle.shared.log_from(from, limit)
     }
 
     /// Whether a failure has stopped the store.

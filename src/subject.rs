@@ -82,7 +82,7 @@ pub(crate) enum Msg {
     Chains(Vec<Vec<Arc<str>>>),
     /// The store's acknowledgement of the oldest change not yet durable: its effects are
     /// released, or, on a failure, the runtime stops.
-    Durable(Result<(), crate::store::StoreError>),
+    Durable(Result<crate::store::Receipt, crate::store::StoreError>),
 }
 
 /// One operation on a subject's state (`State::handle`).
@@ -173,6 +173,10 @@ pub(crate) enum Op {
     },
     /// The idle check fired.
     Idle { key: TimerKey },
-    /// The state was read back from the store after a restart (`State::recover`).
-    Recover,
+    /// The state was read back from the store after a restart (`State::recover`): the
+    /// reply says it is recovered and counted.
+    Recover { reply: oneshot::Sender<()> },
+    /// Every subject is recovered: replay the runs that were executing
+    /// (`State::replay`).
+    Replay,
 }

@@ -27,7 +27,7 @@ use crate::clock::ManualClock;
 use crate::door::outcome::{ItemOutcome, Visit, VisitError, VisitOutcome};
 use crate::door::spec::Spec as DoorSpec;
 use crate::error::{BuildError, RunError};
-use crate::event::Event;
+use crate::event::{Event, Logged};
 use crate::ids::Ids;
 use crate::inbox::Frame;
 use crate::record::{Resumed, RunRecord, RunStatus};
@@ -269,6 +269,7 @@ pub async fn random(config: &RandomConfig) -> Result<RandomReport, BuildError> {
     let span = Span::from_std(retention).unwrap_or_default();
     let mut sim = Sim {
         events: rt.events(),
+        logged: rt.logged_events(),
         frames: rt.inbox_frames(),
         rt,
         store,
@@ -276,6 +277,7 @@ pub async fn random(config: &RandomConfig) -> Result<RandomReport, BuildError> {
         restarts: 0,
         touched: Vec::new(),
         frames_before: Vec::new(),
+        shown: std::collections::BTreeSet::new(),
         clock,
         model: Model::new(cap, user_cap, span, config.fault),
         subjects: (0..config.subjects.max(1))
@@ -411,6 +413,10 @@ struct Sim {
     touched: Vec<String>,
     /// Frames the runtime showed before it crashed, for the next check.
     frames_before: Vec<Frame>,
+    /// The logged events as shown, with their numbers.
+    logged: broadcast::Receiver<Logged>,
+    /// The numbers of the logged events the model has applied.
+    shown: std::collections::BTreeSet<u64>,
     clock: ManualClock,
     events: broadcast::Receiver<Event>,
     frames: broadcast::Receiver<Frame>,
@@ -806,9 +812,27 @@ impl Sim {
             .await
             .map_err(|e| format!("the restart failed: {e}"))?;
         self.events = rt.events();
+        self.logged = rt.logged_events();
         self.frames = rt.inbox_frames();
         self.rt = rt;
         self.store = store;
+        // What became durable but was never shown (the crash came between the two), and
+        // what the recovery made before it could be followed, is in the log: the model
+        // learns it from there, in the log's order. What is shown again from now on is
+        // known by its number and not applied twice.
+        let log = self
+            .rt
+            .event_log(1, usize::MAX)
+            .map_err(|e| format!("the event log cannot be read: {e}"))?;
+        for logged in log {
+            if self.shown.insert(logged.seq) {
+                if let Some(s) = event_subject(&logged.event) {
+                    self.touched.push(s.to_owned());
+                }
+                self.model
+                    .apply(&logged.event, self.rt.now(), launch, &["user_asker"])?;
+            }
+        }
         Ok(())
     }
 
@@ -928,13 +952,34 @@ impl Sim {
         }
     }
 
-    /// Apply every event published so far to the model; the subjects they touched.
+    /// Apply every event published so far to the model (a logged one only if the model
+    /// has not learnt it from the log already); the subjects they touched.
     fn drain_events(&mut self, launch: Option<&Launch>) -> Result<Vec<String>, String> {
         let now = self.rt.now();
         let mut touched = std::mem::take(&mut self.touched);
+        // Every logged event is published on both streams, the logged one first, in the
+        // same order: the next logged entry is the event's number if it is the event.
+        let mut logged = std::collections::VecDeque::new();
+        loop {
+            match self.logged.try_recv() {
+                Ok(entry) => logged.push_back(entry),
+                Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                    return Err(format!(
+                        "the logged event stream lagged by {n}; the model lost track"
+                    ));
+                }
+                Err(_) => break,
+            }
+        }
         loop {
             match self.events.try_recv() {
                 Ok(event) => {
+                    if logged.front().is_some_and(|l: &Logged| l.event == event) {
+                        let seq = logged.pop_front().map_or(0, |l| l.seq);
+                        if !self.shown.insert(seq) {
+                            continue;
+                        }
+                    }
                     if let Some(s) = event_subject(&event)
                         && !touched.iter().any(|t| t == s)
                     {

@@ -8,6 +8,9 @@ use super::Space;
 pub(crate) struct Batch {
     /// The mutations, in the order they were added.
     ops: Vec<Op>,
+    /// Entries for the end of the log ([`Space::Events`]): numbered by the writer when
+    /// it commits the batch, in commit order, so the log has no gap a reader could pass.
+    log: Vec<Vec<u8>>,
 }
 
 /// One mutation of a [`Batch`].
@@ -77,6 +80,18 @@ impl Batch {
         self
     }
 
+    /// Appends `value` to the log ([`Space::Events`]) under the next sequence number,
+    /// given when the batch is committed.
+    pub(crate) fn append_log(&mut self, value: impl Into<Vec<u8>>) -> &mut Batch {
+        self.log.push(value.into());
+        self
+    }
+
+    /// The log entries waiting for their numbers, taken.
+    pub(crate) fn take_log(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.log)
+    }
+
     /// The mutations, in the order they were added.
     pub(crate) fn ops(&self) -> &[Op] {
         &self.ops
@@ -94,7 +109,7 @@ impl Batch {
 
     /// Whether the batch holds no mutation.
     pub(crate) fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.ops.is_empty() && self.log.is_empty()
     }
 
     /// The bytes of keys and values the batch writes, for the store's figures.

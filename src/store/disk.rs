@@ -108,6 +108,34 @@ impl Disk {
             .map_err(|err| describe(&err))
     }
 
+    /// A space's last key, as written.
+    pub(super) fn last(&self, space: Space) -> Result<Option<Vec<u8>>, String> {
+        self.spaces[space.index()]
+            .last_key_value()
+            .map(|guard| guard.key().map(|k| k.to_vec()))
+            .transpose()
+            .map_err(|err| describe(&err))
+    }
+
+    /// Up to `limit` of a space's entries from `from` on, as written, in key order.
+    pub(super) fn range_from(
+        &self,
+        space: Space,
+        from: &[u8],
+        limit: usize,
+    ) -> Result<Entries, String> {
+        self.spaces[space.index()]
+            .range(from..)
+            .take(limit)
+            .map(|guard| {
+                guard
+                    .into_inner()
+                    .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                    .map_err(|err| describe(&err))
+            })
+            .collect()
+    }
+
     /// A space's contents, as written, in key order.
     pub(super) fn scan(&self, space: Space) -> Result<Entries, String> {
         self.spaces[space.index()]

@@ -15,7 +15,10 @@ use std::thread::JoinHandle;
 
 use super::disk::Disk;
 use super::memory::Memory;
-use super::{Ack, Batch, Entries, Faults, Space, Stats, StoreError};
+use super::{
+    Ack, Batch, Entries, Faults, Receipt, Space, Stamp, Stats, StoreError, sequence_key,
+    sequence_of,
+};
 
 /// Locks `mutex`, going on if a thread panicked while holding it: every critical section
 /// here leaves its data consistent at each step.
@@ -80,6 +83,12 @@ pub(super) struct Shared {
     largest_group: AtomicU64,
     /// Each batch is committed alone, on its submitter's thread, as it is submitted.
     inline: bool,
+    /// The sequence number the log's next entry gets.
+    log_next: AtomicU64,
+    /// How many entries the log keeps: appending one past it deletes the oldest.
+    log_capacity: AtomicU64,
+    /// Called on each group's last batch as it is committed (the id counters' marks).
+    stamp: Mutex<Option<Stamp>>,
     /// A simulated crash to come: how many more batches become durable before it.
     crash_budget: Mutex<Option<u64>>,
     /// The simulated crash came: nothing submitted since is kept or acknowledged.
@@ -114,10 +123,76 @@ impl Shared {
             bytes: AtomicU64::new(0),
             largest_group: AtomicU64::new(0),
             inline: false,
+            log_next: AtomicU64::new(1),
+            log_capacity: AtomicU64::new(super::LOG_CAPACITY),
+            stamp: Mutex::new(None),
             crash_budget: Mutex::new(None),
             crashed: AtomicBool::new(false),
             crash: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Reads where the log ends, so the next entry follows the last one kept.
+    pub(super) fn find_log_end(&self) -> Result<(), StoreError> {
+        let last = match &self.engine {
+            Engine::Memory(memory) => memory.last(Space::Events),
+            Engine::Disk(disk) => disk
+                .last(Space::Events)
+                .map_err(|cause| self.read_error(Space::Events, cause))?,
+        };
+        let next = last.as_deref().and_then(sequence_of).map_or(1, |s| s + 1);
+        self.log_next.store(next, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Sets how many entries the log keeps.
+    pub(super) fn set_log_capacity(&self, entries: u64) {
+        self.log_capacity.store(entries.max(1), Ordering::Relaxed);
+    }
+
+    /// Sets the stamp called on each group's last batch.
+    pub(super) fn set_stamp(&self, stamp: Stamp) {
+        *lock(&self.stamp) = Some(stamp);
+    }
+
+    /// The log's entries from sequence `from` on, at most `limit`, as durable.
+    pub(super) fn log_from(
+        &self,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        self.refuse_if_poisoned()?;
+        let from = sequence_key(from);
+        let entries = match &self.engine {
+            Engine::Memory(memory) => memory.range_from(Space::Events, &from, limit),
+            Engine::Disk(disk) => disk
+                .range_from(Space::Events, &from, limit)
+                .map_err(|cause| self.read_error(Space::Events, cause))?,
+        };
+        Ok(entries
+            .into_iter()
+            .filter_map(|(k, v)| sequence_of(&k).map(|s| (s, v)))
+            .collect())
+    }
+
+    /// Numbers the log entries of `batches` in order, as puts (each one past the log's
+    /// capacity also deleting the oldest); each batch's first number.
+    fn number(&self, batches: &mut [Batch]) -> Vec<u64> {
+        let capacity = self.log_capacity.load(Ordering::Relaxed);
+        batches
+            .iter_mut()
+            .map(|batch| {
+                let first = self.log_next.load(Ordering::Relaxed);
+                for value in batch.take_log() {
+                    let seq = self.log_next.fetch_add(1, Ordering::Relaxed);
+                    batch.put(Space::Events, sequence_key(seq), value);
+                    if seq > capacity {
+                        batch.delete(Space::Events, sequence_key(seq - capacity));
+                    }
+                }
+                first
+            })
+            .collect()
     }
 
     /// Commit each batch alone, on its submitter's thread, as it is submitted.
@@ -272,7 +347,7 @@ impl Shared {
         if group.is_empty() {
             return 0;
         }
-        let (batches, acks): (Vec<Batch>, Vec<Ack>) =
+        let (mut batches, acks): (Vec<Batch>, Vec<Ack>) =
             group.into_iter().map(|p| (p.batch, p.ack)).unzip();
         if let Some(first) = lock(&self.poison).clone() {
             let err = StoreError::Poisoned {
@@ -283,6 +358,12 @@ impl Shared {
                 ack(Err(err.clone()));
             }
             return 0;
+        }
+        // Numbered and stamped as committed: in commit order, and after every batch of
+        // the group was made.
+        let firsts = self.number(&mut batches);
+        if let (Some(stamp), Some(last)) = (lock(&self.stamp).as_ref(), batches.last_mut()) {
+            stamp(last);
         }
         let bytes: u64 = batches.iter().map(Batch::bytes).sum();
         let count = batches.len();
@@ -297,8 +378,8 @@ impl Shared {
                 self.bytes.fetch_add(bytes, Ordering::Relaxed);
                 self.largest_group
                     .fetch_max(count as u64, Ordering::Relaxed);
-                for ack in acks {
-                    ack(Ok(()));
+                for (ack, log) in acks.into_iter().zip(firsts) {
+                    ack(Ok(Receipt { log }));
                 }
                 count
             }

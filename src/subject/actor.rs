@@ -30,6 +30,7 @@ use crate::jq::Limits;
 use crate::run::Ctx;
 use crate::run::activation::{self, Activation};
 use crate::run::port::Port;
+use crate::store::{Receipt, StoreError};
 use crate::supervisor::{self, TimerKey};
 
 /// The actor type.
@@ -190,6 +191,8 @@ struct Work<'a> {
     hub: &'a Arc<Hub>,
     myself: &'a ActorRef<Msg>,
     activations: &'a mut HashMap<Arc<str>, activation::Handle>,
+    /// While a durable change's effects are applied: the log number of its next event.
+    log: Option<u64>,
 }
 
 impl<'a> Work<'a> {
@@ -202,6 +205,7 @@ impl<'a> Work<'a> {
             hub,
             myself,
             activations,
+            log: None,
         }
     }
 
@@ -316,7 +320,7 @@ impl<'a> Work<'a> {
             }
             return;
         }
-        let batch = durable::change(state, &effects, &self.hub.services.ids);
+        let batch = durable::change(state, &effects);
         state.unacked.push_back(effects);
         let hub = Arc::clone(self.hub);
         hub.services.inflight.add();
@@ -331,11 +335,14 @@ impl<'a> Work<'a> {
 
     /// The store acknowledged the oldest change not yet durable: release its effects.
     /// A failed write stops the runtime: nothing after it is acknowledged.
-    fn durable(&mut self, state: &mut State, result: Result<(), crate::store::StoreError>) {
+    fn durable(&mut self, state: &mut State, result: Result<Receipt, StoreError>) {
         match result {
-            Ok(()) => {
+            Ok(receipt) => {
                 if let Some(effects) = state.unacked.pop_front() {
+                    // Its events are the log's entries from `receipt.log` on, in order.
+                    self.log = Some(receipt.log);
                     self.apply(state, effects);
+                    self.log = None;
                 }
             }
             Err(error) => {
@@ -366,7 +373,13 @@ impl<'a> Work<'a> {
                 Effect::Answer(waiter, answer) => waiter.send(answer),
                 Effect::Event(event) => {
                     self.project(&event);
-                    s.events.publish(event);
+                    match self.log.as_mut() {
+                        Some(seq) => {
+                            s.events.publish_logged(*seq, event);
+                            *seq += 1;
+                        }
+                        None => s.events.publish(event),
+                    }
                 }
                 Effect::Offer(item) => hub.inbox.add(*item),
                 Effect::Arm(key, timer) => s.timers.arm(key, timer),
@@ -479,7 +492,7 @@ fn acknowledge(
     hub: &Arc<Hub>,
     me: &ActorRef<Msg>,
     subject: &Arc<str>,
-    result: Result<(), crate::store::StoreError>,
+    result: Result<Receipt, StoreError>,
 ) {
     match me.cast(Msg::Durable(result)) {
         // The change's unit in flight rides on the message.

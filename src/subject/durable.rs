@@ -10,13 +10,13 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
 
 use super::effect::Effect;
 use super::hub::Hub;
 use super::packed::Packed;
 use super::state::State;
 use super::{Msg, Op};
-use crate::ids::Ids;
 use crate::record::RunRecord;
 use crate::store::{Batch, Space};
 
@@ -31,7 +31,7 @@ pub(crate) struct KeptRecord {
 }
 
 /// The batch that makes `state`'s change with `effects` durable.
-pub(crate) fn change(state: &State, effects: &[Effect], ids: &Ids) -> Batch {
+pub(crate) fn change(state: &State, effects: &[Effect]) -> Batch {
     let mut batch = Batch::new();
     let name = state.name.as_bytes();
     if state.is_empty() {
@@ -48,6 +48,17 @@ pub(crate) fn change(state: &State, effects: &[Effect], ids: &Ids) -> Batch {
         }
     }
     for effect in effects {
+        if let Effect::Event(event) = effect {
+            match serde_json::to_vec(event) {
+                Ok(bytes) => {
+                    batch.append_log(bytes);
+                }
+                // Not expected: an event is plain data.
+                Err(error) => {
+                    tracing::error!(subject = %state.name, %error, "an event could not be logged");
+                }
+            }
+        }
         if let Effect::Record(record) = effect {
             let kept = KeptRecord {
                 subject: state.name.to_string(),
@@ -58,10 +69,19 @@ pub(crate) fn change(state: &State, effects: &[Effect], ids: &Ids) -> Batch {
             }
         }
     }
-    if let Some(marks) = ids.high_water() {
-        batch.put(Space::Ids, SEQUENTIAL, marks_bytes(marks));
-    }
     batch
+}
+
+/// The stamp on each group the store commits: the id counters' marks as they stand when
+/// the group is committed, so they cover every id its batches hold, whatever order
+/// their subjects made them in (a mark written with each change could be overtaken by
+/// an older one and fall behind an id already durable elsewhere).
+pub(crate) fn stamp(hub: std::sync::Weak<Hub>) -> crate::store::Stamp {
+    Box::new(move |batch: &mut Batch| {
+        if let Some(marks) = hub.upgrade().and_then(|hub| hub.services.ids.high_water()) {
+            batch.put(Space::Ids, SEQUENTIAL, marks_bytes(marks));
+        }
+    })
 }
 
 /// The ids' counters as 24 big-endian bytes.
@@ -87,6 +107,9 @@ pub(crate) fn state_of(key: &[u8], value: &[u8]) -> Result<Box<State>, String> {
         std::str::from_utf8(key).map_err(|e| format!("a subject's name is not text: {e}"))?;
     Packed::decode(value, Arc::from(name)).map_err(|e| format!("subject {name}: {e}"))
 }
+
+/// Why a recovery did not finish.
+const STOPPED: &str = "the runtime stopped while it recovered";
 
 /// Read back what the store holds after a restart, before the runtime takes work: the
 /// ids' counters, the doors (recompiled; one that no longer compiles is left out with
@@ -132,13 +155,30 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
         );
         hub.records.ended(kept.record);
     }
+    let stopped = |_| STOPPED.to_owned();
+    let mut recovered = Vec::new();
+    let mut replay = Vec::new();
     for (key, value) in store.scan(Space::Subjects).map_err(read)? {
         let state = state_of(&key, &value)?;
         let name = Arc::clone(&state.name);
+        if state.executing_at_stop() {
+            replay.push(Arc::clone(&name));
+        }
         hub.registry.restore(&name, state);
-        hub.send(&name, Msg::Op(Op::Recover))
+        let (reply, done) = oneshot::channel();
+        hub.send(&name, Msg::Op(Op::Recover { reply }))
             .await
-            .map_err(|_| "the runtime stopped while it recovered".to_owned())?;
+            .map_err(stopped)?;
+        recovered.push(done);
+    }
+    // Every ceiling counts what was read back before a replayed run asks again.
+    for done in recovered {
+        done.await.map_err(|_| STOPPED.to_owned())?;
+    }
+    for name in replay {
+        hub.send(&name, Msg::Op(Op::Replay))
+            .await
+            .map_err(stopped)?;
     }
     Ok(())
 }

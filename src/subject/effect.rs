@@ -43,6 +43,8 @@ pub(crate) enum Reply {
     ),
     /// The parked set.
     List(oneshot::Sender<Vec<Entry>>, Vec<Entry>),
+    /// Done, and durable.
+    Done(oneshot::Sender<()>),
     /// A live run's record.
     Record(oneshot::Sender<Option<RunRecord>>, Option<RunRecord>),
     /// How an interaction was resolved, if remembered.
@@ -76,6 +78,7 @@ impl Reply {
             Reply::Start(tx, v) => drop(tx.send(v)),
             Reply::Ask(tx, v) => drop(tx.send(v)),
             Reply::List(tx, v) => drop(tx.send(v)),
+            Reply::Done(tx) => drop(tx.send(())),
             Reply::Recall(tx, v) => drop(tx.send(v)),
             Reply::Record(tx, v) => drop(tx.send(v)),
             Reply::Resume(tx, v) => drop(tx.send(v)),

@@ -390,7 +390,11 @@ impl State {
             Op::Retire { interaction, key } => self.retire(step, &interaction, key),
             // The actor decides about passivation after every operation (`State::after`).
             Op::Idle { .. } => {}
-            Op::Recover => self.recover(step),
+            Op::Recover { reply } => {
+                self.recover(step);
+                step.reply(Reply::Done(reply));
+            }
+            Op::Replay => self.replay(step),
         }
         Handled::Done
     }
@@ -1542,6 +1546,27 @@ impl State {
             step.push(Effect::Alive);
             step.push(Effect::Live(Arc::clone(run)));
         }
+    }
+
+    /// Whether a run's activation was executing when the state was written: read back,
+    /// it is replayed ([`State::replay`]).
+    pub(crate) fn executing_at_stop(&self) -> bool {
+        self.runs
+            .values()
+            .any(|run| run.status == RunStatus::Running)
+    }
+
+    /// After every subject has been recovered (so the ceilings count everything read
+    /// back before any replay asks again): replay the runs whose activation was executing
+    /// when the process stopped, from their journals.
+    pub(crate) fn replay(&mut self, step: &mut Step<'_>) {
+        let mut in_flight: Vec<Arc<str>> = self
+            .runs
+            .iter()
+            .filter(|(_, run)| run.status == RunStatus::Running && !run.executing)
+            .map(|(id, _)| Arc::clone(id))
+            .collect();
+        in_flight.sort();
         for run in in_flight {
             self.activate(step, &run);
         }
