@@ -293,9 +293,9 @@ impl Builder {
         });
         let store = match &data_dir {
             None => None,
-            Some(dir) => Some(
-                crate::store::Store::open(dir).map_err(|e| BuildError::Store(e.to_string()))?,
-            ),
+            Some(dir) => {
+                Some(crate::store::Store::open(dir).map_err(|e| BuildError::Store(e.to_string()))?)
+            }
         };
         let mut services = Services::new(
             settings,
@@ -323,7 +323,10 @@ impl Builder {
             runtime.shutdown().await;
             return Err(BuildError::Store(format!(
                 "the data directory {} could not be read back: {reason}",
-                data_dir.as_deref().unwrap_or(std::path::Path::new("")).display()
+                data_dir
+                    .as_deref()
+                    .unwrap_or(std::path::Path::new(""))
+                    .display()
             )));
         }
         Ok(runtime)

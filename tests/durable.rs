@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use parkway::{Ask, Builder, DoorSpec, Ids, ManualClock, Resumed, RunStatus, Runtime, Start, Status};
+use parkway::{
+    Ask, Builder, DoorSpec, Ids, ManualClock, Resumed, RunStatus, Runtime, Start, Status,
+};
 use serde_json::json;
 
 /// A runtime on `dir`, with a target that counts its journaled step and asks its caller.
@@ -53,7 +55,10 @@ async fn a_run_parked_before_a_restart_is_resumed_after_it() {
     let rt = open(dir.path(), &clock, &steps).await;
     let parked = rt.list("s").await.unwrap();
     assert_eq!(parked.len(), 1);
-    assert_eq!((parked[0].id.as_str(), parked[0].status), (id.as_str(), Status::Asking));
+    assert_eq!(
+        (parked[0].id.as_str(), parked[0].status),
+        (id.as_str(), Status::Asking)
+    );
     assert_eq!(
         rt.record(&record.run_id).await.map(|r| r.status),
         Some(RunStatus::Parked)
@@ -62,7 +67,11 @@ async fn a_run_parked_before_a_restart_is_resumed_after_it() {
         panic!("a single ask resumes at once")
     };
     assert_eq!(done.result, Some(json!({"prepared": 1, "answer": "yes"})));
-    assert_eq!(steps.load(Ordering::SeqCst), 1, "the journaled step ran once");
+    assert_eq!(
+        steps.load(Ordering::SeqCst),
+        1,
+        "the journaled step ran once"
+    );
     // The door saved before the restart is there, and a new run does not reuse an id.
     let visit = rt.visit("go", "t", json!({})).await.unwrap();
     let parkway::VisitOutcome::Started { run_id, .. } = visit.outcome else {
@@ -106,9 +115,11 @@ async fn a_directory_in_use_is_refused() {
         .data_dir(dir.path())
         .build()
         .await
-        .err()
-        .expect("the second open is refused");
+        .expect_err("the second open is refused");
     let message = second.to_string();
-    assert!(message.contains(&dir.path().display().to_string()), "{message}");
+    assert!(
+        message.contains(&dir.path().display().to_string()),
+        "{message}"
+    );
     rt.shutdown().await;
 }

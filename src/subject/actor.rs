@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use ractor::{ActorProcessingErr, ActorRef, MessagingErr};
 
-use super::effect::{Effect, Step};
 use super::durable;
+use super::effect::{Effect, Step};
 use super::hub::Hub;
 use super::registry::Stopped;
 use super::state::{After, Awaiting, Chains, Handled, Pending, Planned, State};

@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use super::effect::Effect;
 use super::hub::Hub;
-use super::{Msg, Op};
 use super::packed::Packed;
 use super::state::State;
+use super::{Msg, Op};
 use crate::ids::Ids;
 use crate::record::RunRecord;
 use crate::store::{Batch, Space};
@@ -83,7 +83,8 @@ pub(crate) fn marks_of(bytes: &[u8]) -> Option<[u64; 3]> {
 
 /// A subject's state read back from the store.
 pub(crate) fn state_of(key: &[u8], value: &[u8]) -> Result<Box<State>, String> {
-    let name = std::str::from_utf8(key).map_err(|e| format!("a subject's name is not text: {e}"))?;
+    let name =
+        std::str::from_utf8(key).map_err(|e| format!("a subject's name is not text: {e}"))?;
     Packed::decode(value, Arc::from(name)).map_err(|e| format!("subject {name}: {e}"))
 }
 
@@ -112,7 +113,10 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
     let retention = chrono::Duration::from_std(hub.services.settings.waiting_retention).ok();
     for (key, value) in store.scan(Space::Records).map_err(read)? {
         let kept: KeptRecord = serde_json::from_slice(&value).map_err(|e| {
-            format!("the record of run {} cannot be read back: {e}", String::from_utf8_lossy(&key))
+            format!(
+                "the record of run {} cannot be read back: {e}",
+                String::from_utf8_lossy(&key)
+            )
         })?;
         let end = kept.record.finished_at.unwrap_or(kept.record.started_at);
         let horizon = retention

@@ -1519,7 +1519,11 @@ impl State {
             parked.timer = Some(step.arm(old.at, timer));
         }
         for parked in self.entries.values() {
-            if let Some(item) = parked.offered.as_ref().filter(|_| parked.entry.status == Status::Asking) {
+            if let Some(item) = parked
+                .offered
+                .as_ref()
+                .filter(|_| parked.entry.status == Status::Asking)
+            {
                 step.push(Effect::Offer(item.clone()));
             }
         }
