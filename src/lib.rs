@@ -73,6 +73,9 @@ mod runtime;
 mod services;
 mod settings;
 pub mod sim;
+// The memory engine, the figures and the event keys are reached only by the store's own
+// tests until a simulation or an event log uses them.
+#[cfg_attr(not(test), allow(dead_code, unused_imports))]
 mod store;
 mod subject;
 mod supervisor;

@@ -115,8 +115,7 @@ async fn a_directory_in_use_is_refused() {
         .data_dir(dir.path())
         .build()
         .await
-        .err()
-        .expect("the second open is refused");
+        .expect_err("the second open is refused");
     let message = second.to_string();
     assert!(
         message.contains(&dir.path().display().to_string()),

@@ -1,5 +1,6 @@
 //! The `parkway` command line: `parkway sim` runs simulation scenarios on virtual time,
-//! `parkway load` drives concurrent door visits and reports throughput and latency.
+//! `parkway load` drives concurrent door visits and reports throughput and latency,
+//! `parkway crash` kills a runtime's process again and again and checks its store.
 
 use std::process::ExitCode;
 
@@ -24,6 +25,7 @@ fn keep_freed_memory() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) }
 }
 
+mod crash;
 mod load;
 mod sim;
 
@@ -44,6 +46,12 @@ enum Command {
     /// Drive concurrent door visits and report throughput, latency, memory, an account
     /// of every ask and outcome, and the bare-evaluation baseline.
     Load(load::Args),
+    /// Kill a child process driving a workload on a data directory with SIGKILL, again
+    /// and again, and check after each kill that everything it had acknowledged is there.
+    Crash(crash::Args),
+    /// The child `parkway crash` runs and kills.
+    #[command(hide = true)]
+    CrashChild(crash::ChildArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,5 +60,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Sim(args) => sim::main(args),
         Command::Load(args) => load::main(args),
+        Command::Crash(args) => crash::main(args),
+        Command::CrashChild(args) => crash::child_main(args),
     }
 }
