@@ -172,13 +172,6 @@ pub(crate) enum StoreError {
         /// The failure that poisoned it.
         first: Arc<StoreError>,
     },
-    /// The process that held the store crashed (a simulation's crash): nothing more is
-    /// written through its handles.
-    #[error("store {store}: crashed")]
-    Crashed {
-        /// The directory, or `memory`.
-        store: Arc<str>,
-    },
     /// A read failed.
     #[error("store {store}: reading {space} failed: {cause}")]
     Read {
@@ -374,14 +367,11 @@ impl Store {
         let shared = Arc::new(shared);
         // A memory engine's read cannot fail.
         shared.find_log_end().ok()?;
-        let thread = match &self.handle.thread {
-            None => None,
-            // As for `memory_with`: the memory engine is for tests.
-            Some(_) => Some(
-                writer::spawn(&shared)
-                    .unwrap_or_else(|err| panic!("cannot start the memory store's writer: {err}")),
-            ),
-        };
+        // As for `memory_with`: the memory engine is for tests.
+        let thread = self.handle.thread.as_ref().map(|_| {
+            writer::spawn(&shared)
+                .unwrap_or_else(|err| panic!("cannot start the memory store's writer: {err}"))
+        });
         Some(Store {
             handle: Arc::new(Handle { shared, thread }),
         })

@@ -18,7 +18,7 @@ const WAIT: Duration = Duration::from_secs(30);
 fn ack_to<T: Send + 'static>(tx: &mpsc::Sender<(T, Result<(), StoreError>)>, tag: T) -> Ack {
     let tx = tx.clone();
     Box::new(move |result| {
-        let _ = tx.send((tag, result));
+        let _ = tx.send((tag, result.map(|_| ())));
     })
 }
 
@@ -592,4 +592,48 @@ fn the_last_handle_may_drop_in_an_ack() {
         );
     }
     rx.recv_timeout(WAIT).unwrap().unwrap();
+}
+
+/// The log's entries are numbered in commit order from where the log ends, each
+/// receipt names its batch's first number, appending past the capacity deletes the
+/// oldest, and a reopened disk store goes on from the last number kept.
+#[test]
+fn the_log_is_numbered_in_commit_order_and_trimmed() {
+    let (_tmp, dir) = data_dir();
+    for store in engines(&dir) {
+        store.set_log_capacity(3);
+        let mut firsts = Vec::new();
+        for n in 0..3u8 {
+            let mut batch = Batch::new();
+            batch.append_log([n]).append_log([n + 10]);
+            let (tx, rx) = mpsc::channel();
+            store.submit(
+                batch,
+                Box::new(move |result| {
+                    let _ = tx.send(result);
+                }),
+            );
+            if store.handle.thread.is_none() {
+                store.sync_now();
+            }
+            let receipt = rx
+                .recv_timeout(WAIT)
+                .expect("the ack arrives")
+                .expect("durable");
+            firsts.push(receipt.log);
+        }
+        assert_eq!(firsts, [1, 3, 5], "{store:?}");
+        let kept: Vec<(u64, Vec<u8>)> = store.log_from(1, 100).expect("reads");
+        assert_eq!(
+            kept,
+            [(4, vec![11]), (5, vec![2]), (6, vec![12])],
+            "{store:?}"
+        );
+        assert_eq!(store.log_from(5, 1).expect("reads"), [(5, vec![2])]);
+    }
+    let reopened = Store::open(&dir).expect("opens again");
+    let mut batch = Batch::new();
+    batch.append_log([7]);
+    durable(&reopened, batch).expect("durable");
+    assert_eq!(reopened.log_from(7, 10).expect("reads"), [(7, vec![7])]);
 }

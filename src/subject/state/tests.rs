@@ -235,6 +235,7 @@ fn line(effect: &Effect) -> String {
             Reply::Start(_, run) => format!("reply start {run}"),
             Reply::Ask(_, result) => format!("reply ask {result:?}"),
             Reply::List(_, entries) => format!("reply list {}", entries.len()),
+            Reply::Done(_) => "reply done".to_owned(),
             Reply::Recall(_, recalled) => format!("reply recall {}", recalled.is_some()),
             Reply::Record(_, record) => format!("reply record {}", record.is_some()),
             Reply::Resume(_, Ok(ack)) => format!("reply resume {ack:?}"),
