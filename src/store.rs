@@ -55,8 +55,9 @@ pub(crate) struct Receipt {
     pub(crate) log: u64,
 }
 
-/// Called on the last batch of each group as it is committed, after every batch of the
-/// group was made: what it adds is at least as new as anything they hold.
+/// Called on the first batch of each group as it is committed, after every batch of the
+/// group was made: what it adds is at least as new as anything they hold, and is written
+/// before any of them.
 pub(crate) type Stamp = Box<dyn Fn(&mut Batch) + Send + Sync>;
 
 /// How many entries the log keeps by default: appending one more deletes the oldest.
@@ -394,7 +395,7 @@ impl Store {
         self.handle.shared.set_log_capacity(entries);
     }
 
-    /// Sets the stamp called on the last batch of each group as it is committed.
+    /// Sets the stamp called on the first batch of each group as it is committed.
     pub(crate) fn set_stamp(&self, stamp: Stamp) {
         self.handle.shared.set_stamp(stamp);
     }

@@ -87,7 +87,7 @@ pub(super) struct Shared {
     log_next: AtomicU64,
     /// How many entries the log keeps: appending one past it deletes the oldest.
     log_capacity: AtomicU64,
-    /// Called on each group's last batch as it is committed (the id counters' marks).
+    /// Called on each group's first batch as it is committed (the id counters' marks).
     stamp: Mutex<Option<Stamp>>,
     /// A simulated crash to come: how many more batches become durable before it.
     crash_budget: Mutex<Option<u64>>,
@@ -150,7 +150,7 @@ impl Shared {
         self.log_capacity.store(entries.max(1), Ordering::Relaxed);
     }
 
-    /// Sets the stamp called on each group's last batch.
+    /// Sets the stamp called on each group's first batch.
     pub(super) fn set_stamp(&self, stamp: Stamp) {
         *lock(&self.stamp) = Some(stamp);
     }
@@ -360,10 +360,12 @@ impl Shared {
             return 0;
         }
         // Numbered and stamped as committed: in commit order, and after every batch of
-        // the group was made.
+        // the group was made. The stamp goes on the first batch, written first: an engine
+        // that keeps a batch written before a crash (on disk, a journal write the kill
+        // did not undo) has kept the stamp too.
         let firsts = self.number(&mut batches);
-        if let (Some(stamp), Some(last)) = (lock(&self.stamp).as_ref(), batches.last_mut()) {
-            stamp(last);
+        if let (Some(stamp), Some(first)) = (lock(&self.stamp).as_ref(), batches.first_mut()) {
+            stamp(first);
         }
         let bytes: u64 = batches.iter().map(Batch::bytes).sum();
         let count = batches.len();
