@@ -386,6 +386,11 @@ impl Handle {
             let _ = supervisor.await;
         }
         self.hub.services.tasks.join().await;
+        // The directory is free once the shutdown returns: a runtime built on it next
+        // does not find it held.
+        if let Some(store) = self.hub.services.store.clone() {
+            let _ = tokio::task::spawn_blocking(move || store.close()).await;
+        }
     }
 }
 

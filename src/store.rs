@@ -81,14 +81,19 @@ pub(crate) struct Store {
 struct Handle {
     /// The queue, the engine, the poison, the figures.
     shared: Arc<Shared>,
-    /// The writer thread, if syncing is automatic.
-    thread: Option<JoinHandle<()>>,
+    /// The writer thread, if syncing is automatic; taken when the store is closed.
+    thread: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
         self.shared.close();
-        if let Some(thread) = self.thread.take() {
+        let thread = self
+            .thread
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(thread) = thread {
             // The last handle may be dropped by an ack, on the writer itself: it then
             // finishes the queue and stops on its own.
             if thread.thread().id() != std::thread::current().id() {
@@ -281,7 +286,10 @@ impl Store {
             ),
         };
         Store {
-            handle: Arc::new(Handle { shared, thread }),
+            handle: Arc::new(Handle {
+                shared,
+                thread: std::sync::Mutex::new(thread),
+            }),
         }
     }
 
@@ -310,7 +318,7 @@ impl Store {
         Ok(Store {
             handle: Arc::new(Handle {
                 shared,
-                thread: Some(thread),
+                thread: std::sync::Mutex::new(Some(thread)),
             }),
         })
     }
@@ -369,12 +377,15 @@ impl Store {
         // A memory engine's read cannot fail.
         shared.find_log_end().ok()?;
         // As for `memory_with`: the memory engine is for tests.
-        let thread = self.handle.thread.as_ref().map(|_| {
+        let thread = self.has_writer().then(|| {
             writer::spawn(&shared)
                 .unwrap_or_else(|err| panic!("cannot start the memory store's writer: {err}"))
         });
         Some(Store {
-            handle: Arc::new(Handle { shared, thread }),
+            handle: Arc::new(Handle {
+                shared,
+                thread: std::sync::Mutex::new(thread),
+            }),
         })
     }
 
@@ -408,6 +419,27 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
         self.handle.shared.log_from(from, limit)
+    }
+
+    /// Whether a writer thread commits (rather than `sync_now` or each submitter).
+    pub(crate) fn has_writer(&self) -> bool {
+        writer::lock(&self.handle.thread).is_some()
+    }
+
+    /// Closes the store: the writer commits what is queued and stops, and a disk store
+    /// releases its engine and the directory's lock, so a store opened on the directory
+    /// from now on finds it free. Whatever is submitted later is refused. Blocks until
+    /// the writer has stopped.
+    pub(crate) fn close(&self) {
+        self.handle.shared.close();
+        let thread = writer::lock(&self.handle.thread).take();
+        if let Some(thread) = thread
+            && thread.thread().id() != std::thread::current().id()
+        {
+            // A writer that panicked has already lost its acks; there is nothing to add.
+            let _ = thread.join();
+        }
+        self.handle.shared.release();
     }
 
     /// Whether a failure has stopped the store.

@@ -158,3 +158,37 @@ async fn a_change_acknowledged_after_passivation_still_shows_its_event() {
     assert!(rt.list("s").await.unwrap().is_empty());
     rt.shutdown().await;
 }
+
+/// Once `shutdown` returns, the directory is free: a runtime built on it at once opens
+/// it (it is never found held by the one that stopped).
+#[tokio::test]
+async fn the_directory_is_free_once_shutdown_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::default();
+    let steps = Arc::new(AtomicUsize::new(0));
+    for round in 0..20 {
+        let rt = open(dir.path(), &clock, &steps).await;
+        let record = rt
+            .run(Start::new(format!("s{round}"), "deploy"))
+            .await
+            .unwrap();
+        let id = record.asks.unwrap()[0].id.clone();
+        if round % 2 == 1 {
+            rt.resume_detached(&format!("s{round}"), &id, json!("yes"))
+                .await
+                .unwrap();
+        }
+        rt.shutdown().await;
+        drop(rt);
+    }
+    let rt = open(dir.path(), &clock, &steps).await;
+    // Every even round's run is still parked; every odd one's outcome waits.
+    for round in 0..20 {
+        assert_eq!(
+            rt.list(&format!("s{round}")).await.unwrap().len(),
+            1,
+            "s{round}"
+        );
+    }
+    rt.shutdown().await;
+}

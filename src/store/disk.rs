@@ -30,6 +30,12 @@ pub(super) const VERSION_KEY: &[u8] = b"format_version";
 
 /// An open data directory.
 pub(super) struct Disk {
+    /// The open engine and the lock; `None` once closed.
+    open: std::sync::RwLock<Option<Open>>,
+}
+
+/// An open store's engine and lock, all released together when it is closed.
+struct Open {
     /// The fjall keyspaces, indexed by [`Space::index`]. Declared before `db` and `lock`
     /// so they drop first.
     spaces: Vec<Keyspace>,
@@ -38,6 +44,9 @@ pub(super) struct Disk {
     /// The locked lock file, released when the store is dropped, after the database.
     _lock: File,
 }
+
+/// What every use of a closed store says.
+const CLOSED: &str = "the store is closed";
 
 impl Disk {
     /// Opens (or creates) the store in `dir`.
@@ -69,14 +78,76 @@ impl Disk {
         let (db, spaces) = open_engine(dir, &data)?;
         check_version(dir, &db, &spaces)?;
         Ok(Disk {
-            spaces,
-            db,
-            _lock: lock,
+            open: std::sync::RwLock::new(Some(Open {
+                spaces,
+                db,
+                _lock: lock,
+            })),
         })
+    }
+
+    /// Releases the engine and the directory's lock: a store opened on the directory
+    /// from now on finds it free. Every later use is refused.
+    pub(super) fn close(&self) {
+        let open = self
+            .open
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        drop(open);
+    }
+
+    /// Runs `f` on the open engine, or refuses if it is closed.
+    fn with<T>(&self, f: impl FnOnce(&Open) -> Result<T, String>) -> Result<T, String> {
+        let open = self
+            .open
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match open.as_ref() {
+            Some(open) => f(open),
+            None => Err(CLOSED.to_owned()),
+        }
     }
 
     /// Commits each batch as one fjall batch, not yet synced.
     pub(super) fn write(&self, batches: &[Batch]) -> Result<(), String> {
+        self.with(|open| open.write(batches))
+    }
+
+    /// Syncs the journal: everything written is durable when it returns `Ok`.
+    pub(super) fn sync(&self) -> Result<(), String> {
+        self.with(Open::sync)
+    }
+
+    /// One key's value, as written.
+    pub(super) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        self.with(|open| open.get(space, key))
+    }
+
+    /// A space's last key, as written.
+    pub(super) fn last(&self, space: Space) -> Result<Option<Vec<u8>>, String> {
+        self.with(|open| open.last(space))
+    }
+
+    /// Up to `limit` of a space's entries from `from` on, as written, in key order.
+    pub(super) fn range_from(
+        &self,
+        space: Space,
+        from: &[u8],
+        limit: usize,
+    ) -> Result<Entries, String> {
+        self.with(|open| open.range_from(space, from, limit))
+    }
+
+    /// A space's contents, as written, in key order.
+    pub(super) fn scan(&self, space: Space) -> Result<Entries, String> {
+        self.with(|open| open.scan(space))
+    }
+}
+
+impl Open {
+    /// Commits each batch as one fjall batch, not yet synced.
+    fn write(&self, batches: &[Batch]) -> Result<(), String> {
         for batch in batches {
             let mut write = self.db.batch();
             for op in batch.last_per_key() {
@@ -94,14 +165,14 @@ impl Disk {
     }
 
     /// Syncs the journal: everything written is durable when it returns `Ok`.
-    pub(super) fn sync(&self) -> Result<(), String> {
+    fn sync(&self) -> Result<(), String> {
         self.db
             .persist(PersistMode::SyncData)
             .map_err(|err| describe(&err))
     }
 
     /// One key's value, as written.
-    pub(super) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
         self.spaces[space.index()]
             .get(key)
             .map(|value| value.map(|v| v.to_vec()))
@@ -109,7 +180,7 @@ impl Disk {
     }
 
     /// A space's last key, as written.
-    pub(super) fn last(&self, space: Space) -> Result<Option<Vec<u8>>, String> {
+    fn last(&self, space: Space) -> Result<Option<Vec<u8>>, String> {
         self.spaces[space.index()]
             .last_key_value()
             .map(|guard| guard.key().map(|k| k.to_vec()))
@@ -118,12 +189,7 @@ impl Disk {
     }
 
     /// Up to `limit` of a space's entries from `from` on, as written, in key order.
-    pub(super) fn range_from(
-        &self,
-        space: Space,
-        from: &[u8],
-        limit: usize,
-    ) -> Result<Entries, String> {
+    fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Result<Entries, String> {
         self.spaces[space.index()]
             .range(from..)
             .take(limit)
@@ -137,7 +203,7 @@ impl Disk {
     }
 
     /// A space's contents, as written, in key order.
-    pub(super) fn scan(&self, space: Space) -> Result<Entries, String> {
+    fn scan(&self, space: Space) -> Result<Entries, String> {
         self.spaces[space.index()]
             .iter()
             .map(|guard| {

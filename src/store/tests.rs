@@ -26,7 +26,7 @@ fn ack_to<T: Send + 'static>(tx: &mpsc::Sender<(T, Result<(), StoreError>)>, tag
 fn durable(store: &Store, batch: Batch) -> Result<(), StoreError> {
     let (tx, rx) = mpsc::channel();
     store.submit(batch, ack_to(&tx, ()));
-    if store.handle.thread.is_none() {
+    if !store.has_writer() {
         store.sync_now();
     }
     rx.recv_timeout(WAIT).expect("the ack arrives").1
@@ -613,7 +613,7 @@ fn the_log_is_numbered_in_commit_order_and_trimmed() {
                     let _ = tx.send(result);
                 }),
             );
-            if store.handle.thread.is_none() {
+            if !store.has_writer() {
                 store.sync_now();
             }
             let receipt = rx

@@ -218,7 +218,17 @@ impl Shared {
             self.commit(vec![Pending { batch, ack }], epoch);
             return;
         }
-        lock(&self.queue).pending.push(Pending { batch, ack });
+        let mut queue = lock(&self.queue);
+        if queue.closed {
+            drop(queue);
+            ack(Err(StoreError::Write {
+                store: Arc::clone(&self.name),
+                cause: "the store is closed".to_owned(),
+            }));
+            return;
+        }
+        queue.pending.push(Pending { batch, ack });
+        drop(queue);
         self.filled.notify_one();
     }
 
@@ -278,6 +288,14 @@ impl Shared {
         self.crashed.store(true, Ordering::Release);
         self.crash();
         self.crash.notify_waiters();
+    }
+
+    /// Releases a disk engine and its lock (after the writer stopped): every later use
+    /// is refused.
+    pub(super) fn release(&self) {
+        if let Engine::Disk(disk) = &self.engine {
+            disk.close();
+        }
     }
 
     /// Lets the writer finish what is queued and stop.
