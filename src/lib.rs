@@ -109,7 +109,7 @@ pub use jq::{CompileError, CompileErrors, EvalError};
 pub use record::{Buffered, NoResult, Resumed, RunRecord, RunStatus, Suspended};
 pub use run::Ctx;
 pub use run::journal::{Journal, JournalEntry};
-pub use runtime::{Builder, Runtime, Start, Stats};
+pub use runtime::{Builder, Runtime, Start, Stats, StoreStats};
 pub use settings::{
     MAX_CONCURRENT, MAX_CONCURRENT_CALLER, Settings, SettingsError, WAITING_RETENTION,
 };

@@ -87,6 +87,20 @@ impl Start {
     }
 }
 
+/// The durable store's figures since it was opened ([`Runtime::store_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct StoreStats {
+    /// Syncs made: groups of changes made durable at once.
+    pub syncs: u64,
+    /// Changes (batches) made durable.
+    pub batches: u64,
+    /// Bytes of keys and values in them.
+    pub bytes: u64,
+    /// The most changes one sync made durable.
+    pub largest_group: u64,
+}
+
 /// Sizes of a runtime's moving parts, for tests, tools and benchmarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -793,6 +807,19 @@ impl Runtime {
                 return;
             }
         }
+    }
+
+    /// The durable store's figures since it was opened; `None` for a runtime in memory.
+    pub fn store_stats(&self) -> Option<StoreStats> {
+        self.hub().services.store.as_ref().map(|store| {
+            let s = store.stats();
+            StoreStats {
+                syncs: s.syncs,
+                batches: s.batches,
+                bytes: s.bytes,
+                largest_group: s.largest_group,
+            }
+        })
     }
 
     /// Sizes of the runtime's moving parts.

@@ -82,11 +82,13 @@ pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report
     let rss_after_prefill = rss::current();
 
     progress.set_phase(Phase::Visits);
+    let store_before = rt.store_stats();
     let drive::Measured {
         client,
         latencies,
         seconds,
     } = drive::visit(&rt, config, progress).await;
+    let store_after = rt.store_stats();
     follow.stop().await;
 
     progress.set_phase(Phase::Settle);
@@ -132,5 +134,6 @@ pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report
         process_peak_rss,
         rss_after_prefill,
         bare,
+        store: store_before.zip(store_after),
     }))
 }

@@ -86,6 +86,9 @@ pub struct LoadConfig {
     pub bare_for: Duration,
     /// Threads the bare baseline uses: the runtime's worker count.
     pub workers: usize,
+    /// Keep the runtime's state durable in this directory (new or empty), as an embedder
+    /// with a data directory does; `None` runs in memory.
+    pub data: Option<std::path::PathBuf>,
 }
 
 impl Default for LoadConfig {
@@ -106,6 +109,7 @@ impl Default for LoadConfig {
             seed: 1,
             bare_for: Duration::from_secs(2),
             workers: std::thread::available_parallelism().map_or(2, usize::from),
+            data: None,
         }
     }
 }
@@ -140,6 +144,14 @@ impl LoadConfig {
         }
         if self.workers == 0 {
             return bad("workers must be at least 1".into());
+        }
+        if let Some(dir) = &self.data
+            && std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some())
+        {
+            return bad(format!(
+                "--data {} holds something already: the load needs a new or empty directory",
+                dir.display()
+            ));
         }
         if self.mix.total() == 0 {
             return bad("the mix must give at least one kind of visit a weight".into());

@@ -10,7 +10,7 @@ use super::account::{Left, Observed};
 use super::bare::Bare;
 use super::config::LoadConfig;
 use super::drive::{Client, Latencies, Prefilled};
-use parkway::Stats;
+use parkway::{Stats, StoreStats};
 
 /// Whether nothing was lost: each line of the account, with both of its sides.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -201,6 +201,43 @@ pub struct Report {
     pub bare_problems: u64,
     /// `bare_visits_per_sec / visits_per_sec`; absent without measured visits.
     pub overhead_ratio: Option<f64>,
+    /// The durable store during the measured visits, with `--data`.
+    pub store: Option<Durable>,
+}
+
+/// What the durable store did during the measured visits.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Durable {
+    /// Syncs made.
+    pub syncs: u64,
+    /// Syncs per second.
+    pub syncs_per_sec: f64,
+    /// Changes made durable.
+    pub changes: u64,
+    /// Changes per sync: what group commit gathered.
+    pub mean_group: f64,
+    /// The largest group since the store opened.
+    pub largest_group: u64,
+    /// Bytes written per measured visit.
+    pub bytes_per_visit: f64,
+}
+
+impl Durable {
+    /// The store's work between `before` and `after`, over `seconds` and `visits`.
+    fn between(before: &StoreStats, after: &StoreStats, seconds: f64, visits: u64) -> Self {
+        let syncs = after.syncs.saturating_sub(before.syncs);
+        let changes = after.batches.saturating_sub(before.batches);
+        let bytes = after.bytes.saturating_sub(before.bytes);
+        let per = |n: f64, d: f64| if d > 0.0 { n / d } else { 0.0 };
+        Durable {
+            syncs,
+            syncs_per_sec: per(syncs as f64, seconds),
+            changes,
+            mean_group: per(changes as f64, syncs as f64),
+            largest_group: after.largest_group,
+            bytes_per_visit: per(bytes as f64, visits as f64),
+        }
+    }
 }
 
 /// Latency percentiles of one kind of visit, in microseconds; zero without visits.
@@ -241,6 +278,8 @@ pub(crate) struct Parts<'a> {
     pub(crate) process_peak_rss: u64,
     pub(crate) rss_after_prefill: u64,
     pub(crate) bare: Bare,
+    /// The store's figures before and after the measured visits, with a data directory.
+    pub(crate) store: Option<(StoreStats, StoreStats)>,
 }
 
 impl Report {
@@ -257,6 +296,7 @@ impl Report {
             process_peak_rss,
             rss_after_prefill,
             bare,
+            store,
         } = parts;
         let visits = latencies.visits();
         let rate = if seconds > 0.0 {
@@ -314,6 +354,7 @@ impl Report {
             bare_visits_per_sec: bare.rate(),
             bare_problems: bare.problems,
             overhead_ratio: (rate > 0.0 && bare.visits > 0).then(|| bare.rate() / rate),
+            store: store.map(|(before, after)| Durable::between(&before, &after, seconds, visits)),
         }
     }
 
@@ -403,6 +444,13 @@ impl fmt::Display for Report {
         }
         for (kind, (n, message)) in &self.errors {
             writeln!(f, "  refused {kind} x{n}: {message}")?;
+        }
+        if let Some(d) = &self.store {
+            writeln!(
+                f,
+                "durable     {} syncs ({:.0}/s), {} changes, {:.1} per sync (largest {}), {:.0} bytes per visit",
+                d.syncs, d.syncs_per_sec, d.changes, d.mean_group, d.largest_group, d.bytes_per_visit
+            )?;
         }
         match self.overhead_ratio {
             Some(ratio) => writeln!(

@@ -78,16 +78,18 @@ fn start_expr(max_entries: usize) -> String {
 
 /// A runtime on `clock` with the target and both doors, caps raised out of the way.
 pub(crate) async fn build(config: &LoadConfig, clock: ManualClock) -> Result<Runtime, LoadError> {
-    let rt = Runtime::builder()
+    let mut builder = Runtime::builder()
         .without_env()
         .clock(clock)
         .max_concurrent_caller(usize::MAX)
         .max_concurrent(usize::MAX)
         .waiting_retention(config.retention)
         .passivate_after(config.passivate_after)
-        .event_capacity(1 << 16)
-        .build()
-        .await?;
+        .event_capacity(1 << 16);
+    if let Some(dir) = &config.data {
+        builder = builder.data_dir(dir);
+    }
+    let rt = builder.build().await?;
     rt.register(TARGET, &[], |ctx, kwargs, _| async move {
         let ttl = kwargs["ttl"].as_str().unwrap_or(LONG_TTL).to_owned();
         let on_expiry = if kwargs["on_expiry"] == "resume" {

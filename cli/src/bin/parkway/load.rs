@@ -68,6 +68,10 @@ pub(crate) struct Args {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// Keep the runtime's state durable in this directory (new or empty), as an
+    /// embedder with a data directory does; without it the runtime runs in memory.
+    #[arg(long, value_name = "DIR")]
+    data: Option<std::path::PathBuf>,
 }
 
 /// `start:resume:take:cancel`, four whole numbers.
@@ -114,6 +118,7 @@ impl Args {
             seed: self.seed,
             bare_for: self.bare_for,
             workers: self.workers.unwrap_or(defaults.workers),
+            data: self.data.clone(),
         }
     }
 }
