@@ -321,7 +321,13 @@ impl<'a> Work<'a> {
             return;
         }
         let batch = durable::change(state, &effects);
-        state.unacked.push_back(effects);
+        // An activation shows nothing by starting: what it does reaches the subject as
+        // messages, whose changes queue behind this one. It starts now, so its own change
+        // can share this one's sync instead of waiting for the next.
+        let (start, held): (Vec<Effect>, Vec<Effect>) = effects
+            .into_iter()
+            .partition(|e| matches!(e, Effect::Activate(_)));
+        state.unacked.push_back(held);
         let hub = Arc::clone(self.hub);
         hub.services.inflight.add();
         let (me, subject) = (self.myself.clone(), Arc::clone(&state.name));
@@ -331,6 +337,9 @@ impl<'a> Work<'a> {
             batch,
             Box::new(move |result| acknowledge(&runtime, &hub, &me, &subject, result)),
         );
+        if !start.is_empty() {
+            self.apply(state, start);
+        }
     }
 
     /// The store acknowledged the oldest change not yet durable: release its effects.
