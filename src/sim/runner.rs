@@ -27,6 +27,54 @@ const HANG: Duration = Duration::from_secs(20);
 /// Run `scenario` on a fresh runtime and return its transcript.
 pub async fn run(scenario: &Scenario) -> Result<Transcript, BuildError> {
     let clock = ManualClock::at(scenario.start);
+    let data = match scenario.settings.durable {
+        true => Some(DataDir::fresh().map_err(BuildError::Store)?),
+        false => None,
+    };
+    let notes = Notes::default();
+    let rt = open(scenario, &clock, &notes, data.as_ref()).await?;
+    let mut harness = Harness {
+        events: rt.events(),
+        frames: rt.inbox_frames(),
+        rt,
+        clock,
+        notes,
+        bindings: Bindings::new(),
+        scenario,
+        data,
+    };
+    let mut lines = Vec::new();
+    // The scenario's doors are saved first, each as a step that must succeed.
+    for door in &scenario.doors {
+        let step = Step {
+            action: Action::SaveDoor(Box::new(door.clone())),
+            expect: Some(Value::Null),
+            expect_error: None,
+            note: None,
+            bind: None,
+        };
+        let number = lines.len() + 1;
+        lines.push(harness.step(number, &step).await);
+    }
+    for step in &scenario.timeline {
+        let number = lines.len() + 1;
+        lines.push(harness.step(number, step).await);
+    }
+    harness.rt.shutdown().await;
+    Ok(Transcript {
+        scenario: scenario.name.clone(),
+        about: scenario.about.clone(),
+        lines,
+    })
+}
+
+/// A runtime for `scenario` on `clock`, its targets registered, on `data` if durable.
+async fn open(
+    scenario: &Scenario,
+    clock: &ManualClock,
+    notes: &Notes,
+    data: Option<&DataDir>,
+) -> Result<Runtime, BuildError> {
     let s = &scenario.settings;
     let mut builder = Runtime::builder()
         .without_env()
@@ -48,47 +96,51 @@ pub async fn run(scenario: &Scenario) -> Result<Transcript, BuildError> {
     if let Some(n) = s.max_input_bytes {
         builder = builder.max_input_bytes(n);
     }
-    let rt = builder.build().await?;
-    let notes = Notes::default();
+    if let Some(data) = data {
+        builder = builder.data_dir(&data.0);
+    }
     for (name, script) in &scenario.targets {
-        script::register(&rt, name, script, &notes);
+        builder = script::register(builder, name, script, notes);
     }
-    let mut harness = Harness {
-        events: rt.events(),
-        frames: rt.inbox_frames(),
-        rt,
-        clock,
-        notes,
-        bindings: Bindings::new(),
-    };
-    let mut lines = Vec::new();
-    // The scenario's doors are saved first, each as a step that must succeed.
-    for door in &scenario.doors {
-        let step = Step {
-            action: Action::SaveDoor(Box::new(door.clone())),
-            expect: Some(Value::Null),
-            expect_error: None,
-            note: None,
-            bind: None,
-        };
-        let number = lines.len() + 1;
-        lines.push(harness.step(number, &step).await);
+    builder.build().await
+}
+
+/// A durable scenario's data directory: fresh under the system's temporary directory,
+/// removed when the scenario ends.
+struct DataDir(std::path::PathBuf);
+
+impl DataDir {
+    /// A new, empty directory.
+    fn fresh() -> Result<DataDir, String> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("parkway-sim-{}-{n}", std::process::id()));
+        // A leftover of an earlier process with the same id is not this scenario's.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            format!(
+                "cannot create the scenario's data directory {}: {e}",
+                dir.display()
+            )
+        })?;
+        Ok(DataDir(dir))
     }
-    for step in &scenario.timeline {
-        let number = lines.len() + 1;
-        lines.push(harness.step(number, step).await);
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
-    Ok(Transcript {
-        scenario: scenario.name.clone(),
-        about: scenario.about.clone(),
-        lines,
-    })
 }
 
 /// The runtime under test and what the timeline has bound so far.
-struct Harness {
+struct Harness<'s> {
     /// The runtime.
     rt: Runtime,
+    /// The scenario, to build the runtime again after a `restart`.
+    scenario: &'s Scenario,
+    /// The data directory of a durable scenario.
+    data: Option<DataDir>,
     clock: ManualClock,
     /// What scripted targets note.
     notes: Notes,
@@ -139,7 +191,7 @@ fn hung(what: &str) -> Failure {
     }
 }
 
-impl Harness {
+impl Harness<'_> {
     async fn step(&mut self, number: usize, step: &Step) -> Line {
         let (summary, mut outcome) =
             match tokio::time::timeout(HANG, self.perform(&step.action)).await {
@@ -191,6 +243,31 @@ impl Harness {
             notes: self.notes.drain(),
             check,
         }
+    }
+
+    /// Stop the runtime and build it again on the data directory; its counters once it
+    /// has recovered.
+    async fn restart(&mut self) -> Outcome {
+        let Some(data) = &self.data else {
+            return Err(Failure {
+                kind: "not_durable".to_owned(),
+                message: "a restart needs a data directory: set \"durable\": true in the settings"
+                    .to_owned(),
+            });
+        };
+        self.rt.shutdown().await;
+        let rt = open(self.scenario, &self.clock, &self.notes, Some(data))
+            .await
+            .map_err(|e| Failure {
+                kind: "restart".to_owned(),
+                message: e.to_string(),
+            })?;
+        self.events = rt.events();
+        self.frames = rt.inbox_frames();
+        self.rt = rt;
+        self.rt.settle().await;
+        let s = self.rt.stats().await;
+        Ok(json!({"caller_open": s.caller_open, "user_open": s.user_open, "runs": s.runs}))
     }
 
     fn fill(&self, value: &Value) -> Result<Value, Failure> {
@@ -345,6 +422,7 @@ impl Harness {
                     "passivations": s.passivations,
                 }))
             }
+            Action::Restart => self.restart().await,
             Action::Frames => {
                 let mut frames = Vec::new();
                 loop {
@@ -381,6 +459,7 @@ fn key(action: &Action) -> &'static str {
         Action::Inbox { .. } => "inbox",
         Action::Stats => "stats",
         Action::Frames => "frames",
+        Action::Restart => "restart",
     }
 }
 
@@ -423,6 +502,7 @@ fn describe(action: &Action) -> String {
         Action::Inbox { page, .. } => format!("read inbox page {page}"),
         Action::Stats => "read the runtime's counters".to_owned(),
         Action::Frames => "read the inbox frames not yet read".to_owned(),
+        Action::Restart => "stop the runtime and build it again on its data directory".to_owned(),
     }
 }
 

@@ -51,6 +51,9 @@ pub struct SimSettings {
     pub jq_deadline: Option<Duration>,
     /// The cap on a visit's input document, in bytes.
     pub max_input_bytes: Option<usize>,
+    /// Keep the runtime's state in a fresh data directory (removed when the scenario
+    /// ends), so a `restart` step can stop the runtime and build it again on it.
+    pub durable: bool,
 }
 
 /// A scripted target: the extras keys it declares and the steps it runs.
@@ -292,6 +295,9 @@ pub enum Action {
     Stats,
     /// Read the inbox frames published since the last `frames` step.
     Frames,
+    /// Stop the runtime and build it again on its data directory (`settings.durable`),
+    /// as a process restarting would; the output is its counters once it has recovered.
+    Restart,
 }
 
 /// What to start for `run` and `submit`.
@@ -337,6 +343,7 @@ const ACTIONS: &[&str] = &[
     "inbox",
     "stats",
     "frames",
+    "restart",
 ];
 
 /// The target step kinds, by key.
@@ -511,6 +518,8 @@ fn settings(v: Value, p: &mut Problems) -> SimSettings {
         passivate_after: Option<String>,
         jq_deadline: Option<String>,
         max_input_bytes: Option<usize>,
+        #[serde(default)]
+        durable: bool,
     }
     let Some(raw) = parse::<Raw>(v, "settings", p) else {
         return SimSettings::default();
@@ -543,6 +552,7 @@ fn settings(v: Value, p: &mut Problems) -> SimSettings {
         passivate_after: d("passivate_after", raw.passivate_after),
         jq_deadline: d("jq_deadline", raw.jq_deadline),
         max_input_bytes: raw.max_input_bytes,
+        durable: raw.durable,
     }
 }
 
@@ -1015,6 +1025,10 @@ fn step(v: Value, path: &str, p: &mut Problems) -> Option<Step> {
         "frames" => {
             only(&map, &accepted, path, p);
             Action::Frames
+        }
+        "restart" => {
+            only(&map, &accepted, path, p);
+            Action::Restart
         }
         _ => return None,
     };

@@ -17,7 +17,7 @@ use super::template::{Bindings, resolve};
 use crate::ask::{Ask, Mode, OnExpiry};
 use crate::error::{CtxError, RunError, TakeError};
 use crate::run::Ctx;
-use crate::runtime::Runtime;
+use crate::runtime::Builder;
 
 /// Lines the scripted targets leave for the transcript, in the order they happen.
 #[derive(Debug, Clone, Default)]
@@ -40,12 +40,13 @@ impl Notes {
     }
 }
 
-/// Register `script` as the target `name`.
-pub(crate) fn register(rt: &Runtime, name: &str, script: &Script, notes: &Notes) {
+/// `builder` with `script` registered as the target `name` (before the build, so runs
+/// read back from a data directory find it).
+pub(crate) fn register(builder: Builder, name: &str, script: &Script, notes: &Notes) -> Builder {
     let extras: Vec<&str> = script.extras.iter().map(String::as_str).collect();
     let steps = Arc::new(script.steps.clone());
     let notes = notes.clone();
-    rt.register(name, &extras, move |ctx, kwargs, extras| {
+    builder.register(name, &extras, move |ctx, kwargs, extras| {
         let steps = Arc::clone(&steps);
         let notes = notes.clone();
         async move {
@@ -61,7 +62,7 @@ pub(crate) fn register(rt: &Runtime, name: &str, script: &Script, notes: &Notes)
                 Flow::Next => Ok(Value::Null),
             }
         }
-    });
+    })
 }
 
 /// Whether a block returned.

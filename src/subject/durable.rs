@@ -182,3 +182,62 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::ask::Ask;
+    use crate::clock::ManualClock;
+    use crate::ids::Ids;
+    use crate::runtime::{Runtime, Start};
+    use crate::store::{Faults, Store, Syncing};
+
+    /// A runtime on `store` with a target that asks its caller.
+    async fn open(store: Store) -> Runtime {
+        Runtime::builder()
+            .without_env()
+            .clock(ManualClock::default())
+            .ids(Ids::sequential())
+            .store(store)
+            .register("asker", &[], |ctx, _, _| async move {
+                let answer = ctx
+                    .ask(Ask::caller("go?").expiry_at(Duration::from_secs(60)))
+                    .await?;
+                Ok(json!({ "answer": answer }))
+            })
+            .build()
+            .await
+            .expect("builds")
+    }
+
+    /// A failed sync stops the runtime: the change is not acknowledged, nothing of it is
+    /// shown, nothing is taken after it, and the next process finds none of it.
+    #[tokio::test]
+    async fn a_failed_sync_stops_the_runtime_and_acknowledges_nothing() {
+        let faults = Faults {
+            fail_sync_after: Some(0),
+        };
+        let store = Store::memory_with(Syncing::Inline, faults);
+        let rt = open(store.clone()).await;
+        let mut events = rt.events();
+        let refused = rt.run(Start::new("s", "asker")).await;
+        assert!(refused.is_err(), "{refused:?}");
+        assert!(rt.is_shut_down(), "the runtime stopped");
+        assert!(
+            events.try_recv().is_err(),
+            "nothing of the change was shown"
+        );
+        assert!(rt.run(Start::new("t", "asker")).await.is_err());
+        assert!(store.is_poisoned());
+        rt.shutdown().await;
+
+        let next = open(store.crash_and_reopen().expect("a memory store")).await;
+        assert!(next.list("s").await.expect("lists").is_empty());
+        assert!(next.list("t").await.expect("lists").is_empty());
+        assert_eq!(next.stats().await.caller_open, 0);
+        next.shutdown().await;
+    }
+}

@@ -449,7 +449,12 @@ impl fmt::Display for Report {
             writeln!(
                 f,
                 "durable     {} syncs ({:.0}/s), {} changes, {:.1} per sync (largest {}), {:.0} bytes per visit",
-                d.syncs, d.syncs_per_sec, d.changes, d.mean_group, d.largest_group, d.bytes_per_visit
+                d.syncs,
+                d.syncs_per_sec,
+                d.changes,
+                d.mean_group,
+                d.largest_group,
+                d.bytes_per_visit
             )?;
         }
         match self.overhead_ratio {
