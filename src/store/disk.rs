@@ -190,30 +190,24 @@ impl Open {
 
     /// Up to `limit` of a space's entries from `from` on, as written, in key order.
     fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Result<Entries, String> {
-        self.spaces[space.index()]
-            .range(from..)
-            .take(limit)
-            .map(|guard| {
-                guard
-                    .into_inner()
-                    .map(|(k, v)| (k.to_vec(), v.to_vec()))
-                    .map_err(|err| describe(&err))
-            })
-            .collect()
+        entries(self.spaces[space.index()].range(from..).take(limit))
     }
 
     /// A space's contents, as written, in key order.
     fn scan(&self, space: Space) -> Result<Entries, String> {
-        self.spaces[space.index()]
-            .iter()
-            .map(|guard| {
-                guard
-                    .into_inner()
-                    .map(|(k, v)| (k.to_vec(), v.to_vec()))
-                    .map_err(|err| describe(&err))
-            })
-            .collect()
+        entries(self.spaces[space.index()].iter())
     }
+}
+
+/// The keys and values an iteration over a keyspace yields, copied out.
+fn entries(iter: impl Iterator<Item = fjall::Guard>) -> Result<Entries, String> {
+    iter.map(|guard| {
+        guard
+            .into_inner()
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .map_err(|err| describe(&err))
+    })
+    .collect()
 }
 
 /// Creates and locks the lock file of `dir`.

@@ -470,32 +470,19 @@ impl<'a> Work<'a> {
     }
 }
 
-/// Hand the supervisor's chains to the subject that asked: to its actor's mailbox, or,
-/// if that actor is draining towards passivation, through the registry to the next one
-/// (the state that waits is kept as it is meanwhile, not packed).
+/// Hand the supervisor's chains to the subject that asked (see [`hand_back`]).
 fn deliver(hub: &Arc<Hub>, me: &ActorRef<Msg>, subject: &Arc<str>, chains: Vec<Vec<Arc<str>>>) {
-    match me.cast(Msg::Chains(chains)) {
-        // The exchange's unit in flight rides on the message.
-        Ok(()) => {}
-        Err(MessagingErr::SendErr(msg)) => {
-            let (hub, subject) = (Arc::clone(hub), Arc::clone(subject));
-            let task = tokio::spawn({
-                let hub = Arc::clone(&hub);
-                async move {
-                    let _ = hub.registry.send(&hub, &subject, msg).await;
-                    hub.services.inflight.done();
-                }
-            });
-            hub.services.tasks.push(task);
-        }
-        // Stopped: nothing waits for it any more.
-        Err(_) => hub.services.inflight.done(),
-    }
+    hand_back(
+        &tokio::runtime::Handle::current(),
+        hub,
+        me,
+        subject,
+        Msg::Chains(chains),
+    );
 }
 
-/// Hand the store's acknowledgement to the subject whose change it was: to its actor's
-/// mailbox or, if that actor is draining, through the registry to the next one (the
-/// state that waits is kept as it is meanwhile, not packed).
+/// Hand the store's acknowledgement to the subject whose change it was (see
+/// [`hand_back`]).
 fn acknowledge(
     runtime: &tokio::runtime::Handle,
     hub: &Arc<Hub>,
@@ -503,8 +490,21 @@ fn acknowledge(
     subject: &Arc<str>,
     result: Result<Receipt, StoreError>,
 ) {
-    match me.cast(Msg::Durable(result)) {
-        // The change's unit in flight rides on the message.
+    hand_back(runtime, hub, me, subject, Msg::Durable(result));
+}
+
+/// Hand `msg`, the answer to something a subject started, back to it: to its actor's
+/// mailbox or, if that actor is draining towards passivation, through the registry to
+/// the next one (the state that waits is kept as it is meanwhile, not packed). The
+/// unit in flight the subject counted for it rides on the message.
+fn hand_back(
+    runtime: &tokio::runtime::Handle,
+    hub: &Arc<Hub>,
+    me: &ActorRef<Msg>,
+    subject: &Arc<str>,
+    msg: Msg,
+) {
+    match me.cast(msg) {
         Ok(()) => {}
         Err(MessagingErr::SendErr(msg)) => {
             let (hub, subject) = (Arc::clone(hub), Arc::clone(subject));
@@ -517,6 +517,7 @@ fn acknowledge(
             });
             hub.services.tasks.push(task);
         }
+        // Stopped: nothing waits for it any more.
         Err(_) => hub.services.inflight.done(),
     }
 }
