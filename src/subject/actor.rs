@@ -321,12 +321,15 @@ impl<'a> Work<'a> {
             return;
         }
         let batch = durable::change(state, &effects);
-        // An activation shows nothing by starting: what it does reaches the subject as
-        // messages, whose changes queue behind this one. It starts now, so its own change
-        // can share this one's sync instead of waiting for the next.
+        // A run already in the store resumes now: its activation shows nothing by
+        // starting, and what it does reaches the subject as messages whose changes queue
+        // behind this one, so they can share this one's sync. A step it runs before the
+        // resolution is durable runs again after a crash (at least once). A new run's
+        // first activation waits until its start is durable: no step runs for a run a
+        // crash could forget.
         let (start, held): (Vec<Effect>, Vec<Effect>) = effects
             .into_iter()
-            .partition(|e| matches!(e, Effect::Activate(_)));
+            .partition(|e| matches!(e, Effect::Activate(launch) if launch.epoch > 1));
         state.unacked.push_back(held);
         let hub = Arc::clone(self.hub);
         hub.services.inflight.add();

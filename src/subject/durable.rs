@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
-use super::effect::Effect;
+use super::effect::{Effect, Step};
 use super::hub::Hub;
 use super::packed::Packed;
 use super::state::State;
@@ -108,6 +108,41 @@ pub(crate) fn state_of(key: &[u8], value: &[u8]) -> Result<Box<State>, String> {
     Packed::decode(value, Arc::from(name)).map_err(|e| format!("subject {name}: {e}"))
 }
 
+/// Whether `effect` is one a recovery applies outside the subject only (counts, timers,
+/// the inbox, the run tree, the records' index), with nothing to write or show.
+fn outside_only(effect: &Effect) -> bool {
+    matches!(
+        effect,
+        Effect::Occupy(_)
+            | Effect::Arm(..)
+            | Effect::Offer(_)
+            | Effect::Link { .. }
+            | Effect::Alive
+            | Effect::Live(_)
+    )
+}
+
+/// Apply a recovery's `effect` (one [`outside_only`] accepts) for `subject`, as its
+/// actor would.
+fn apply_outside(hub: &Arc<Hub>, subject: &Arc<str>, effect: Effect) {
+    let s = &hub.services;
+    match effect {
+        Effect::Occupy(to) => s.occupy(to),
+        Effect::Arm(key, timer) => s.timers.arm(key, timer),
+        Effect::Offer(item) => hub.inbox.add(*item),
+        Effect::Link { run, parent } => {
+            let _ = hub
+                .supervisor
+                .cast(crate::supervisor::Msg::Link { run, parent });
+        }
+        Effect::Alive => {
+            s.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        Effect::Live(run) => hub.records.live(run, Arc::clone(subject)),
+        _ => {}
+    }
+}
+
 /// Why a recovery did not finish.
 const STOPPED: &str = "the runtime stopped while it recovered";
 
@@ -159,10 +194,27 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
     let mut recovered = Vec::new();
     let mut replay = Vec::new();
     for (key, value) in store.scan(Space::Subjects).map_err(read)? {
-        let state = state_of(&key, &value)?;
+        let mut state = state_of(&key, &value)?;
         let name = Arc::clone(&state.name);
         if state.executing_at_stop() {
             replay.push(Arc::clone(&name));
+        } else {
+            // Nothing was executing: recovering it changes nothing the store keeps, so it
+            // is done here and the subject stays passive, without an actor or a write.
+            let s = &hub.services;
+            let mut step = Step::new(s.clock.now(), &s.settings, &s.ids, &s.keys);
+            state.recover(&mut step);
+            let effects = step.into_effects();
+            if effects.iter().all(outside_only) {
+                for effect in effects {
+                    apply_outside(hub, &name, effect);
+                }
+                hub.registry.store(&name, state);
+                continue;
+            }
+            // Not expected (recovery of a state with nothing executing changes only
+            // what is outside it); read it back afresh and let its actor recover it.
+            state = state_of(&key, &value)?;
         }
         hub.registry.restore(&name, state);
         let (reply, done) = oneshot::channel();
