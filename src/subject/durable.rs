@@ -23,6 +23,9 @@ use crate::store::{Batch, Space};
 /// The key of the sequential ids' counters in [`Space::Ids`].
 pub(crate) const SEQUENTIAL: &[u8] = b"sequential";
 
+/// The key of the timer keys' next sequence number in [`Space::Ids`].
+pub(crate) const TIMERS: &[u8] = b"timers";
+
 /// An ended run's record as kept: with its subject, for the event that drops it.
 #[derive(Serialize, Deserialize)]
 pub(crate) struct KeptRecord {
@@ -78,9 +81,19 @@ pub(crate) fn change(state: &State, effects: &[Effect]) -> Batch {
 /// an older one and fall behind an id already durable elsewhere).
 pub(crate) fn stamp(hub: std::sync::Weak<Hub>) -> crate::store::Stamp {
     Box::new(move |batch: &mut Batch| {
-        if let Some(marks) = hub.upgrade().and_then(|hub| hub.services.ids.high_water()) {
+        let Some(hub) = hub.upgrade() else {
+            return;
+        };
+        if let Some(marks) = hub.services.ids.high_water() {
             batch.put(Space::Ids, SEQUENTIAL, marks_bytes(marks));
         }
+        // Likewise the timer keys: a subject keeps its timers' keys, armed again as they
+        // are after a restart, so no key made later may equal one.
+        batch.put(
+            Space::Ids,
+            TIMERS,
+            hub.services.keys.next().to_be_bytes().to_vec(),
+        );
     })
 }
 
@@ -160,6 +173,18 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
         let marks = marks_of(&bytes).ok_or("the ids' counters are damaged")?;
         hub.services.ids.raise(marks);
     }
+    match store.get(Space::Ids, TIMERS).map_err(read)? {
+        Some(bytes) => {
+            let next: [u8; 8] = bytes
+                .as_slice()
+                .try_into()
+                .map_err(|_| "the timer keys' counter is damaged")?;
+            hub.services.keys.raise(u64::from_be_bytes(next));
+        }
+        // Written before the counter was kept: start past any key a process could have
+        // made (2^40 timers).
+        None => hub.services.keys.raise(1 << 40),
+    }
     for (key, value) in store.scan(Space::Doors).map_err(read)? {
         let name = String::from_utf8_lossy(&key).into_owned();
         let spec: crate::door::spec::Spec = serde_json::from_slice(&value)
@@ -209,7 +234,9 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
                 for effect in effects {
                     apply_outside(hub, &name, effect);
                 }
-                hub.registry.store(&name, state);
+                // Recovered in place, the state is what the store keeps (its timers armed
+                // again under their own keys): the stored bytes are its packed form.
+                hub.registry.keep_packed(&name, Packed::from_stored(value));
                 continue;
             }
             // Not expected (recovery of a state with nothing executing changes only

@@ -249,6 +249,12 @@ impl<'a> Step<'a> {
         key
     }
 
+    /// Arm `timer` again under `key`, a key kept in the store (the keys made from now on
+    /// come after every key the store keeps: `durable::stamp`).
+    pub(crate) fn rearm(&mut self, key: TimerKey, timer: Timer) {
+        self.effects.push(Effect::Arm(key, timer));
+    }
+
     pub(crate) fn disarm(&mut self, key: TimerKey) {
         self.effects.push(Effect::Disarm(key));
     }

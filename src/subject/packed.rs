@@ -59,6 +59,12 @@ impl Packed {
         Ok(lz4_flex::compress_prepend_size(&text))
     }
 
+    /// A state's durable form ([`Packed::encode`]), kept as its packed form: the two are
+    /// the same bytes.
+    pub(crate) fn from_stored(bytes: Vec<u8>) -> Packed {
+        Self(bytes.into_boxed_slice())
+    }
+
     /// A state read back from its durable form, named `name`.
     pub(crate) fn decode(bytes: &[u8], name: Arc<str>) -> Result<Box<State>, Unpack> {
         Self(bytes.into()).unpack(name)

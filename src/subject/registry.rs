@@ -233,6 +233,13 @@ impl Registry {
             .insert(Arc::clone(subject), Slot::Passive(Passive::Plain(state)));
     }
 
+    /// After a restart: keep `packed`, read back from the store and recovered, as
+    /// `subject`'s passive state until a message wakes it.
+    pub(crate) fn keep_packed(&self, subject: &Arc<str>, packed: Packed) {
+        self.slots
+            .insert(Arc::clone(subject), Slot::Passive(Passive::Packed(packed)));
+    }
+
     /// The subject's actor begins to passivate: senders wait from now on.
     pub(crate) fn begin_passivation(&self, subject: &Arc<str>) {
         self.passivations.fetch_add(1, Ordering::Relaxed);

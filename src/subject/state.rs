@@ -1520,7 +1520,7 @@ impl State {
                     interaction: Arc::clone(id),
                 }
             };
-            parked.timer = Some(step.arm(old.at, timer));
+            step.rearm(old, timer);
         }
         for parked in self.entries.values() {
             if let Some(item) = parked

@@ -81,6 +81,18 @@ impl TimerKeys {
             seq: self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
+
+    /// The next key's sequence number.
+    pub(crate) fn next(&self) -> u64 {
+        self.next.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Make every key from now on come after `next` (read back after a restart, so a
+    /// key kept in the store and armed again is never made twice).
+    pub(crate) fn raise(&self, next: u64) {
+        self.next
+            .fetch_max(next, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// A timer that fired, to be delivered.
