@@ -254,7 +254,6 @@ impl Builder {
         self
     }
 
-    /// Start the supervisor and the ticker; must be called inside a Tokio runtime.
     /// Register a target before the runtime is built, as [`Runtime::register`] does
     /// after: with a data directory, the runs read back when it is built (those whose
     /// activation was executing are replayed at once) find their targets registered.
@@ -283,7 +282,8 @@ impl Builder {
         self
     }
 
-    /// Build the runtime. With a data directory, it is opened (refused, naming the path
+    /// Build the runtime: start the supervisor and the ticker (so it must be called
+    /// inside a Tokio runtime). With a data directory, it is opened (refused, naming the path
     /// and the reason, if it is of another format, damaged, or held by another process)
     /// and what it holds is read back first: register the targets on the builder
     /// ([`Builder::register`]) so the runs read back find them.
@@ -316,10 +316,10 @@ impl Builder {
                 .filter(|d| !d.is_empty())
                 .map(std::path::PathBuf::from)
         });
-        let store = match &data_dir {
-            _ if self.store.is_some() => self.store,
-            None => None,
-            Some(dir) => {
+        let store = match (self.store, &data_dir) {
+            (Some(store), _) => Some(store),
+            (None, None) => None,
+            (None, Some(dir)) => {
                 Some(crate::store::Store::open(dir).map_err(|e| BuildError::Store(e.to_string()))?)
             }
         };

@@ -1474,14 +1474,7 @@ impl State {
     /// ceilings count the entries again, the inbox lists the user asks, the supervisor's
     /// tree links the chains, and the live runs are counted.
     pub(crate) fn recover(&mut self, step: &mut Step<'_>) {
-        let mut in_flight: Vec<Arc<str>> = self
-            .runs
-            .iter()
-            .filter(|(_, run)| run.status == RunStatus::Running)
-            .map(|(id, _)| Arc::clone(id))
-            .collect();
-        in_flight.sort();
-        for run in &in_flight {
+        for run in &self.stopped_runs() {
             let orphans: Vec<Arc<str>> = self
                 .entries
                 .iter()
@@ -1560,16 +1553,22 @@ impl State {
     /// back before any replay asks again): replay the runs whose activation was executing
     /// when the process stopped, from their journals.
     pub(crate) fn replay(&mut self, step: &mut Step<'_>) {
-        let mut in_flight: Vec<Arc<str>> = self
+        for run in self.stopped_runs() {
+            self.activate(step, &run);
+        }
+    }
+
+    /// The runs that were executing when the state was written and have no activation
+    /// in this process, in id order.
+    fn stopped_runs(&self) -> Vec<Arc<str>> {
+        let mut runs: Vec<Arc<str>> = self
             .runs
             .iter()
             .filter(|(_, run)| run.status == RunStatus::Running && !run.executing)
             .map(|(id, _)| Arc::clone(id))
             .collect();
-        in_flight.sort();
-        for run in in_flight {
-            self.activate(step, &run);
-        }
+        runs.sort();
+        runs
     }
 
     /// Drop `$parked` and each entry's conversion for jq: a passive subject keeps plain
