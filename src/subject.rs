@@ -176,6 +176,12 @@ pub(crate) enum Op {
     /// The state was read back from the store after a restart (`State::recover`): the
     /// reply says it is recovered and counted.
     Recover { reply: oneshot::Sender<()> },
+    /// After a restart: a resumed run's outcome was durable but its receiver was lost in
+    /// the crash. It is left waiting under the interaction that resumed the run.
+    Undelivered {
+        waiting: effect::Waiting,
+        reply: oneshot::Sender<()>,
+    },
     /// Every subject is recovered: replay the runs that were executing
     /// (`State::replay`).
     Replay,

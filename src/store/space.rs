@@ -20,17 +20,21 @@ pub(crate) enum Space {
     Events,
     /// Id kind → its high-water mark, so no id is issued twice across a restart.
     Ids,
+    /// Subject and interaction → a resumed run's outcome handed to a receiver and not yet
+    /// known to be delivered: a crash that loses the receiver leaves it waiting.
+    Undelivered,
 }
 
 impl Space {
     /// Every space, in the order of their indices.
-    pub(crate) const ALL: [Space; 6] = [
+    pub(crate) const ALL: [Space; 7] = [
         Space::Meta,
         Space::Subjects,
         Space::Records,
         Space::Doors,
         Space::Events,
         Space::Ids,
+        Space::Undelivered,
     ];
 
     /// The number of spaces.
@@ -45,6 +49,7 @@ impl Space {
             Space::Doors => "doors",
             Space::Events => "events",
             Space::Ids => "ids",
+            Space::Undelivered => "undelivered",
         }
     }
 

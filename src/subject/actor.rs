@@ -374,14 +374,27 @@ impl<'a> Work<'a> {
             match effect {
                 Effect::Reply(reply) => reply.send(),
                 Effect::Deliver(receiver, record, waiting) => {
-                    if receiver.send(*record).is_err()
-                        && let Some(waiting) = waiting
-                    {
+                    let delivered = receiver.send(*record).is_ok();
+                    let Some(waiting) = waiting else { continue };
+                    if delivered {
+                        // Kept as undelivered with the change that ended the run: the
+                        // receiver has it now. Nothing waits on this write; a crash
+                        // before it is durable leaves the outcome waiting as well.
+                        if let Some(store) = &s.store {
+                            store.submit(
+                                durable::delivered(&state.name, &waiting.id),
+                                Box::new(|_| {}),
+                            );
+                        }
+                    } else {
                         let mut step = self.step();
+                        let id = waiting.id.clone();
                         state.leave_waiting(&mut step, waiting);
+                        step.push(Effect::Delivered(id));
                         self.commit(state, step.into_effects());
                     }
                 }
+                Effect::Delivered(_) => {}
                 Effect::Answer(waiter, answer) => waiter.send(answer),
                 Effect::Event(event) => {
                     self.project(&event);

@@ -62,6 +62,25 @@ pub(crate) fn change(state: &State, effects: &[Effect]) -> Batch {
                 }
             }
         }
+        if let Effect::Deliver(_, _, Some(waiting)) = effect {
+            // Until it is delivered, a crash that loses its receiver leaves it waiting.
+            match serde_json::to_vec(waiting) {
+                Ok(bytes) => {
+                    batch.put(
+                        Space::Undelivered,
+                        undelivered_key(&state.name, &waiting.id),
+                        bytes,
+                    );
+                }
+                // Not expected: an outcome is plain data.
+                Err(error) => {
+                    tracing::error!(subject = %state.name, %error, "an outcome could not be kept");
+                }
+            }
+        }
+        if let Effect::Delivered(id) = effect {
+            batch.delete(Space::Undelivered, undelivered_key(&state.name, id));
+        }
         if let Effect::Record(record) = effect {
             let kept = KeptRecord {
                 subject: state.name.to_string(),
@@ -72,6 +91,34 @@ pub(crate) fn change(state: &State, effects: &[Effect]) -> Batch {
             }
         }
     }
+    batch
+}
+
+/// The key of an outcome being delivered in [`Space::Undelivered`]: the subject's name
+/// with its length before it (four bytes, big-endian), then the interaction.
+pub(crate) fn undelivered_key(subject: &str, interaction: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(4 + subject.len() + interaction.len());
+    // A subject's name is far shorter than 4 GiB (the door's checks cap it).
+    key.extend_from_slice(
+        &u32::try_from(subject.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    key.extend_from_slice(subject.as_bytes());
+    key.extend_from_slice(interaction.as_bytes());
+    key
+}
+
+/// The subject of an [`undelivered_key`], or `None` if the key is damaged.
+fn undelivered_subject(key: &[u8]) -> Option<&str> {
+    let len = u32::from_be_bytes(key.get(..4)?.try_into().ok()?) as usize;
+    std::str::from_utf8(key.get(4..4usize.checked_add(len)?)?).ok()
+}
+
+/// The batch that forgets an outcome as undelivered once its receiver took it.
+pub(crate) fn delivered(subject: &str, interaction: &str) -> Batch {
+    let mut batch = Batch::new();
+    batch.delete(Space::Undelivered, undelivered_key(subject, interaction));
     batch
 }
 
@@ -254,6 +301,26 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
     for done in recovered {
         done.await.map_err(|_| STOPPED.to_owned())?;
     }
+    // Outcomes durable when their receivers were lost in the crash: each is left
+    // waiting on its subject, which forgets it as undelivered in the same change.
+    let mut undelivered = Vec::new();
+    for (key, value) in store.scan(Space::Undelivered).map_err(read)? {
+        let subject = undelivered_subject(&key).ok_or("an undelivered outcome's key is damaged")?;
+        let waiting: super::effect::Waiting = serde_json::from_slice(&value).map_err(|e| {
+            format!("an undelivered outcome on subject {subject} cannot be read back: {e}")
+        })?;
+        let (reply, done) = oneshot::channel();
+        hub.send(
+            &Arc::from(subject),
+            Msg::Op(Op::Undelivered { waiting, reply }),
+        )
+        .await
+        .map_err(stopped)?;
+        undelivered.push(done);
+    }
+    for done in undelivered {
+        done.await.map_err(|_| STOPPED.to_owned())?;
+    }
     for name in replay {
         hub.send(&name, Msg::Op(Op::Replay))
             .await
@@ -318,5 +385,57 @@ mod tests {
         assert!(next.list("t").await.expect("lists").is_empty());
         assert_eq!(next.stats().await.caller_open, 0);
         next.shutdown().await;
+    }
+
+    /// An outcome whose delivery is not yet durable when the process crashes is left
+    /// waiting on its subject by the next process: the receiver is gone with the old
+    /// process, and nothing is dropped silently. A clean shutdown leaves nothing waiting.
+    #[tokio::test]
+    async fn an_outcome_whose_receiver_was_lost_in_a_crash_is_left_waiting() {
+        for crash in [true, false] {
+            let store = Store::memory_with(Syncing::Automatic, Faults::default());
+            let rt = open(store.clone()).await;
+            let parked = rt.run(Start::new("s", "asker")).await.expect("parks");
+            let id = parked.asks.as_ref().expect("asks")[0].id.clone();
+            if crash {
+                // The resolution and the run's end are durable; the note that the
+                // receiver took the outcome, written after it, is lost.
+                store.crash_after(2);
+            }
+            let resumed = rt.resume("s", &id, json!("yes")).await.expect("resumes");
+            assert!(
+                matches!(&resumed, crate::Resumed::Outcome(r) if r.status == crate::RunStatus::Succeeded),
+                "{resumed:?}"
+            );
+            let next = if crash {
+                store.crashed().await;
+                let reopened = store.crash_and_reopen().expect("a memory store");
+                rt.shutdown().await;
+                open(reopened).await
+            } else {
+                rt.settle().await;
+                rt.shutdown().await;
+                open(store.crash_and_reopen().expect("a memory store")).await
+            };
+            let listed = next.list("s").await.expect("lists");
+            if crash {
+                assert_eq!(listed.len(), 1, "{listed:?}");
+                assert_eq!(listed[0].id, id);
+                assert_eq!(listed[0].status, crate::Status::Finished);
+                let log = next.event_log(1, usize::MAX).expect("reads the log");
+                assert!(
+                    log.iter().any(|l| matches!(&l.event, crate::Event::WaitingOutcomeStored { interaction, .. } if *interaction == id)),
+                    "{log:?}"
+                );
+                // Stored once: a second restart finds it waiting, and not twice.
+                next.shutdown().await;
+                let again = open(store.crash_and_reopen().expect("a memory store")).await;
+                assert_eq!(again.list("s").await.expect("lists").len(), 1);
+                again.shutdown().await;
+            } else {
+                assert!(listed.is_empty(), "{listed:?}");
+                next.shutdown().await;
+            }
+        }
     }
 }

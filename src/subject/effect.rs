@@ -90,8 +90,8 @@ impl Reply {
 }
 
 /// A resolved run's outcome, left waiting under the id that resumed it when nobody
-/// receives it.
-#[derive(Debug)]
+/// receives it. Kept in the store while it is being delivered (`super::durable`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Waiting {
     /// The interaction whose resolution resumed the run.
     pub(crate) id: String,
@@ -193,6 +193,9 @@ pub(crate) enum Effect {
     },
     /// Forget `run` in the run tree: it ended, or was torn down.
     Unlink(Arc<str>),
+    /// The outcome handed to a receiver under this interaction was delivered or left
+    /// waiting: the store forgets it as undelivered (`super::durable`).
+    Delivered(String),
 }
 
 /// One transition's inputs besides the state and the message, and the effects it

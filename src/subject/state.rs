@@ -394,6 +394,15 @@ impl State {
                 self.recover(step);
                 step.reply(Reply::Done(reply));
             }
+            Op::Undelivered { waiting, reply } => {
+                let id = waiting.id.clone();
+                // Already there if a later change of the subject stored it.
+                if !self.entries.contains_key(id.as_str()) {
+                    self.leave_waiting(step, waiting);
+                }
+                step.push(Effect::Delivered(id));
+                step.reply(Reply::Done(reply));
+            }
             Op::Replay => self.replay(step),
         }
         Handled::Done

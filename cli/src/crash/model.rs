@@ -317,6 +317,9 @@ pub struct Counts {
     pub in_flight_lost: u64,
     /// Inline resumes in flight at a kill whose outcome was left waiting on the subject.
     pub outcomes_left_waiting: u64,
+    /// Inline resumes acknowledged just before a kill whose outcome was also left
+    /// waiting: the note that their receiver took it was not yet durable.
+    pub delivered_and_left_waiting: u64,
     /// Steps run for real.
     pub steps: u64,
     /// Steps run again after a kill (their first run was not durable).
@@ -348,6 +351,10 @@ pub struct Checker {
     pending: Vec<Begun>,
     /// Runs that ended since the last records check: checked at the next.
     ended: Vec<Wanted>,
+    /// Outcomes of inline resumes acknowledged since the last observation, by subject:
+    /// a kill before the note that they were delivered is durable leaves them waiting
+    /// as well (at least once, SPEC "Durability").
+    delivered: Vec<(String, ModelEntry)>,
     /// Runs that ended and were checked once: a sample is checked again each time.
     retired: Vec<Wanted>,
     kills: u64,
@@ -373,6 +380,7 @@ impl Checker {
             open: HashMap::new(),
             pending: Vec::new(),
             ended: Vec::new(),
+            delivered: Vec::new(),
             retired: Vec::new(),
             kills: 0,
             position: 0,
@@ -573,6 +581,10 @@ impl Checker {
                 },
                 acked @ (Acked::Buffered { .. } | Acked::Resumed(_)),
             ) => {
+                let entry = self
+                    .subjects
+                    .get(&subject)
+                    .and_then(|s| s.entries.iter().find(|e| e.id == *interaction).cloned());
                 let done =
                     self.subject_mut(&subject)
                         .resume(interaction, payload, Receiver::Inline);
@@ -588,6 +600,14 @@ impl Checker {
                                 "{at}: the run's outcome is {}, the model expects run {run} succeeded with {result}",
                                 compact(&record)
                             ));
+                        }
+                        if let Some(entry) = entry {
+                            let waiting = ModelEntry {
+                                state: State::Waiting(result),
+                                group: None,
+                                ..entry
+                            };
+                            self.delivered.push((subject.clone(), waiting));
                         }
                         self.run_ended(&subject, &run);
                     }
@@ -810,6 +830,7 @@ impl Checker {
     pub fn observe(&mut self, lists: &BTreeMap<String, Vec<Entry>>) {
         self.counts.observations += 1;
         let pending = std::mem::take(&mut self.pending);
+        let delivered = std::mem::take(&mut self.delivered);
         let names: Vec<String> = self.subjects.keys().cloned().collect();
         for name in names {
             let listed = lists.get(&name).cloned().unwrap_or_default();
@@ -817,6 +838,15 @@ impl Checker {
                 .iter()
                 .map(|e| (e.id.clone(), Shown::of(e)))
                 .collect();
+            // A delivered outcome shown waiting: its receiver's note was lost.
+            for (_, entry) in delivered.iter().filter(|(s, _)| *s == name) {
+                let model = self.subject_mut(&name);
+                if shown.contains_key(&entry.id) && !model.entries.iter().any(|e| e.id == entry.id)
+                {
+                    model.entries.push(entry.clone());
+                    self.counts.delivered_and_left_waiting += 1;
+                }
+            }
             let mine: Vec<&Begun> = pending.iter().filter(|b| b.subject == name).collect();
             self.decide(&name, &mine, &listed, &shown);
         }

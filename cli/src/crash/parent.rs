@@ -106,6 +106,11 @@ impl std::fmt::Display for CrashReport {
         )?;
         writeln!(
             f,
+            "  delivered inline just before a kill and left waiting as well: {}",
+            c.delivered_and_left_waiting
+        )?;
+        writeln!(
+            f,
             "  runs: {}; steps run: {} ({} again after a kill); records checked: {}; torn log tails: {}",
             c.runs, c.steps, c.steps_again, c.records_checked, c.torn_tails
         )?;

@@ -291,6 +291,7 @@ fn line(effect: &Effect) -> String {
             parent.as_deref().unwrap_or("nothing")
         ),
         Effect::Unlink(run) => format!("unlink {run}"),
+        Effect::Delivered(id) => format!("delivered {id}"),
     }
 }
 
