@@ -4,6 +4,7 @@
 //! behind loses the oldest events and is told so by the channel (`Lagged`). Events are
 //! facts that already happened; nothing waits for a subscriber.
 
+use crate::entry::To;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
@@ -58,6 +59,11 @@ impl std::fmt::Display for Settled {
     }
 }
 
+/// The addressee of an ask event logged before events named it.
+fn caller() -> To {
+    To::Caller
+}
+
 /// One platform event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -71,6 +77,9 @@ pub enum Event {
         interaction: String,
         /// The asking run.
         run: String,
+        /// Who the ask is addressed to: a user ask is in the inbox.
+        #[serde(default = "caller")]
+        to: To,
     },
     /// An ask was resolved, exactly once.
     AskResolved {
@@ -80,6 +89,9 @@ pub enum Event {
         interaction: String,
         /// How.
         how: Resolution,
+        /// Who the ask was addressed to: a user ask leaves the inbox.
+        #[serde(default = "caller")]
+        to: To,
     },
     /// A run was started.
     RunStarted {

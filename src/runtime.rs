@@ -601,6 +601,38 @@ impl Runtime {
         hub.doors.remove_saved(&hub.services, name)
     }
 
+    /// Every saved door as saved, in name order.
+    pub fn doors(&self) -> Vec<crate::DoorSpec> {
+        self.hub().doors.specs()
+    }
+
+    /// The door called `name` as saved.
+    pub fn door(&self, name: &str) -> Option<crate::DoorSpec> {
+        self.hub().doors.get(name).map(|d| d.spec.clone())
+    }
+
+    /// Fire the schedule `name` now, outside its interval (its next fire stays where it
+    /// was): its subject is visited with `{"schedule": name, "fired_at": now}`, with no
+    /// receiver. `UnknownDoor` if no schedule has that name.
+    pub async fn fire_schedule(&self, name: &str) -> Result<crate::Visit, crate::VisitError> {
+        if self.hub().services.is_closed() {
+            return Err(crate::VisitError::Stopped);
+        }
+        let unknown = || crate::VisitError::UnknownDoor {
+            door: name.to_owned(),
+        };
+        let saved = self.hub().doors.get(name).ok_or_else(unknown)?;
+        let crate::DoorKind::Schedule { subject, .. } = &saved.spec.kind else {
+            return Err(unknown());
+        };
+        let subject: Arc<str> = Arc::from(subject.as_str());
+        let input = serde_json::json!({
+            "schedule": name,
+            "fired_at": crate::error::rfc3339(&self.now()),
+        });
+        self.hub().visit(&saved, &subject, input).await
+    }
+
     /// Visit the door `door` on `subject` with the input document `input`. A route's
     /// visitor receives the outcome inline; a hook or schedule visited by name has no
     /// receiver.
@@ -701,6 +733,12 @@ impl Runtime {
         self.hub()
             .inbox
             .page(page, page_size.unwrap_or(crate::DEFAULT_PAGE_SIZE))
+    }
+
+    /// The pending user ask `id` as the inbox lists it; `None` for an unknown id, one no
+    /// longer pending, and any caller ask.
+    pub fn inbox_item(&self, id: &str) -> Option<crate::InboxItem> {
+        self.hub().inbox.get(id)
     }
 
     /// Follow the inbox live: an `add`, `answered` or `removed` frame for each change of a

@@ -45,6 +45,7 @@ pub use model::{ModelFault, Tally};
 pub use random::{RandomConfig, RandomReport, random};
 pub use runner::run;
 pub use scenario::{
-    Action, AskSpec, ExpectError, Op, Scenario, ScenarioError, Script, SimSettings, StartSpec, Step,
+    Action, AskSpec, ExpectError, Op, Scenario, ScenarioError, Script, Scripts, SimSettings,
+    StartSpec, Step,
 };
 pub use transcript::{Check, Failure, Line, Transcript};

@@ -41,6 +41,13 @@ impl Doors {
         self.by_name.remove(name).is_some()
     }
 
+    /// Every door's spec as saved, by name.
+    pub(crate) fn specs(&self) -> Vec<Spec> {
+        let mut specs: Vec<Spec> = self.by_name.iter().map(|d| d.spec.clone()).collect();
+        specs.sort_by(|a, b| a.name.cmp(&b.name));
+        specs
+    }
+
     /// The hooks on `topic`, by name.
     pub(crate) fn hooks(&self, topic: &str) -> Vec<Arc<Saved>> {
         let mut hooks: Vec<Arc<Saved>> = self

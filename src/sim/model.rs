@@ -284,6 +284,7 @@ impl Model {
                 subject,
                 interaction,
                 run,
+                ..
             } => {
                 if self.asks.contains_key(interaction) {
                     return Err(format!("interaction {interaction} was parked twice"));

@@ -394,31 +394,8 @@ impl Scenario {
             None => SimSettings::default(),
             Some(v) => settings(v, &mut p),
         };
-        let mut targets = IndexMap::new();
-        match top.remove("targets") {
-            None => {}
-            Some(Value::Object(map)) => {
-                for (name, v) in map {
-                    let path = format!("targets.{name}");
-                    if let Some(script) = script(v, &path, &mut p) {
-                        targets.insert(name, script);
-                    }
-                }
-            }
-            Some(_) => p.push("targets", "must be an object of target name to script"),
-        }
-        let mut doors = Vec::new();
-        match top.remove("doors") {
-            None => {}
-            Some(Value::Array(items)) => {
-                for (i, v) in items.into_iter().enumerate() {
-                    if let Some(door) = parse::<DoorSpec>(v, &format!("doors[{i}]"), &mut p) {
-                        doors.push(door);
-                    }
-                }
-            }
-            Some(_) => p.push("doors", "must be an array of door definitions"),
-        }
+        let targets = targets_of(&mut top, &mut p);
+        let doors = doors_of(&mut top, &mut p);
         let mut timeline = Vec::new();
         match top.remove("timeline") {
             None => p.push("", "a scenario needs a \"timeline\" array"),
@@ -452,6 +429,88 @@ impl Scenario {
             _ => Err(ScenarioError { problems: p.0 }),
         }
     }
+}
+
+/// Scripted targets and doors on their own, as `parkway serve --targets FILE` reads them:
+/// a JSON object with `targets` (name → script, as in a scenario) and optional `doors`.
+/// A scenario file is accepted too; its other keys are ignored.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Scripts {
+    /// Scripted targets by name, in file order.
+    pub targets: IndexMap<String, Script>,
+    /// Doors to save, in file order.
+    pub doors: Vec<DoorSpec>,
+}
+
+impl Scripts {
+    /// Parse a targets file; every problem is reported, each with its path.
+    pub fn from_json(text: &str) -> Result<Scripts, ScenarioError> {
+        let value: Value = serde_json::from_str(text).map_err(|e| ScenarioError {
+            problems: vec![format!("not valid JSON: {e}")],
+        })?;
+        let Value::Object(mut top) = value else {
+            return Err(ScenarioError {
+                problems: vec!["a targets file must be a JSON object".to_owned()],
+            });
+        };
+        let mut p = Problems::default();
+        let targets = targets_of(&mut top, &mut p);
+        let doors = doors_of(&mut top, &mut p);
+        if p.0.is_empty() {
+            Ok(Scripts { targets, doors })
+        } else {
+            Err(ScenarioError { problems: p.0 })
+        }
+    }
+
+    /// `builder` with every scripted target registered. What a script's steps note is
+    /// logged (`tracing`, target `parkway::script`).
+    pub fn register(&self, mut builder: crate::Builder) -> crate::Builder {
+        let notes = super::script::Notes::logged();
+        for (name, script) in &self.targets {
+            builder = super::script::register(builder, name, script, &notes);
+        }
+        builder
+    }
+}
+
+/// The `targets` of a scenario or targets file.
+fn targets_of(
+    top: &mut serde_json::Map<String, Value>,
+    p: &mut Problems,
+) -> IndexMap<String, Script> {
+    let mut targets = IndexMap::new();
+    match top.remove("targets") {
+        None => {}
+        Some(Value::Object(map)) => {
+            for (name, v) in map {
+                let path = format!("targets.{name}");
+                if let Some(script) = script(v, &path, p) {
+                    targets.insert(name, script);
+                }
+            }
+        }
+        Some(_) => p.push("targets", "must be an object of target name to script"),
+    }
+    targets
+}
+
+/// The `doors` of a scenario or targets file.
+fn doors_of(top: &mut serde_json::Map<String, Value>, p: &mut Problems) -> Vec<DoorSpec> {
+    let mut doors = Vec::new();
+    match top.remove("doors") {
+        None => {}
+        Some(Value::Array(items)) => {
+            for (i, v) in items.into_iter().enumerate() {
+                if let Some(door) = parse::<DoorSpec>(v, &format!("doors[{i}]"), p) {
+                    doors.push(door);
+                }
+            }
+        }
+        Some(_) => p.push("doors", "must be an array of door definitions"),
+    }
+    doors
 }
 
 /// Problems collected while parsing.

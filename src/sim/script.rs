@@ -19,21 +19,36 @@ use crate::error::{CtxError, RunError, TakeError};
 use crate::run::Ctx;
 use crate::runtime::Builder;
 
-/// Lines the scripted targets leave for the transcript, in the order they happen.
+/// Lines the scripted targets leave for the transcript, in the order they happen; or,
+/// outside a simulation, for the log.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Notes(Arc<Mutex<Vec<String>>>);
+pub(crate) struct Notes {
+    lines: Arc<Mutex<Vec<String>>>,
+    /// Log each line instead of keeping it.
+    logged: bool,
+}
 
 impl Notes {
+    /// Notes that are logged, not kept.
+    pub(crate) fn logged() -> Notes {
+        Notes {
+            lines: Arc::default(),
+            logged: true,
+        }
+    }
+
     /// Add a line.
     pub(crate) fn push(&self, line: String) {
-        if let Ok(mut lines) = self.0.lock() {
+        if self.logged {
+            tracing::info!(target: "parkway::script", "{line}");
+        } else if let Ok(mut lines) = self.lines.lock() {
             lines.push(line);
         }
     }
 
     /// Every line since the last call.
     pub(crate) fn drain(&self) -> Vec<String> {
-        self.0
+        self.lines
             .lock()
             .map(|mut l| std::mem::take(&mut *l))
             .unwrap_or_default()

@@ -413,12 +413,13 @@ impl State {
     }
 
     /// Publish that the ask `id` was resolved, and how, and remember it.
-    fn resolved(&mut self, step: &mut Step<'_>, id: &str, how: Resolution) {
+    fn resolved(&mut self, step: &mut Step<'_>, id: &str, how: Resolution, to: Option<To>) {
         self.remember(step, id, how.into());
         step.publish(Event::AskResolved {
             subject: self.subject(),
             interaction: id.to_owned(),
             how,
+            to: to.unwrap_or(To::Caller),
         });
     }
 
@@ -937,6 +938,7 @@ impl State {
             subject: self.subject(),
             interaction: id.clone(),
             run: run_id.to_string(),
+            to: ask.to,
         });
         Ok(id)
     }
@@ -979,7 +981,7 @@ impl State {
                 if let Some(p) = self.remove_entry(step, &id)
                     && p.entry.status == Status::Asking
                 {
-                    self.resolved(step, &id, how);
+                    self.resolved(step, &id, how, p.entry.to);
                 }
             }
         }
@@ -1049,11 +1051,12 @@ impl State {
         let Some(parked) = self.entries.get_mut(id) else {
             return (Ack::Buffered { remaining: 0 }, None);
         };
+        let to = parked.entry.to;
         if let Some(waiter) = parked.waiter.take() {
             // A sync ask: hand the answer to the blocked activation; no group resumes.
             self.remove_entry(step, id);
             step.push(Effect::Answer(waiter, answer));
-            self.resolved(step, id, how);
+            self.resolved(step, id, how, to);
             return (Ack::Started, None);
         }
         parked.entry.status = Status::Running;
@@ -1065,7 +1068,7 @@ impl State {
         }
         let run_id = Arc::clone(&parked.run);
         let gid = parked.entry.group_id.clone().unwrap_or_default();
-        self.resolved(step, id, how);
+        self.resolved(step, id, how, to);
         let Some(group) = self.groups.get_mut(&gid) else {
             return (Ack::Buffered { remaining: 0 }, None);
         };
@@ -1301,7 +1304,7 @@ impl State {
                 } else {
                     Resolution::Cancelled
                 };
-                self.resolved(step, &id, how);
+                self.resolved(step, &id, how, p.entry.to);
             }
         }
         // Receivers waiting on a group that was resolved while its activation ran.
@@ -1492,8 +1495,8 @@ impl State {
                 .collect();
             for id in orphans {
                 // Never counted in this process: removed without giving a unit back.
-                self.entries.shift_remove(&id);
-                self.resolved(step, &id, Resolution::Cancelled);
+                let to = self.entries.shift_remove(&id).and_then(|p| p.entry.to);
+                self.resolved(step, &id, Resolution::Cancelled, to);
             }
             if let Some(r) = self.runs.get_mut(run) {
                 r.group = None;

@@ -1,6 +1,7 @@
 //! The `parkway` command line: `parkway sim` runs simulation scenarios on virtual time,
 //! `parkway load` drives concurrent door visits and reports throughput and latency,
-//! `parkway crash` kills a runtime's process again and again and checks its store.
+//! `parkway crash` kills a runtime's process again and again and checks its store,
+//! `parkway serve` serves every door over HTTP.
 
 use std::process::ExitCode;
 
@@ -27,6 +28,7 @@ fn keep_freed_memory() {
 
 mod crash;
 mod load;
+mod serve;
 mod sim;
 
 /// A runtime in which runs park on a subject to ask their caller.
@@ -49,6 +51,9 @@ enum Command {
     /// Kill a child process driving a workload on a data directory with SIGKILL, again
     /// and again, and check after each kill that everything it had acknowledged is there.
     Crash(crash::Args),
+    /// Serve every door over HTTP: doors, visits, runs, parked sets, the inbox and its
+    /// stream, and platform events, behind bearer tokens with scopes.
+    Serve(serve::Args),
     /// The child `parkway crash` runs and kills.
     #[command(hide = true)]
     CrashChild(crash::ChildArgs),
@@ -61,6 +66,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim::main(args),
         Command::Load(args) => load::main(args),
         Command::Crash(args) => crash::main(args),
+        Command::Serve(args) => serve::main(args),
         Command::CrashChild(args) => crash::child_main(args),
     }
 }

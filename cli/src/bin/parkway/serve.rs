@@ -1,0 +1,159 @@
+//! `parkway serve`: the HTTP face on its own, over a data directory, with scripted
+//! targets from a file.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use parkway::Runtime;
+use parkway::sim::Scripts;
+use parkway_http::{Options, Tokens, router};
+
+/// `parkway serve` arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The data directory (else `PARKWAY_DATA_DIR`; with neither, the runtime runs in
+    /// memory and keeps nothing across a restart).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// The address to listen on (`127.0.0.1:0` picks a free port; the address is
+    /// printed once bound).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// A targets file: scripted targets and doors, in the scenario format
+    /// (`docs/http.md`). Its doors are saved at start, replacing any of the same name.
+    #[arg(long)]
+    targets: Option<PathBuf>,
+    /// A file of bearer tokens with their scopes, one per line (`TOKEN admin,visit`);
+    /// else `PARKWAY_TOKENS_FILE`, else the list in `PARKWAY_TOKENS`.
+    #[arg(long)]
+    tokens: Option<PathBuf>,
+}
+
+/// Run `parkway serve`.
+pub(crate) fn main(args: Args) -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("parkway serve: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("parkway serve: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The tokens, from the flag's file, `PARKWAY_TOKENS_FILE` or `PARKWAY_TOKENS`.
+fn tokens(flag: Option<&PathBuf>) -> Result<Tokens, String> {
+    let from_file = |path: &PathBuf| {
+        std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the tokens file {}: {e}", path.display()))
+    };
+    let (text, source) = match (
+        flag,
+        std::env::var_os("PARKWAY_TOKENS_FILE"),
+        std::env::var("PARKWAY_TOKENS"),
+    ) {
+        (Some(path), _, _) => (from_file(path)?, format!("{}", path.display())),
+        (None, Some(path), _) => {
+            let path = PathBuf::from(path);
+            (from_file(&path)?, format!("{}", path.display()))
+        }
+        (None, None, Ok(list)) => (list, "PARKWAY_TOKENS".to_owned()),
+        (None, None, Err(_)) => {
+            return Err(
+                "no tokens: give --tokens FILE, PARKWAY_TOKENS_FILE or PARKWAY_TOKENS (see docs/http.md)"
+                    .to_owned(),
+            );
+        }
+    };
+    let tokens = Tokens::parse(&text).map_err(|e| format!("{source}: {e}"))?;
+    if tokens.is_empty() {
+        return Err(format!("{source} lists no token"));
+    }
+    Ok(tokens)
+}
+
+async fn serve(args: Args) -> Result<(), String> {
+    let tokens = tokens(args.tokens.as_ref())?;
+    let scripts = match &args.targets {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read the targets file {}: {e}", path.display()))?;
+            let scripts = Scripts::from_json(&text).map_err(|e| {
+                format!(
+                    "the targets file {} is invalid:\n  {}",
+                    path.display(),
+                    e.problems.join("\n  ")
+                )
+            })?;
+            Some(scripts)
+        }
+    };
+    let mut builder = Runtime::builder();
+    if let Some(dir) = &args.data {
+        builder = builder.data_dir(dir);
+    }
+    if let Some(scripts) = &scripts {
+        builder = scripts.register(builder);
+    }
+    let runtime = builder.build().await.map_err(|e| e.to_string())?;
+    if let Some(scripts) = &scripts {
+        for door in &scripts.doors {
+            runtime.save_door(door.clone()).map_err(|e| e.to_string())?;
+        }
+    }
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    eprintln!("parkway serve: listening on http://{bound}");
+    let app = router(runtime.clone(), tokens, Options::default());
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(stop_signal())
+        .await
+        .map_err(|e| format!("the server failed: {e}"));
+    runtime.shutdown().await;
+    eprintln!("parkway serve: stopped");
+    served
+}
+
+/// Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}

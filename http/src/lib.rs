@@ -1,0 +1,182 @@
+//! The HTTP face of parkway: every door of the runtime over HTTP, streams that resume
+//! from the durable event log, and bearer tokens with scopes.
+//!
+//! [`router`] builds an axum [`Router`] over a [`Runtime`], for an embedder to serve
+//! beside its own routes; `parkway serve` on the command line serves it on its own. A
+//! project that depends on `parkway` alone compiles none of this.
+//!
+//! ```no_run
+//! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+//! use parkway_http::{Options, Scope, Tokens, router};
+//! let runtime = parkway::Runtime::builder().build().await?;
+//! let tokens = Tokens::none().with("a-long-admin-token-0001", &[Scope::Admin, Scope::Visit]);
+//! let app = router(runtime, tokens, Options::default());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! The surface, its status codes and its scopes are described in `docs/http.md`.
+
+mod auth;
+mod body;
+mod doors;
+mod error;
+mod inbox;
+mod ops;
+mod runs;
+mod streams;
+mod subjects;
+mod visits;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use parkway::Runtime;
+use tower_http::timeout::TimeoutLayer;
+
+pub use auth::{MIN_TOKEN_LEN, Scope, Tokens, TokensError};
+pub use body::JsonBody;
+pub use error::ApiError;
+
+/// The server's bounds.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Options {
+    /// The largest request body accepted (413 past it). Default 1 MiB.
+    pub max_body_bytes: usize,
+    /// How long a request may take, reading its body included (408 past it); a long
+    /// poll and a stream are not bounded by it. Default 30 s.
+    pub request_timeout: Duration,
+    /// The longest `?wait=` a run record's long poll honours. Default 60 s.
+    pub max_wait: Duration,
+    /// How often a stream sends a keep-alive comment. Default 15 s.
+    pub keep_alive: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            max_body_bytes: 1 << 20,
+            request_timeout: Duration::from_secs(30),
+            max_wait: Duration::from_secs(60),
+            keep_alive: Duration::from_secs(15),
+        }
+    }
+}
+
+/// What every handler shares.
+#[derive(Debug)]
+pub(crate) struct Face {
+    pub(crate) runtime: Runtime,
+    pub(crate) tokens: Tokens,
+    pub(crate) options: Options,
+}
+
+/// The router of every door, under `/v1`, with `/healthz` and `/readyz` open to all.
+pub fn router(runtime: Runtime, tokens: Tokens, options: Options) -> Router {
+    let face = Arc::new(Face {
+        runtime,
+        tokens,
+        options,
+    });
+    let guarded = |scope: Scope, routes: Router<Arc<Face>>| {
+        routes.route_layer(middleware::from_fn_with_state(
+            (Arc::clone(&face), scope),
+            guard,
+        ))
+    };
+    let admin = Router::new()
+        .route("/v1/doors", get(doors::list))
+        .route(
+            "/v1/doors/{name}",
+            get(doors::read).put(doors::save).delete(doors::delete),
+        )
+        .route("/v1/schedules/{name}/fire", post(doors::fire_schedule))
+        .route("/v1/subjects/{subject}/cancel", post(subjects::cancel))
+        .route("/v1/events", get(streams::events));
+    let visit = Router::new()
+        .route("/v1/routes/{door}/visit", post(visits::route))
+        .route("/v1/hooks/{topic}", post(visits::hook))
+        .route("/v1/targets/{target}/run", post(visits::run_tool))
+        .route("/v1/targets/{target}/submit", post(visits::submit))
+        .route("/v1/subjects/{subject}/parked", get(subjects::list))
+        .route(
+            "/v1/subjects/{subject}/parked/{id}/resume",
+            post(subjects::resume),
+        )
+        .route(
+            "/v1/subjects/{subject}/parked/{id}/take",
+            post(subjects::take),
+        );
+    // A long poll waits up to `max_wait`: it is bounded by that, not the timeout.
+    let poll = Router::new().route("/v1/runs/{id}", get(runs::read));
+    let answer = Router::new()
+        .route("/v1/interactions", get(inbox::list))
+        .route("/v1/interactions/stream", get(inbox::stream))
+        .route("/v1/interactions/{id}/answer", post(inbox::answer));
+    let timeout = face.options.request_timeout;
+    let max_body = face.options.max_body_bytes;
+    let timed = Router::new()
+        .merge(guarded(Scope::Admin, admin))
+        .merge(guarded(Scope::Visit, visit))
+        .merge(guarded(Scope::Answer, answer))
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        // A stream's response is made at once; the timeout does not bound its body.
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            timeout,
+        ));
+    Router::new()
+        .merge(timed)
+        .merge(guarded(Scope::Visit, poll))
+        .fallback(ops::not_found)
+        .method_not_allowed_fallback(ops::method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(face)
+}
+
+/// Let a request through only with a bearer token that carries `scope`: 401 without
+/// a known token, 403 with one lacking the scope.
+async fn guard(
+    State((face, scope)): State<(Arc<Face>, Scope)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let Some(scopes) = token.and_then(|t| face.tokens.scopes(t.as_bytes())) else {
+        let mut response = ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "a bearer token is needed (Authorization: Bearer <token>)",
+        )
+        .into_response();
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        return response;
+    };
+    if !scopes.contains(&scope) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("this token lacks the {scope} scope"),
+        )
+        .with("scope", serde_json::json!(scope.name()))
+        .into_response();
+    }
+    next.run(request).await
+}

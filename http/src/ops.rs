@@ -1,0 +1,37 @@
+//! Operations: health, readiness, and the answers to paths and methods that do not exist.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{ApiError, Face};
+
+/// `GET /healthz`: the process answers.
+pub(crate) async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// `GET /readyz`: 200 while the runtime takes work, 503 once it is shut down.
+pub(crate) async fn readyz(State(face): State<Arc<Face>>) -> Result<Json<Value>, ApiError> {
+    if face.runtime.is_shut_down() {
+        return Err(ApiError::stopped());
+    }
+    Ok(Json(json!({"status": "ready"})))
+}
+
+/// Any other path.
+pub(crate) async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no_such_path", "no such path")
+}
+
+/// A path that exists, with another method.
+pub(crate) async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this path does not take that method",
+    )
+}

@@ -1,0 +1,285 @@
+//! Server-sent event streams that resume from the durable event log.
+//!
+//! Each frame's `id:` is the sequence number of the logged event it comes from. A client
+//! that reconnects with `Last-Event-ID: n` (or `?last_event_id=n`) is sent every frame
+//! from `n + 1` on, read from the log, then the live ones, with no gap and no duplicate:
+//! the stream subscribes to the live events before it reads the log, skips live events
+//! it already sent, and goes back to the log whenever it fell behind the live channel.
+//! An `n` older than the log's window gets an explicit `reset` frame naming the oldest
+//! number kept, and the stream goes on from there. Without an id, a stream starts now.
+//! A runtime in memory keeps no log: its frames carry no id, and a resume gets `reset`.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use futures::Stream;
+use parkway::{Event, Logged, Runtime};
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+
+use crate::{ApiError, Face};
+
+/// How many log entries one read takes while catching up.
+const PAGE: usize = 512;
+
+/// How many frames may wait for a slow client before the stream stops reading (the
+/// client then catches up from the log, as after a lag).
+const BUFFER: usize = 256;
+
+/// Turns a logged event into the frame a stream shows, or `None` to show nothing.
+pub(crate) type Framer = fn(&Runtime, &Event) -> Option<(&'static str, serde_json::Value)>;
+
+/// The id a client resumes after: `Last-Event-ID`, else `?last_event_id=`.
+pub(crate) fn last_event_id(
+    headers: &HeaderMap,
+    query: &HashMap<String, String>,
+) -> Result<Option<u64>, ApiError> {
+    let text = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| query.get("last_event_id").cloned());
+    match text.as_deref().map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(t) => t.parse::<u64>().map(Some).map_err(|_| {
+            ApiError::field(
+                "last_event_id",
+                format!("the last event id {t:?} is not an event number"),
+            )
+        }),
+    }
+}
+
+/// `GET /v1/events`: every platform event, as `event: <kind>` frames.
+pub(crate) async fn events(
+    State(face): State<Arc<Face>>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    let after = last_event_id(&headers, &query)?;
+    Ok(stream(&face, after, platform))
+}
+
+/// A platform event as its frame: named by its kind.
+fn platform(_: &Runtime, event: &Event) -> Option<(&'static str, serde_json::Value)> {
+    let value = serde_json::to_value(event).ok()?;
+    let kind = match value.get("event").and_then(|k| k.as_str()) {
+        Some(k) => kind_name(k),
+        None => "event",
+    };
+    Some((kind, value))
+}
+
+/// The static name of an event kind (SSE names are static here).
+fn kind_name(kind: &str) -> &'static str {
+    const KINDS: &[&str] = &[
+        "ask_parked",
+        "ask_resolved",
+        "run_started",
+        "run_finished",
+        "run_failed",
+        "run_cancelled",
+        "cap_refused",
+        "expiry_fired",
+        "waiting_outcome_stored",
+        "waiting_outcome_taken",
+        "waiting_outcome_dropped",
+        "visit_refused",
+    ];
+    KINDS
+        .iter()
+        .find(|k| **k == kind)
+        .copied()
+        .unwrap_or("event")
+}
+
+/// The SSE response of a stream of `framer`'s frames after `after`.
+pub(crate) fn stream(
+    face: &Arc<Face>,
+    after: Option<u64>,
+    framer: Framer,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>> + use<>> {
+    let (tx, rx) = mpsc::channel::<SseEvent>(BUFFER);
+    let runtime = face.runtime.clone();
+    tokio::spawn(async move {
+        // Ends when the client is gone (a send fails) or the runtime stops.
+        let _ = feed(runtime, after, framer, tx).await;
+    });
+    let frames = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|frame| (Ok(frame), rx))
+    });
+    Sse::new(frames).keep_alive(KeepAlive::new().interval(face.options.keep_alive))
+}
+
+/// The client left.
+struct Gone;
+
+/// Send `framer`'s frames of every event after `after` (or from now), then live ones.
+async fn feed(
+    runtime: Runtime,
+    after: Option<u64>,
+    framer: Framer,
+    tx: mpsc::Sender<SseEvent>,
+) -> Result<(), Gone> {
+    let send = |frame: SseEvent| {
+        let tx = tx.clone();
+        async move { tx.send(frame).await.map_err(|_| Gone) }
+    };
+    // Subscribed first: whatever becomes durable from now on is seen live or read.
+    let mut live = runtime.logged_events();
+    let oldest = match runtime.event_log(1, 1) {
+        Ok(first) => first.first().map(|l| l.seq),
+        Err(_) => return feed_unlogged(runtime, after, framer, tx).await,
+    };
+    let mut last = match after {
+        None => None,
+        Some(n) => {
+            if let Some(oldest) = oldest
+                && n + 1 < oldest
+            {
+                send(reset(n, oldest)).await?;
+                Some(oldest - 1)
+            } else {
+                Some(n)
+            }
+        }
+    };
+    if let Some(from) = last {
+        last = Some(catch_up(&runtime, from, framer, &send).await?);
+    }
+    loop {
+        let received = tokio::select! {
+            received = live.recv() => received,
+            () = tx.closed() => return Err(Gone),
+        };
+        match received {
+            Ok(logged) => {
+                let Some(seen) = last else {
+                    // Starting now: the first live event fixes where the stream is.
+                    last = Some(logged.seq);
+                    show(&runtime, &logged, framer, &send).await?;
+                    continue;
+                };
+                if logged.seq <= seen {
+                    continue;
+                }
+                if logged.seq > seen + 1 {
+                    // Something between was not seen live: read it from the log.
+                    last = Some(catch_up(&runtime, seen, framer, &send).await?);
+                    continue;
+                }
+                last = Some(logged.seq);
+                show(&runtime, &logged, framer, &send).await?;
+            }
+            Err(RecvError::Lagged(_)) => {
+                if let Some(seen) = last {
+                    last = Some(catch_up(&runtime, seen, framer, &send).await?);
+                }
+            }
+            Err(RecvError::Closed) => return Ok(()),
+        }
+    }
+}
+
+/// Send every logged event after `seen` the log holds now; the last number sent.
+async fn catch_up<F, Fut>(
+    runtime: &Runtime,
+    mut seen: u64,
+    framer: Framer,
+    send: &F,
+) -> Result<u64, Gone>
+where
+    F: Fn(SseEvent) -> Fut,
+    Fut: std::future::Future<Output = Result<(), Gone>>,
+{
+    loop {
+        let page = match runtime.event_log(seen + 1, PAGE) {
+            Ok(page) => page,
+            Err(error) => {
+                tracing::error!(%error, "a stream could not read the event log");
+                return Err(Gone);
+            }
+        };
+        let Some(end) = page.last().map(|l| l.seq) else {
+            return Ok(seen);
+        };
+        for logged in &page {
+            show(runtime, logged, framer, send).await?;
+        }
+        seen = end;
+    }
+}
+
+/// Send `logged`'s frame, if it has one.
+async fn show<F, Fut>(
+    runtime: &Runtime,
+    logged: &Logged,
+    framer: Framer,
+    send: &F,
+) -> Result<(), Gone>
+where
+    F: Fn(SseEvent) -> Fut,
+    Fut: std::future::Future<Output = Result<(), Gone>>,
+{
+    if let Some((name, data)) = framer(runtime, &logged.event) {
+        let frame = SseEvent::default()
+            .id(logged.seq.to_string())
+            .event(name)
+            .data(data.to_string());
+        send(frame).await?;
+    }
+    Ok(())
+}
+
+/// The frame that says the client's place is older than the log keeps.
+fn reset(requested: u64, oldest: u64) -> SseEvent {
+    SseEvent::default().event("reset").data(
+        json!({
+            "requested": requested,
+            "oldest": oldest,
+            "message": format!("events after {requested} are no longer kept; the stream goes on from {oldest}"),
+        })
+        .to_string(),
+    )
+}
+
+/// A runtime in memory: live frames without ids; a resume is told it cannot be.
+async fn feed_unlogged(
+    runtime: Runtime,
+    after: Option<u64>,
+    framer: Framer,
+    tx: mpsc::Sender<SseEvent>,
+) -> Result<(), Gone> {
+    let mut live = runtime.events();
+    if let Some(n) = after {
+        let frame = SseEvent::default().event("reset").data(
+            json!({
+                "requested": n,
+                "message": "this runtime keeps no event log; the stream starts now",
+            })
+            .to_string(),
+        );
+        tx.send(frame).await.map_err(|_| Gone)?;
+    }
+    loop {
+        let received = tokio::select! {
+            received = live.recv() => received,
+            () = tx.closed() => return Err(Gone),
+        };
+        match received {
+            Ok(event) => {
+                if let Some((name, data)) = framer(&runtime, &event) {
+                    let frame = SseEvent::default().event(name).data(data.to_string());
+                    tx.send(frame).await.map_err(|_| Gone)?;
+                }
+            }
+            Err(RecvError::Lagged(_)) => continue,
+            Err(RecvError::Closed) => return Ok(()),
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The doors a caller visits: a route (the outcome inline), a hook fire, and the
+//! run-tool and submit tool doors.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use parkway::{HookFire, RunRecord, Start, Visit};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::{ApiError, Face, JsonBody};
+
+/// The `subject` query parameter, required.
+fn subject_of(query: &HashMap<String, String>) -> Result<String, ApiError> {
+    match query.get("subject") {
+        Some(s) if !s.is_empty() => Ok(s.clone()),
+        _ => Err(ApiError::field(
+            "subject",
+            "the subject is missing: add ?subject=<name>",
+        )),
+    }
+}
+
+/// `POST /v1/routes/{door}/visit?subject=`: the body is the door's input document; 200
+/// with what the visit did (a park answers at once with the parked record).
+pub(crate) async fn route(
+    State(face): State<Arc<Face>>,
+    Path(door): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    body: JsonBody,
+) -> Result<Json<Visit>, ApiError> {
+    let subject = subject_of(&query)?;
+    Ok(Json(face.runtime.visit(&door, &subject, body.0).await?))
+}
+
+/// One hook's fire as answered.
+fn fire_json(fire: HookFire) -> Value {
+    match fire.visit {
+        None => json!({"door": fire.door, "fired": false}),
+        Some(Ok(visit)) => {
+            json!({"door": fire.door, "subject": fire.subject, "fired": true, "visit": visit})
+        }
+        Some(Err(error)) => json!({
+            "door": fire.door,
+            "subject": fire.subject,
+            "fired": true,
+            "error": {"kind": error.kind(), "message": error.to_string()},
+        }),
+    }
+}
+
+/// `POST /v1/hooks/{topic}`: fire every hook on the topic with the body as input; 202
+/// with what each hook did.
+pub(crate) async fn hook(
+    State(face): State<Arc<Face>>,
+    Path(topic): Path<String>,
+    body: JsonBody,
+) -> (StatusCode, Json<Value>) {
+    let fires: Vec<Value> = face
+        .runtime
+        .fire(&topic, body.0)
+        .await
+        .into_iter()
+        .map(fire_json)
+        .collect();
+    (StatusCode::ACCEPTED, Json(json!({ "hooks": fires })))
+}
+
+/// A tool door's body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolCall {
+    subject: String,
+    #[serde(default)]
+    kwargs: Option<Value>,
+    #[serde(default)]
+    extras: Option<Value>,
+    #[serde(default)]
+    identity: Option<String>,
+}
+
+/// The start a tool door's body asks for.
+fn start_of(target: &str, body: JsonBody) -> Result<Start, ApiError> {
+    let call: ToolCall = body.into()?;
+    if call.subject.is_empty() {
+        return Err(ApiError::field("subject", "the subject is empty"));
+    }
+    let mut start = Start::new(call.subject, target);
+    if let Some(kwargs) = call.kwargs {
+        start = start.kwargs(kwargs);
+    }
+    if let Some(extras) = call.extras {
+        start = start.extras(extras);
+    }
+    if let Some(identity) = call.identity {
+        start = start.identity(identity);
+    }
+    Ok(start)
+}
+
+/// `POST /v1/targets/{target}/run`: run the target; 200 with its record once its first
+/// activation ends (`parked` or `suspended` at once if it asks: nothing waits for a
+/// person).
+pub(crate) async fn run_tool(
+    State(face): State<Arc<Face>>,
+    Path(target): Path<String>,
+    body: JsonBody,
+) -> Result<Json<RunRecord>, ApiError> {
+    let start = start_of(&target, body)?;
+    Ok(Json(face.runtime.run_tool(start).await?))
+}
+
+/// `POST /v1/targets/{target}/submit`: start the target in the background; 202 with its
+/// run id and `Location: /v1/runs/{id}`.
+pub(crate) async fn submit(
+    State(face): State<Arc<Face>>,
+    Path(target): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    let start = start_of(&target, body)?;
+    let id = face.runtime.submit(start).await?;
+    let mut headers = HeaderMap::new();
+    if let Ok(location) = format!("/v1/runs/{id}").parse() {
+        headers.insert(header::LOCATION, location);
+    }
+    Ok((StatusCode::ACCEPTED, headers, Json(json!({ "run_id": id }))).into_response())
+}
