@@ -163,6 +163,8 @@ pub struct Builder {
     ids: Option<Ids>,
     event_capacity: usize,
     data_dir: Option<std::path::PathBuf>,
+    /// How many entries the durable event log keeps, if not its default.
+    log_entries: Option<u64>,
     /// A store made by the caller (a simulation's memory store), used instead of a
     /// data directory.
     store: Option<crate::store::Store>,
@@ -180,6 +182,7 @@ impl Default for Builder {
             clock: Arc::new(SystemClock),
             ids: None,
             data_dir: None,
+            log_entries: None,
             store: None,
             targets: Default::default(),
             event_capacity: DEFAULT_EVENT_CAPACITY,
@@ -275,6 +278,14 @@ impl Builder {
         self
     }
 
+    /// How many entries the durable event log keeps (default 100,000; at least 1): each
+    /// event logged past it trims the oldest. A stream resumed from an id older than the
+    /// log keeps is told so (`docs/durability.md`). No effect without a data directory.
+    pub fn event_log_entries(mut self, n: u64) -> Self {
+        self.log_entries = Some(n.max(1));
+        self
+    }
+
     /// Keep everything in `store` (a simulation's memory store, which it can crash), as
     /// a data directory would.
     pub(crate) fn store(mut self, store: crate::store::Store) -> Self {
@@ -330,6 +341,9 @@ impl Builder {
             arming,
             self.event_capacity,
         );
+        if let (Some(store), Some(n)) = (&store, self.log_entries) {
+            store.set_log_capacity(n);
+        }
         services.store = store;
         services.targets = self.targets;
         crate::tools::register(&services.targets);

@@ -1,0 +1,474 @@
+//! The HTTP face over real sockets: tokens and scopes, doors, visits, parked sets, runs,
+//! the inbox, and bad input.
+
+mod common;
+
+use common::{ADMIN, ANSWER, Server, VISIT};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn health_is_open_and_everything_else_needs_a_token_with_its_scope() {
+    let s = Server::start().await;
+    let health = s
+        .client
+        .get(format!("{}/healthz", s.url))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(health.status().as_u16(), 200);
+    let ready = s
+        .client
+        .get(format!("{}/readyz", s.url))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(ready.status().as_u16(), 200);
+
+    let bare = s
+        .client
+        .get(format!("{}/v1/doors", s.url))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(bare.status().as_u16(), 401);
+    assert_eq!(bare.headers()["www-authenticate"], "Bearer");
+    let body: Value = bare.json().await.expect("json");
+    assert_eq!(body["error"]["kind"], "unauthorized");
+
+    let (status, _) = s
+        .call(Method::GET, "/v1/doors", "not-a-token-at-all-0000", None)
+        .await;
+    assert_eq!(status, 401);
+    let (status, body) = s.call(Method::GET, "/v1/doors", VISIT, None).await;
+    assert_eq!(status, 403);
+    assert_eq!(body["error"]["scope"], "admin");
+    let (status, _) = s.call(Method::GET, "/v1/interactions", VISIT, None).await;
+    assert_eq!(status, 403);
+    let (status, _) = s
+        .call(
+            Method::POST,
+            "/v1/targets/echo/run",
+            ANSWER,
+            Some(json!({"subject": "s"})),
+        )
+        .await;
+    assert_eq!(status, 403);
+    let (status, _) = s.call(Method::GET, "/v1/doors", ADMIN, None).await;
+    assert_eq!(status, 200);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn doors_are_saved_listed_read_and_deleted_and_every_problem_is_named() {
+    let s = Server::start().await;
+    let broken =
+        json!({"kind": "route", "target": "asker", "resume_expr": "][", "start_expr": "{"});
+    let (status, body) = s
+        .call(Method::PUT, "/v1/doors/chat", ADMIN, Some(broken))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["kind"], "invalid");
+    let problems = body["error"]["problems"].as_array().expect("problems");
+    assert_eq!(
+        problems.len(),
+        2,
+        "both expressions are named: {problems:?}"
+    );
+
+    let door = json!({"kind": "route", "target": "asker", "start_expr": "{}",
+        "resume_expr": "if .reply != null and ($parked | length) > 0 then {id: $parked[0].id, payload: .reply} else null end"});
+    let (status, saved) = s
+        .call(Method::PUT, "/v1/doors/chat", ADMIN, Some(door.clone()))
+        .await;
+    assert_eq!(status, 201, "{saved}");
+    assert_eq!(saved["name"], "chat");
+    let (status, _) = s
+        .call(Method::PUT, "/v1/doors/chat", ADMIN, Some(door))
+        .await;
+    assert_eq!(status, 200, "a replacement");
+    let (status, other) = s
+        .call(
+            Method::PUT,
+            "/v1/doors/chat",
+            ADMIN,
+            Some(json!({"name": "other", "kind": "route", "target": "asker"})),
+        )
+        .await;
+    assert_eq!(
+        (status, other["error"]["field"].clone()),
+        (400, json!("name"))
+    );
+
+    let (_, listed) = s.call(Method::GET, "/v1/doors", ADMIN, None).await;
+    assert_eq!(listed["doors"].as_array().map(Vec::len), Some(1));
+    let (status, read) = s.call(Method::GET, "/v1/doors/chat", ADMIN, None).await;
+    assert_eq!((status, read["target"].clone()), (200, json!("asker")));
+    let (status, _) = s.call(Method::DELETE, "/v1/doors/chat", ADMIN, None).await;
+    assert_eq!(status, 204);
+    let (status, body) = s.call(Method::DELETE, "/v1/doors/chat", ADMIN, None).await;
+    assert_eq!(
+        (status, body["error"]["kind"].clone()),
+        (404, json!("unknown_door"))
+    );
+    let (status, _) = s.call(Method::GET, "/v1/doors/chat", ADMIN, None).await;
+    assert_eq!(status, 404);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_route_visit_parks_at_once_and_a_second_resolution_is_a_conflict() {
+    let s = Server::start().await;
+    let door = json!({"kind": "route", "target": "asker", "start_expr": "{}",
+        "resume_expr": "if .reply != null and ($parked | length) > 0 then {id: $parked[0].id, payload: .reply} else null end"});
+    let (status, _) = s
+        .call(Method::PUT, "/v1/doors/chat", ADMIN, Some(door))
+        .await;
+    assert_eq!(status, 201);
+
+    let (status, _) = s
+        .call(
+            Method::POST,
+            "/v1/routes/chat/visit",
+            VISIT,
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 400, "no subject");
+    let (status, visit) = s
+        .call(
+            Method::POST,
+            "/v1/routes/chat/visit?subject=t1",
+            VISIT,
+            Some(json!({"hello": 1})),
+        )
+        .await;
+    assert_eq!(status, 200, "{visit}");
+    assert_eq!(visit["action"], "started");
+    assert_eq!(visit["record"]["status"], "parked");
+    let id = visit["record"]["asks"][0]["id"]
+        .as_str()
+        .expect("an ask")
+        .to_owned();
+
+    let (status, parked) = s
+        .call(Method::GET, "/v1/subjects/t1/parked", VISIT, None)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(parked[0]["id"], json!(id));
+
+    let path = format!("/v1/subjects/t1/parked/{id}/resume");
+    let (status, resumed) = s.call(Method::POST, &path, VISIT, Some(json!("yes"))).await;
+    assert_eq!(status, 200, "{resumed}");
+    assert_eq!(resumed["status"], "succeeded");
+    assert_eq!(resumed["result"], json!({"answer": "yes"}));
+
+    let (status, again) = s.call(Method::POST, &path, VISIT, Some(json!("no"))).await;
+    assert_eq!(status, 409, "{again}");
+    assert_eq!(again["error"]["kind"], "already_resolved");
+    assert_eq!(again["error"]["how"], "resumed");
+    assert!(again["error"]["at"].is_string());
+
+    let (status, unknown) = s
+        .call(
+            Method::POST,
+            "/v1/subjects/t1/parked/i-nope/resume",
+            VISIT,
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, unknown["error"]["kind"].clone()),
+        (404, json!("unknown"))
+    );
+    let (status, _) = s
+        .call(
+            Method::POST,
+            "/v1/routes/nope/visit?subject=t1",
+            VISIT,
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 404);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn tool_doors_answer_at_once_and_a_record_is_read_with_a_bounded_long_poll() {
+    let s = Server::start().await;
+    let (status, record) = s
+        .call(
+            Method::POST,
+            "/v1/targets/echo/run",
+            VISIT,
+            Some(json!({"subject": "s", "kwargs": {"x": 1}})),
+        )
+        .await;
+    assert_eq!(status, 200, "{record}");
+    assert_eq!(
+        (record["status"].clone(), record["result"].clone()),
+        (json!("succeeded"), json!({"x": 1}))
+    );
+
+    let (status, parked) = s
+        .call(
+            Method::POST,
+            "/v1/targets/user_asker/run",
+            VISIT,
+            Some(json!({"subject": "s"})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        parked["status"], "suspended",
+        "a person's ask is never waited for: {parked}"
+    );
+
+    let response = s
+        .request(Method::POST, "/v1/targets/asker/submit", VISIT)
+        .json(&json!({"subject": "s"}))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status().as_u16(), 202);
+    let location = response.headers()["location"]
+        .to_str()
+        .expect("text")
+        .to_owned();
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(
+        location,
+        format!("/v1/runs/{}", body["run_id"].as_str().expect("id"))
+    );
+    let (status, polled) = s
+        .call(Method::GET, &format!("{location}?wait=10s"), VISIT, None)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(polled["status"], "parked", "{polled}");
+
+    let (status, bad) = s
+        .call(Method::GET, &format!("{location}?wait=soon"), VISIT, None)
+        .await;
+    assert_eq!(
+        (status, bad["error"]["field"].clone()),
+        (400, json!("wait"))
+    );
+    let (status, _) = s.call(Method::GET, "/v1/runs/r-unknown", VISIT, None).await;
+    assert_eq!(status, 404);
+    let (status, body) = s
+        .call(
+            Method::POST,
+            "/v1/targets/nope/run",
+            VISIT,
+            Some(json!({"subject": "s"})),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["kind"].clone()),
+        (404, json!("unknown_target"))
+    );
+    let (status, body) = s
+        .call(
+            Method::POST,
+            "/v1/targets/echo/run",
+            VISIT,
+            Some(json!({"subject": "s", "kwarg": {}})),
+        )
+        .await;
+    assert_eq!(status, 400, "an unknown field is named: {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("kwarg")
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_inbox_lists_user_asks_only_and_its_answer_door_refuses_clearly() {
+    let s = Server::start().await;
+    let (_, user) = s
+        .call(
+            Method::POST,
+            "/v1/targets/user_asker/run",
+            VISIT,
+            Some(json!({"subject": "s"})),
+        )
+        .await;
+    let user_id = user["suspension"]["interactions"][0]
+        .as_str()
+        .map(str::to_owned)
+        .or_else(|| user["asks"][0]["id"].as_str().map(str::to_owned))
+        .expect("a user ask id");
+    let (_, caller) = s
+        .call(
+            Method::POST,
+            "/v1/targets/asker/run",
+            VISIT,
+            Some(json!({"subject": "s"})),
+        )
+        .await;
+    let caller_id = caller["asks"][0]["id"]
+        .as_str()
+        .expect("a caller ask")
+        .to_owned();
+
+    let (status, page) = s
+        .call(Method::GET, "/v1/interactions?page_size=500", ANSWER, None)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(page["page_size"], 200, "capped");
+    assert_eq!(page["total"], 1);
+    assert_eq!(page["items"][0]["id"], json!(user_id));
+    let (status, bad) = s
+        .call(Method::GET, "/v1/interactions?page=x", ANSWER, None)
+        .await;
+    assert_eq!(
+        (status, bad["error"]["field"].clone()),
+        (400, json!("page"))
+    );
+
+    let answer = |id: &str| format!("/v1/interactions/{id}/answer");
+    let (status, body) = s
+        .call(
+            Method::POST,
+            &answer(&caller_id),
+            ANSWER,
+            Some(json!({"answer": true})),
+        )
+        .await;
+    assert_eq!(status, 404, "a caller ask is unknown here: {body}");
+    let (status, body2) = s
+        .call(
+            Method::POST,
+            &answer("i-unknown"),
+            ANSWER,
+            Some(json!({"answer": true})),
+        )
+        .await;
+    assert_eq!(status, 404);
+    assert_eq!(body["error"]["kind"], body2["error"]["kind"], "alike");
+    let (status, body) = s
+        .call(
+            Method::POST,
+            &answer(&user_id),
+            ANSWER,
+            Some(json!({"answer": "maybe"})),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["field"].clone()),
+        (400, json!("answer")),
+        "{body}"
+    );
+    let (status, body) = s
+        .call(Method::POST, &answer(&user_id), ANSWER, Some(json!({})))
+        .await;
+    assert_eq!(
+        (status, body["error"]["field"].clone()),
+        (400, json!("answer"))
+    );
+    let (status, _) = s
+        .call(
+            Method::POST,
+            &answer(&user_id),
+            ANSWER,
+            Some(json!({"answer": true})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, body) = s
+        .call(
+            Method::POST,
+            &answer(&user_id),
+            ANSWER,
+            Some(json!({"answer": false})),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["kind"].clone()),
+        (409, json!("already_resolved"))
+    );
+    let (_, page) = s.call(Method::GET, "/v1/interactions", ANSWER, None).await;
+    assert_eq!(page["total"], 0);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn bodies_too_large_too_deep_or_not_json_are_refused_and_change_nothing() {
+    let s = Server::start().await;
+    let big = "x".repeat(2 << 20);
+    let response = s
+        .request(Method::POST, "/v1/targets/echo/run", VISIT)
+        .header("content-type", "application/json")
+        .body(format!(
+            "{{\"subject\": \"s\", \"kwargs\": {{\"x\": \"{big}\"}}}}"
+        ))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status().as_u16(), 413);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["kind"], "body_too_large");
+
+    let deep = format!(
+        "{{\"subject\": \"s\", \"kwargs\": {}{}}}",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let response = s
+        .request(Method::POST, "/v1/targets/echo/run", VISIT)
+        .body(deep)
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status().as_u16(), 400);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["kind"], "too_deep");
+
+    let response = s
+        .request(Method::POST, "/v1/targets/echo/run", VISIT)
+        .body("{\"subject\": ")
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status().as_u16(), 400);
+    let (status, _) = s.call(Method::GET, "/v1/nowhere", VISIT, None).await;
+    assert_eq!(status, 404);
+    let (status, _) = s
+        .call(Method::DELETE, "/v1/interactions", ANSWER, None)
+        .await;
+    assert_eq!(status, 405);
+    assert_eq!(s.runtime.stats().await.runs, 0, "nothing was started");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn many_clients_resuming_one_ask_at_once_resolve_it_exactly_once() {
+    let s = Server::start().await;
+    let (_, record) = s
+        .call(
+            Method::POST,
+            "/v1/targets/asker/run",
+            VISIT,
+            Some(json!({"subject": "busy"})),
+        )
+        .await;
+    let id = record["asks"][0]["id"].as_str().expect("an ask").to_owned();
+    let path = format!("/v1/subjects/busy/parked/{id}/resume");
+    let calls = (0..32).map(|i| s.call(Method::POST, &path, VISIT, Some(json!(i))));
+    let answers = futures::future::join_all(calls).await;
+    let won: Vec<&(u16, Value)> = answers
+        .iter()
+        .filter(|(status, _)| *status == 200)
+        .collect();
+    assert_eq!(won.len(), 1, "{answers:?}");
+    assert!(
+        answers
+            .iter()
+            .all(|(status, _)| *status == 200 || *status == 409),
+        "{answers:?}"
+    );
+    s.stop().await;
+}
