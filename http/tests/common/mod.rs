@@ -1,6 +1,7 @@
 //! A live server on a real socket, and a client for it.
 
-#![allow(dead_code)]
+// Each test binary uses part of this module, and none re-exports it.
+#![allow(dead_code, unreachable_pub)]
 
 use std::time::Duration;
 
