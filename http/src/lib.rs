@@ -1,6 +1,8 @@
 //! The HTTP face of parkway: every door of the runtime over HTTP, streams that resume
 //! from the durable event log, and bearer tokens with scopes.
 //!
+//! The inbox page is served at `/inbox`.
+//!
 //! [`router`] builds an axum [`Router`] over a [`Runtime`], for an embedder to serve
 //! beside its own routes; `parkway serve` on the command line serves it on its own. A
 //! project that depends on `parkway` alone compiles none of this.
@@ -24,6 +26,7 @@ mod doors;
 mod error;
 mod inbox;
 mod ops;
+mod page;
 mod runs;
 mod streams;
 mod subjects;
@@ -128,6 +131,7 @@ pub fn router(runtime: Runtime, tokens: Tokens, options: Options) -> Router {
         .merge(guarded(Scope::Visit, visit))
         .merge(guarded(Scope::Answer, answer))
         .route("/healthz", get(ops::healthz))
+        .route("/inbox", get(page::inbox))
         .route("/readyz", get(ops::readyz))
         // A stream's response is made at once; the timeout does not bound its body.
         .layer(TimeoutLayer::with_status_code(
