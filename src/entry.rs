@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// What a parked entry is waiting for.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -42,6 +43,7 @@ impl std::fmt::Display for Status {
 }
 
 /// Who an ask is addressed to.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -81,6 +83,7 @@ impl To {
 ///     r#"{"id":"i-42","status":"asking","to":"caller","asked_by":["main"],"question":"proceed?","answer_format":"confirm","group_id":"g-1"}"#
 /// );
 /// ```
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     /// The interaction id, `i-…`.

@@ -31,6 +31,7 @@ pub const MAX_PAGE_SIZE: usize = 200;
 pub(crate) const LEFT_REMEMBERED: usize = 65_536;
 
 /// One pending user ask, as a person's inbox shows it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InboxItem {
     /// The interaction id.
@@ -55,6 +56,7 @@ pub struct InboxItem {
 }
 
 /// One change of the inbox, as a subscriber follows it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "frame", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -79,6 +81,7 @@ pub enum Frame {
 }
 
 /// One page of the inbox.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Page {
     /// The items of this page, oldest first.

@@ -10,6 +10,7 @@ use crate::entry::Entry;
 use thiserror::Error;
 
 /// Where a run stands.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -57,6 +58,7 @@ impl std::fmt::Display for RunStatus {
 }
 
 /// One run's record, as a receiver sees it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
     /// The run id, `r-…`.
@@ -145,6 +147,7 @@ impl RunRecord {
 }
 
 /// The suspension sentinel of a run record: the open user asks.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Suspended {
     /// Their interaction ids.
@@ -152,6 +155,7 @@ pub struct Suspended {
 }
 
 /// What a resume hands back.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 #[allow(clippy::large_enum_variant)] // returned once per resume; boxing would only add a hop
@@ -169,6 +173,7 @@ pub enum Resumed {
 }
 
 /// The `"buffered"` marker of [`Resumed::Buffered`].
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Buffered {

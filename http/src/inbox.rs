@@ -18,14 +18,20 @@ use serde_json::{Value, json};
 use crate::streams::{self, last_event_id};
 use crate::{ApiError, Face, JsonBody};
 
-/// A number in the query, or a 400 naming it.
+/// A whole number in the query (one too large for this machine reads as the largest),
+/// or a 400 naming it.
 fn number(query: &HashMap<String, String>, name: &str) -> Result<Option<usize>, ApiError> {
     query
         .get(name)
         .map(|text| {
-            text.parse::<usize>().map_err(|_| {
-                ApiError::field(name, format!("{name} {text:?} is not a whole number"))
-            })
+            let digits = text.strip_prefix('+').unwrap_or(text);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(ApiError::field(
+                    name,
+                    format!("{name} {text:?} is not a whole number"),
+                ));
+            }
+            Ok(digits.parse::<usize>().unwrap_or(usize::MAX))
         })
         .transpose()
 }

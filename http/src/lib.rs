@@ -25,6 +25,7 @@ mod body;
 mod doors;
 mod error;
 mod inbox;
+pub mod openapi;
 mod ops;
 mod page;
 mod runs;
@@ -132,6 +133,7 @@ pub fn router(runtime: Runtime, tokens: Tokens, options: Options) -> Router {
         .merge(guarded(Scope::Answer, answer))
         .route("/healthz", get(ops::healthz))
         .route("/inbox", get(page::inbox))
+        .route("/openapi.json", get(ops::openapi))
         .route("/readyz", get(ops::readyz))
         // A stream's response is made at once; the timeout does not bound its body.
         .layer(TimeoutLayer::with_status_code(

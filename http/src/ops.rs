@@ -22,6 +22,12 @@ pub(crate) async fn readyz(State(face): State<Arc<Face>>) -> Result<Json<Value>,
     Ok(Json(json!({"status": "ready"})))
 }
 
+/// `GET /openapi.json`: the OpenAPI document, made once.
+pub(crate) async fn openapi() -> Json<Value> {
+    static DOCUMENT: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    Json(DOCUMENT.get_or_init(crate::openapi::document).clone())
+}
+
 /// Any other path.
 pub(crate) async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no_such_path", "no such path")

@@ -19,6 +19,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::Stream;
 use parkway::{Event, Logged, Runtime};
 use serde_json::json;
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 
@@ -106,9 +107,15 @@ pub(crate) fn stream(
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>> + use<>> {
     let (tx, rx) = mpsc::channel::<SseEvent>(BUFFER);
     let runtime = face.runtime.clone();
+    // Subscribed here, before the response's headers go out: a client that reads the
+    // inbox's list once its stream is open misses nothing between the two.
+    let live = Live {
+        logged: runtime.logged_events(),
+        plain: runtime.events(),
+    };
     tokio::spawn(async move {
         // Ends when the client is gone (a send fails) or the runtime stops.
-        let _ = feed(runtime, after, framer, tx).await;
+        let _ = feed(runtime, after, framer, tx, live).await;
     });
     let frames = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|frame| (Ok(frame), rx))
@@ -119,23 +126,35 @@ pub(crate) fn stream(
 /// The client left.
 struct Gone;
 
+/// The live channels, subscribed when the stream was asked for: the logged events, or
+/// for a runtime in memory the plain ones (the other is dropped unused).
+struct Live {
+    logged: broadcast::Receiver<Logged>,
+    plain: broadcast::Receiver<Event>,
+}
+
 /// Send `framer`'s frames of every event after `after` (or from now), then live ones.
 async fn feed(
     runtime: Runtime,
     after: Option<u64>,
     framer: Framer,
     tx: mpsc::Sender<SseEvent>,
+    live: Live,
 ) -> Result<(), Gone> {
     let send = |frame: SseEvent| {
         let tx = tx.clone();
         async move { tx.send(frame).await.map_err(|_| Gone) }
     };
     // Subscribed first: whatever becomes durable from now on is seen live or read.
-    let mut live = runtime.logged_events();
+    let Live {
+        logged: mut live,
+        plain,
+    } = live;
     let oldest = match runtime.event_log(1, 1) {
         Ok(first) => first.first().map(|l| l.seq),
-        Err(_) => return feed_unlogged(runtime, after, framer, tx).await,
+        Err(_) => return feed_unlogged(runtime, after, framer, tx, plain).await,
     };
+    drop(plain);
     let mut last = match after {
         None => None,
         Some(n) => {
@@ -254,8 +273,8 @@ async fn feed_unlogged(
     after: Option<u64>,
     framer: Framer,
     tx: mpsc::Sender<SseEvent>,
+    mut live: broadcast::Receiver<Event>,
 ) -> Result<(), Gone> {
-    let mut live = runtime.events();
     if let Some(n) = after {
         let frame = SseEvent::default().event("reset").data(
             json!({

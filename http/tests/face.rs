@@ -472,3 +472,48 @@ async fn many_clients_resuming_one_ask_at_once_resolve_it_exactly_once() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn the_openapi_document_names_every_route_and_is_served_without_a_token() {
+    let s = Server::start().await;
+    let response = s
+        .client
+        .get(format!("{}/openapi.json", s.url))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status().as_u16(), 200);
+    let doc: Value = response.json().await.expect("json");
+    assert_eq!(doc["openapi"], "3.0.3");
+    for (method, path) in parkway_http::openapi::ROUTES {
+        let op = &doc["paths"][path][method];
+        assert!(op.is_object(), "{method} {path} is in the document");
+        assert_eq!(
+            op["security"],
+            json!([{"bearer": []}]),
+            "{method} {path} needs a token"
+        );
+        // Every route of the table is served: without a token it is refused, not missing.
+        let m = Method::from_bytes(method.to_uppercase().as_bytes()).expect("a method");
+        let concrete = path.replace('{', "x").replace('}', "");
+        let answered = s
+            .client
+            .request(m, format!("{}{concrete}", s.url))
+            .send()
+            .await
+            .expect("answers");
+        assert_eq!(answered.status().as_u16(), 401, "{method} {path}");
+    }
+    let table: std::collections::HashSet<&str> = parkway_http::openapi::ROUTES
+        .iter()
+        .map(|(_, p)| *p)
+        .collect();
+    let paths = doc["paths"].as_object().expect("paths").len();
+    assert_eq!(
+        paths,
+        table.len() + 2,
+        "the table's paths, health and readiness"
+    );
+    assert!(doc["components"]["schemas"]["RunRecord"].is_object());
+    s.stop().await;
+}

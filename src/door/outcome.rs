@@ -10,6 +10,7 @@ use crate::error::Problems;
 use crate::record::{Resumed, RunRecord};
 
 /// The outcome of one resolution a visit applied.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -40,6 +41,7 @@ pub enum ItemOutcome {
 }
 
 /// The one non-cancel action a visit performed.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -63,6 +65,7 @@ pub enum VisitOutcome {
 }
 
 /// What a visit did.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Visit {
     /// The interactions cancelled, first.

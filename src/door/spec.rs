@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// What drives a door's visits, and whether a visit has a receiver.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -44,6 +45,7 @@ pub enum Kind {
 ///     .resume_expr(r#"{id: $parked[0].id, payload: {answer: "yes"}}"#);
 /// # let _ = door;
 /// ```
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "Raw")]
 pub struct Spec {
@@ -173,6 +175,7 @@ impl Spec {
 /// A door as written in JSON: every field flat, unknown keys refused. (serde's
 /// `deny_unknown_fields` does not combine with the flattened [`Kind`], so the kind's
 /// fields are read here and checked against the kind.)
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Raw {

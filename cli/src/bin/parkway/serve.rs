@@ -34,8 +34,9 @@ pub(crate) struct Args {
 pub(crate) fn main(args: Args) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("info,fjall=warn,lsm_tree=warn")
+            }),
         )
         .with_writer(std::io::stderr)
         .init();
