@@ -249,6 +249,25 @@ pub enum StartError {
     /// The runtime is shut down (or shutting down): nothing more is taken.
     #[error("the runtime is shut down")]
     Stopped,
+    /// The idempotency key is empty or longer than [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES).
+    #[error("the idempotency key is {why}")]
+    InvalidIdempotencyKey {
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The idempotency key's first request is still being started; try again.
+    #[error("a start under idempotency key {key} is under way")]
+    IdempotencyKeyInUse {
+        /// The key.
+        key: String,
+    },
+    /// The idempotency key was used for another request (another subject, target,
+    /// identity, kwargs or extras) within the retention horizon.
+    #[error("idempotency key {key} was used for another request")]
+    IdempotencyKeyReused {
+        /// The key.
+        key: String,
+    },
 }
 
 /// Why a named interaction could not be acted on.
@@ -452,6 +471,9 @@ impl StartError {
             StartError::NotAnObject { .. } => "not_an_object",
             StartError::TooDeep { .. } => "too_deep",
             StartError::Stopped => "stopped",
+            StartError::InvalidIdempotencyKey { .. } => "invalid_idempotency_key",
+            StartError::IdempotencyKeyInUse { .. } => "idempotency_key_in_use",
+            StartError::IdempotencyKeyReused { .. } => "idempotency_key_reused",
         }
     }
 }

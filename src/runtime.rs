@@ -43,6 +43,7 @@ pub struct Start {
     kwargs: Value,
     extras: Value,
     identity: String,
+    idempotency_key: Option<String>,
 }
 
 impl Start {
@@ -54,7 +55,16 @@ impl Start {
             kwargs: Value::Object(Default::default()),
             extras: Value::Object(Default::default()),
             identity: "system".to_owned(),
+            idempotency_key: None,
         }
+    }
+
+    /// Start under an idempotency key ([`Runtime::run_tool`] and [`Runtime::submit`]):
+    /// within the retention horizon, the same request under the same key starts no
+    /// second run but answers with the first one; another request under it is refused.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
     }
 
     /// The kwargs the target runs on (a JSON object).
@@ -83,8 +93,28 @@ impl Start {
             extras: self.extras,
             identity: Arc::from(self.identity),
             parent: Parent::Top,
+            key: None,
         }
     }
+
+    /// The request's fingerprint under an idempotency key.
+    fn fingerprint(&self) -> u64 {
+        crate::keys::fingerprint(&[
+            self.subject.as_bytes(),
+            self.target.as_bytes(),
+            self.identity.as_bytes(),
+            self.kwargs.to_string().as_bytes(),
+            self.extras.to_string().as_bytes(),
+        ])
+    }
+}
+
+/// What an idempotency key found.
+enum Keyed {
+    /// No key, or its first use: start the run (under the key, if any).
+    Start(Box<StartSpec>),
+    /// The run the same request started before.
+    Started(Arc<str>),
 }
 
 /// The durable store's figures since it was opened ([`Runtime::store_stats`]).
@@ -489,18 +519,69 @@ impl Runtime {
     /// The synchronous tool door: run a tool and return its record once its activation
     /// ends — `succeeded`, `failed`, `parked` with the `asks` it raised to its caller, or
     /// `suspended` with the sentinel when only user asks are open.
+    ///
+    /// Under an [idempotency key](Start::idempotency_key), a request made before answers
+    /// with that run's record as it stands now.
     pub async fn run_tool(&self, start: Start) -> Result<RunRecord, StartError> {
-        self.run(start).await
+        let spec = match self.keyed(start)? {
+            Keyed::Start(spec) => spec,
+            Keyed::Started(run) => {
+                return self.hub().record(&run).await.ok_or(StartError::Stopped);
+            }
+        };
+        let key = spec.key.as_ref().map(|k| k.name.clone());
+        let started = self.hub().run_to_end(*spec).await;
+        self.release_on_error(key, &started);
+        started
+    }
+
+    /// Claim `start`'s idempotency key, if it has one.
+    fn keyed(&self, start: Start) -> Result<Keyed, StartError> {
+        let Some(key) = start.idempotency_key.clone() else {
+            return Ok(Keyed::Start(Box::new(start.spec())));
+        };
+        if let Some(why) = crate::keys::problem(&key) {
+            return Err(StartError::InvalidIdempotencyKey { why });
+        }
+        let fingerprint = start.fingerprint();
+        let name = crate::keys::run_key(&key);
+        match self.hub().keys.claim(&name, fingerprint) {
+            crate::keys::Claim::New => {
+                let mut spec = start.spec();
+                spec.key = Some(crate::run::port::Keyed { name, fingerprint });
+                Ok(Keyed::Start(Box::new(spec)))
+            }
+            crate::keys::Claim::Known(kept) => match kept.run {
+                Some(run) => Ok(Keyed::Started(Arc::from(run))),
+                None => Err(StartError::IdempotencyKeyReused { key }),
+            },
+            crate::keys::Claim::Busy => Err(StartError::IdempotencyKeyInUse { key }),
+            crate::keys::Claim::Reused => Err(StartError::IdempotencyKeyReused { key }),
+        }
+    }
+
+    /// A start under the key `name` was refused: the key is free again.
+    fn release_on_error<T>(&self, name: Option<String>, started: &Result<T, StartError>) {
+        if let (Some(name), Err(_)) = (name, started) {
+            self.hub().keys.release(&name);
+        }
     }
 
     /// The background tool door: start a tool and return its run id at once; its record
     /// (the same record [`Runtime::run_tool`] returns) is read later with
     /// [`Runtime::record`], and shows `running` while an activation executes.
+    ///
+    /// Under an [idempotency key](Start::idempotency_key), a request made before answers
+    /// with that run's id.
     pub async fn submit(&self, start: Start) -> Result<String, StartError> {
-        self.hub()
-            .start(start.spec(), None)
-            .await
-            .map(|id| id.to_string())
+        let spec = match self.keyed(start)? {
+            Keyed::Start(spec) => spec,
+            Keyed::Started(run) => return Ok(run.to_string()),
+        };
+        let key = spec.key.as_ref().map(|k| k.name.clone());
+        let started = self.hub().start(*spec, None).await.map(|id| id.to_string());
+        self.release_on_error(key, &started);
+        started
     }
 
     /// The record of any run, however it was started: where it stands now (`running`,
@@ -702,6 +783,27 @@ impl Runtime {
                 visit: Some(Err(refusal(door.name()))),
             })
             .collect()
+    }
+
+    /// Fire `topic` for the delivery `delivery` (a webhook's delivery id) at most once
+    /// within the retention horizon: a delivery seen before is refused as
+    /// [`DeliveryError::AlreadySeen`](crate::DeliveryError::AlreadySeen) and fires
+    /// nothing. The id is kept once the fire was made (durably, with a data directory),
+    /// so a crash between the two lets a retry fire again: at least once, never lost.
+    pub async fn fire_delivery(
+        &self,
+        topic: &str,
+        delivery: &str,
+        input: Value,
+    ) -> Result<Vec<crate::HookFire>, crate::DeliveryError> {
+        if depth::too_deep(&input) {
+            // Refused by every hook, as `fire` refuses it: nothing fires, nothing is kept.
+            return Ok(self.fire(topic, input).await);
+        }
+        let fingerprint = crate::keys::fingerprint(&[input.to_string().as_bytes()]);
+        let hub = Arc::clone(self.hub());
+        hub.fire_once(topic, delivery, fingerprint, self.fire(topic, input))
+            .await
     }
 
     /// Stop the runtime and wait until everything of it has ended (`docs/semantics.md`,

@@ -98,6 +98,8 @@ pub(crate) enum Op {
         parent: Parent,
         /// Who takes the outcome of its first activation.
         receiver: Option<Receiver>,
+        /// The idempotency key it is started under, kept in the same change.
+        key: Option<crate::run::port::Keyed>,
         /// The new run's id.
         reply: oneshot::Sender<Arc<str>>,
     },

@@ -86,3 +86,51 @@ async fn the_record_lists_what_the_run_resolved() {
     let record = rt.record(&id).await.unwrap();
     assert_eq!(record.resumed_interactions, ["i-1"]);
 }
+
+/// Under an idempotency key the same request starts one run, within the retention
+/// horizon only: past it the key is forgotten and the request starts a new run. A
+/// delivery id is likewise seen once within the horizon.
+#[tokio::test]
+async fn an_idempotency_key_and_a_delivery_id_last_the_retention_horizon() {
+    let (rt, clock) =
+        common::runtime_with(|b| b.waiting_retention(std::time::Duration::from_secs(60))).await;
+    let start = || Start::new("s", "asker").idempotency_key("k");
+    let first = rt.run_tool(start()).await.unwrap();
+    assert_eq!(rt.run_tool(start()).await.unwrap().run_id, first.run_id);
+    assert_eq!(rt.submit(start()).await.unwrap(), first.run_id);
+    assert_eq!(
+        rt.run_tool(start().kwargs(json!({"question": "other?"})))
+            .await,
+        Err(parkway::StartError::IdempotencyKeyReused { key: "k".into() })
+    );
+    assert!(matches!(
+        rt.run_tool(Start::new("s", "asker").idempotency_key("x".repeat(256)))
+            .await,
+        Err(parkway::StartError::InvalidIdempotencyKey { .. })
+    ));
+    assert!(rt.fire_delivery("t", "d-1", json!({})).await.is_ok());
+    assert!(matches!(
+        rt.fire_delivery("t", "d-1", json!({})).await,
+        Err(parkway::DeliveryError::AlreadySeen { .. })
+    ));
+    assert_eq!(
+        rt.fire_delivery("t", "d-1", json!({"other": 1})).await,
+        Err(parkway::DeliveryError::Reused)
+    );
+
+    clock.advance(std::time::Duration::from_secs(59));
+    rt.settle().await;
+    assert_eq!(rt.run_tool(start()).await.unwrap().run_id, first.run_id);
+    clock.advance(std::time::Duration::from_secs(1));
+    rt.settle().await;
+    let second = rt.run_tool(start()).await.unwrap();
+    assert_ne!(
+        second.run_id, first.run_id,
+        "the key was forgotten at its horizon"
+    );
+    assert!(
+        rt.fire_delivery("t", "d-1", json!({"other": 1}))
+            .await
+            .is_ok()
+    );
+}

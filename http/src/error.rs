@@ -109,6 +109,13 @@ impl From<StartError> for ApiError {
         let status = match &e {
             StartError::UnknownTarget(_) => StatusCode::NOT_FOUND,
             StartError::Stopped => return ApiError::stopped(),
+            StartError::IdempotencyKeyInUse { .. } | StartError::IdempotencyKeyReused { .. } => {
+                StatusCode::CONFLICT
+            }
+            StartError::InvalidIdempotencyKey { .. } => {
+                return ApiError::new(StatusCode::BAD_REQUEST, e.kind(), e.to_string())
+                    .with("field", json!("Idempotency-Key"));
+            }
             _ => StatusCode::BAD_REQUEST,
         };
         ApiError::new(status, e.kind(), e.to_string())

@@ -100,6 +100,17 @@ fn operation(
     op
 }
 
+/// An optional header of at most 255 bytes, not empty.
+fn header_param(name: &str) -> Value {
+    json!({"name": name, "in": "header", "required": false,
+           "schema": {"type": "string", "minLength": 1, "maxLength": 255}})
+}
+
+/// The answer to an idempotency key in use or reused.
+fn idempotency() -> Value {
+    error("the idempotency key's first request is under way, or the key came with another request")
+}
+
 /// A path parameter.
 fn path(name: &str) -> Value {
     json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}})
@@ -318,16 +329,38 @@ pub fn document() -> Value {
             "fireHook",
             "Fire every hook on a topic; the body is the input.",
             "visit",
-            vec![path("topic")],
+            vec![
+                path("topic"),
+                header_param("Webhook-Id"),
+                header_param("X-Delivery-Id"),
+            ],
             Some((any.clone(), false)),
-            answers([(
-                "202",
-                json_answer(
-                    "what each hook did",
-                    json!({"type": "object", "required": ["hooks"],
-            "properties": {"hooks": {"type": "array", "items": {"type": "object"}}}}),
+            answers([
+                (
+                    "202",
+                    json_answer(
+                        "what each hook did",
+                        json!({"type": "object", "required": ["status", "hooks"],
+                        "properties": {"status": {"type": "string", "enum": ["fired"]},
+                            "hooks": {"type": "array", "items": {"type": "object"}}}}),
+                    ),
                 ),
-            )]),
+                (
+                    "200",
+                    json_answer(
+                        "the delivery was fired before: nothing fired now",
+                        json!({"type": "object", "required": ["status", "delivery", "first_seen_at"],
+                        "properties": {"status": {"type": "string", "enum": ["already_seen"]},
+                            "delivery": {"type": "string"}, "first_seen_at": {"type": "string"}}}),
+                    ),
+                ),
+                (
+                    "409",
+                    error(
+                        "the same delivery is being fired now, or its id came with another input",
+                    ),
+                ),
+            ]),
         ),
     );
     add(
@@ -337,11 +370,12 @@ pub fn document() -> Value {
             "runTool",
             "Run a target; its record once its first activation ends (parked or suspended at once if it asks).",
             "visit",
-            vec![path("target")],
+            vec![path("target"), header_param("Idempotency-Key")],
             Some((tool_call.clone(), true)),
             answers([
                 ("200", json_answer("the run's record", record.clone())),
                 ("404", not_found()),
+                ("409", idempotency()),
             ]),
         ),
     );
@@ -352,7 +386,7 @@ pub fn document() -> Value {
             "submit",
             "Start a target in the background.",
             "visit",
-            vec![path("target")],
+            vec![path("target"), header_param("Idempotency-Key")],
             Some((tool_call, true)),
             answers([
                 (
@@ -364,6 +398,7 @@ pub fn document() -> Value {
                     ),
                 ),
                 ("404", not_found()),
+                ("409", idempotency()),
             ]),
         ),
     );

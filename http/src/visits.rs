@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use parkway::{HookFire, RunRecord, Start, Visit};
+use parkway::{DeliveryError, HookFire, RunRecord, Start, Visit};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -53,21 +53,59 @@ fn fire_json(fire: HookFire) -> Value {
     }
 }
 
+/// The headers a delivery id may come in, in order: the Standard Webhooks one, then a
+/// plain one.
+const DELIVERY_HEADERS: [&str; 2] = ["webhook-id", "x-delivery-id"];
+
+/// A header's value as text, or a 400 naming it.
+fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, ApiError> {
+    headers
+        .get(name)
+        .map(|v| {
+            v.to_str()
+                .map_err(|_| ApiError::field(name, format!("the {name} header is not text")))
+        })
+        .transpose()
+}
+
 /// `POST /v1/hooks/{topic}`: fire every hook on the topic with the body as input; 202
-/// with what each hook did.
+/// with what each hook did. With a delivery id (`Webhook-Id` or `X-Delivery-Id`), a
+/// delivery fired before within the retention horizon fires nothing and answers 200
+/// `{"status": "already_seen"}`.
 pub(crate) async fn hook(
     State(face): State<Arc<Face>>,
     Path(topic): Path<String>,
+    headers: HeaderMap,
     body: JsonBody,
-) -> (StatusCode, Json<Value>) {
-    let fires: Vec<Value> = face
-        .runtime
-        .fire(&topic, body.0)
-        .await
-        .into_iter()
-        .map(fire_json)
-        .collect();
-    (StatusCode::ACCEPTED, Json(json!({ "hooks": fires })))
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let mut delivery = None;
+    for name in DELIVERY_HEADERS {
+        if let Some(id) = header_text(&headers, name)? {
+            delivery = Some((name, id));
+            break;
+        }
+    }
+    let fires = match delivery {
+        None => face.runtime.fire(&topic, body.0).await,
+        Some((name, id)) => match face.runtime.fire_delivery(&topic, id, body.0).await {
+            Ok(fires) => fires,
+            Err(DeliveryError::AlreadySeen { at }) => {
+                return Ok((
+                    StatusCode::OK,
+                    Json(json!({"status": "already_seen", "delivery": id, "first_seen_at": at})),
+                ));
+            }
+            Err(e @ DeliveryError::InvalidId { .. }) => {
+                return Err(ApiError::field(name, e.to_string()));
+            }
+            Err(e) => return Err(ApiError::new(StatusCode::CONFLICT, e.kind(), e.to_string())),
+        },
+    };
+    let fires: Vec<Value> = fires.into_iter().map(fire_json).collect();
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "status": "fired", "hooks": fires })),
+    ))
 }
 
 /// A tool door's body.
@@ -83,8 +121,9 @@ struct ToolCall {
     identity: Option<String>,
 }
 
-/// The start a tool door's body asks for.
-fn start_of(target: &str, body: JsonBody) -> Result<Start, ApiError> {
+/// The start a tool door's body asks for, under the request's `Idempotency-Key`.
+fn start_of(target: &str, headers: &HeaderMap, body: JsonBody) -> Result<Start, ApiError> {
+    let key = header_text(headers, "idempotency-key")?.map(str::to_owned);
     let call: ToolCall = body.into()?;
     if call.subject.is_empty() {
         return Err(ApiError::field("subject", "the subject is empty"));
@@ -99,6 +138,9 @@ fn start_of(target: &str, body: JsonBody) -> Result<Start, ApiError> {
     if let Some(identity) = call.identity {
         start = start.identity(identity);
     }
+    if let Some(key) = key {
+        start = start.idempotency_key(key);
+    }
     Ok(start)
 }
 
@@ -108,9 +150,10 @@ fn start_of(target: &str, body: JsonBody) -> Result<Start, ApiError> {
 pub(crate) async fn run_tool(
     State(face): State<Arc<Face>>,
     Path(target): Path<String>,
+    headers: HeaderMap,
     body: JsonBody,
 ) -> Result<Json<RunRecord>, ApiError> {
-    let start = start_of(&target, body)?;
+    let start = start_of(&target, &headers, body)?;
     Ok(Json(face.runtime.run_tool(start).await?))
 }
 
@@ -119,13 +162,14 @@ pub(crate) async fn run_tool(
 pub(crate) async fn submit(
     State(face): State<Arc<Face>>,
     Path(target): Path<String>,
+    headers: HeaderMap,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    let start = start_of(&target, body)?;
+    let start = start_of(&target, &headers, body)?;
     let id = face.runtime.submit(start).await?;
-    let mut headers = HeaderMap::new();
+    let mut answer = HeaderMap::new();
     if let Ok(location) = format!("/v1/runs/{id}").parse() {
-        headers.insert(header::LOCATION, location);
+        answer.insert(header::LOCATION, location);
     }
-    Ok((StatusCode::ACCEPTED, headers, Json(json!({ "run_id": id }))).into_response())
+    Ok((StatusCode::ACCEPTED, answer, Json(json!({ "run_id": id }))).into_response())
 }

@@ -517,3 +517,121 @@ async fn the_openapi_document_names_every_route_and_is_served_without_a_token() 
     assert!(doc["components"]["schemas"]["RunRecord"].is_object());
     s.stop().await;
 }
+
+#[tokio::test]
+async fn idempotency_keys_and_delivery_ids_hold_across_a_restart() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let open = || async {
+        let runtime = common::builder()
+            .data_dir(dir.path())
+            .build()
+            .await
+            .expect("builds");
+        Server::with(runtime, parkway_http::Options::default()).await
+    };
+    let s = open().await;
+    let hook = json!({"kind": "hook", "topic": "deploys", "target": "echo",
+        "subject_expr": "\"d-\" + (.n | tostring)", "start_expr": "{n: .n}"});
+    let (status, _) = s
+        .call(Method::PUT, "/v1/doors/deploys", ADMIN, Some(hook))
+        .await;
+    assert_eq!(status, 201);
+
+    let run = |key: &'static str, subject: &'static str| {
+        s.request(Method::POST, "/v1/targets/asker/run", VISIT)
+            .header("Idempotency-Key", key)
+            .json(&json!({"subject": subject}))
+            .send()
+    };
+    let first: Value = run("k-1", "s")
+        .await
+        .expect("answers")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(first["status"], "parked");
+    let again: Value = run("k-1", "s")
+        .await
+        .expect("answers")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        again["run_id"], first["run_id"],
+        "the same run, not a second"
+    );
+    let other = run("k-1", "elsewhere").await.expect("answers");
+    assert_eq!(other.status().as_u16(), 409);
+    let body: Value = other.json().await.expect("json");
+    assert_eq!(body["error"]["kind"], "idempotency_key_reused");
+    let submitted = s
+        .request(Method::POST, "/v1/targets/asker/submit", VISIT)
+        .header("Idempotency-Key", "k-1")
+        .json(&json!({"subject": "s"}))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(submitted.status().as_u16(), 202);
+    let body: Value = submitted.json().await.expect("json");
+    assert_eq!(
+        body["run_id"], first["run_id"],
+        "submit shares the key's run"
+    );
+    let empty = run("", "s").await.expect("answers");
+    assert_eq!(empty.status().as_u16(), 400);
+
+    let fire = |delivery: &'static str, n: u64| {
+        s.request(Method::POST, "/v1/hooks/deploys", VISIT)
+            .header("Webhook-Id", delivery)
+            .json(&json!({"n": n}))
+            .send()
+    };
+    let fired = fire("evt-1", 1).await.expect("answers");
+    assert_eq!(fired.status().as_u16(), 202);
+    let replay = fire("evt-1", 1).await.expect("answers");
+    assert_eq!(replay.status().as_u16(), 200);
+    let body: Value = replay.json().await.expect("json");
+    assert_eq!(body["status"], "already_seen");
+    assert_eq!(
+        fire("evt-1", 2).await.expect("answers").status().as_u16(),
+        409
+    );
+    assert_eq!(
+        s.runtime.stats().await.runs,
+        1,
+        "the parked run only: the echo ended"
+    );
+    s.stop().await;
+
+    // The next process knows both.
+    let s = open().await;
+    let again: Value = s
+        .request(Method::POST, "/v1/targets/asker/run", VISIT)
+        .header("Idempotency-Key", "k-1")
+        .json(&json!({"subject": "s"}))
+        .send()
+        .await
+        .expect("answers")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(again["run_id"], first["run_id"]);
+    assert_eq!(again["status"], "parked");
+    let replay = s
+        .request(Method::POST, "/v1/hooks/deploys", VISIT)
+        .header("Webhook-Id", "evt-1")
+        .json(&json!({"n": 1}))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(replay.status().as_u16(), 200);
+    let (_, parked) = s
+        .call(Method::GET, "/v1/subjects/s/parked", VISIT, None)
+        .await;
+    assert_eq!(
+        parked.as_array().map(Vec::len),
+        Some(1),
+        "one run parked, not two: {parked}"
+    );
+    s.stop().await;
+}

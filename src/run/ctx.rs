@@ -342,6 +342,7 @@ impl Ctx {
                 run: Arc::clone(&self.inner.run_id),
                 lineage: Arc::clone(&self.inner.lineage),
             },
+            key: None,
         };
         let record = Arc::clone(&self.inner.port)
             .run_to_end(spec)

@@ -141,6 +141,16 @@ pub(crate) struct StartSpec {
     pub(crate) identity: Arc<str>,
     /// Who started it.
     pub(crate) parent: Parent,
+    /// The idempotency key it is started under, kept with its start.
+    pub(crate) key: Option<Keyed>,
+}
+
+/// An idempotency key claimed for a start: its name in the key table, and the request's
+/// fingerprint.
+#[derive(Debug, Clone)]
+pub(crate) struct Keyed {
+    pub(crate) name: String,
+    pub(crate) fingerprint: u64,
 }
 
 impl StartSpec {

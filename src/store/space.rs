@@ -23,11 +23,13 @@ pub(crate) enum Space {
     /// Subject and interaction → a resumed run's outcome handed to a receiver and not yet
     /// known to be delivered: a crash that loses the receiver leaves it waiting.
     Undelivered,
+    /// Idempotency key or hook delivery (`crate::keys`) → what it named and when.
+    Keys,
 }
 
 impl Space {
     /// Every space, in the order of their indices.
-    pub(crate) const ALL: [Space; 7] = [
+    pub(crate) const ALL: [Space; 8] = [
         Space::Meta,
         Space::Subjects,
         Space::Records,
@@ -35,6 +37,7 @@ impl Space {
         Space::Events,
         Space::Ids,
         Space::Undelivered,
+        Space::Keys,
     ];
 
     /// The number of spaces.
@@ -50,6 +53,7 @@ impl Space {
             Space::Events => "events",
             Space::Ids => "ids",
             Space::Undelivered => "undelivered",
+            Space::Keys => "keys",
         }
     }
 

@@ -395,6 +395,7 @@ impl<'a> Work<'a> {
                     }
                 }
                 Effect::Delivered(_) => {}
+                Effect::Keep(name, kept) => hub.keep_key(name, kept),
                 Effect::Answer(waiter, answer) => waiter.send(answer),
                 Effect::Event(event) => {
                     self.project(&event);

@@ -158,6 +158,7 @@ impl Hub {
             identity: spec.identity,
             parent: spec.parent,
             receiver,
+            key: spec.key,
             reply,
         })
         .await

@@ -78,6 +78,11 @@ pub(crate) fn change(state: &State, effects: &[Effect]) -> Batch {
                 }
             }
         }
+        if let Effect::Keep(name, kept) = effect
+            && let Ok(bytes) = serde_json::to_vec(kept)
+        {
+            batch.put(Space::Keys, name.as_bytes(), bytes);
+        }
         if let Effect::Delivered(id) = effect {
             batch.delete(Space::Undelivered, undelivered_key(&state.name, id));
         }
@@ -262,6 +267,7 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
         );
         hub.records.ended(kept.record);
     }
+    hub.recover_keys(&store)?;
     let stopped = |_| STOPPED.to_owned();
     let mut recovered = Vec::new();
     let mut replay = Vec::new();

@@ -196,6 +196,9 @@ pub(crate) enum Effect {
     /// The outcome handed to a receiver under this interaction was delivered or left
     /// waiting: the store forgets it as undelivered (`super::durable`).
     Delivered(String),
+    /// Keep an idempotency key (`crate::keys`) under its name, with the change that
+    /// started its run.
+    Keep(String, crate::keys::Kept),
 }
 
 /// One transition's inputs besides the state and the message, and the effects it

@@ -21,6 +21,8 @@ pub(crate) struct Hub {
     pub(crate) inbox: Inbox,
     /// Every run's latest record: a projection of the subjects' effects.
     pub(crate) records: Records,
+    /// Idempotency keys and hook delivery ids in use.
+    pub(crate) keys: crate::keys::Keys,
     pub(crate) supervisor: ActorRef<supervisor::Msg>,
 }
 
@@ -34,6 +36,7 @@ impl Hub {
             doors: Doors::default(),
             inbox: Inbox::default(),
             records: Records::default(),
+            keys: crate::keys::Keys::default(),
             supervisor,
         }
     }

@@ -296,9 +296,19 @@ impl State {
                 identity,
                 parent,
                 receiver,
+                key,
                 reply,
             } => {
                 let run = self.start(step, target, kwargs, extras, identity, parent, receiver);
+                if let Some(key) = key {
+                    // Kept in this change: the key and its run are durable together.
+                    let kept = crate::keys::Kept {
+                        run: Some(run.to_string()),
+                        fingerprint: key.fingerprint,
+                        at: step.now,
+                    };
+                    step.push(Effect::Keep(key.name, kept));
+                }
                 step.reply(Reply::Start(reply, run));
             }
             Op::Ask {

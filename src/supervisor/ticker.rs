@@ -101,6 +101,17 @@ async fn deliver(hub: &Arc<Hub>, timer: Fired) {
             }
             return;
         }
+        Timer::Forget { key } => {
+            if hub.keys.forget(&key)
+                && let Some(store) = &hub.services.store
+            {
+                // Nothing waits on this; a restart before it is durable forgets it again.
+                let mut batch = crate::store::Batch::new();
+                batch.delete(crate::store::Space::Keys, key.as_bytes());
+                store.submit(batch, Box::new(|_| {}));
+            }
+            return;
+        }
         // The next fire is armed and the visit is a message to the schedule's subject:
         // the ticker never waits on an evaluation.
         Timer::Schedule { door, generation } => {

@@ -43,6 +43,8 @@ pub(crate) enum Timer {
     },
     /// A subject's idle check.
     Idle { subject: Arc<str> },
+    /// An idempotency key or delivery id reached its retention horizon (`crate::keys`).
+    Forget { key: Arc<str> },
     /// A schedule door's next fire.
     Schedule {
         /// The door's name.

@@ -88,6 +88,7 @@ impl World {
             identity: Arc::from("me"),
             parent,
             receiver: Some(receiver),
+            key: None,
             reply,
         });
         let run = effects
@@ -273,6 +274,7 @@ fn line(effect: &Effect) -> String {
                 Timer::Retention { interaction, .. } => format!("retention {interaction}"),
                 Timer::Record { run, .. } => format!("record {run}"),
                 Timer::Idle { .. } => "idle".to_owned(),
+                Timer::Forget { key } => format!("forget {key}"),
                 Timer::Schedule { door, .. } => format!("schedule {door}"),
             }
         ),
@@ -292,6 +294,7 @@ fn line(effect: &Effect) -> String {
         ),
         Effect::Unlink(run) => format!("unlink {run}"),
         Effect::Delivered(id) => format!("delivered {id}"),
+        Effect::Keep(name, _) => format!("keep {name}"),
     }
 }
 

@@ -1,0 +1,309 @@
+//! Idempotency keys and hook delivery ids: each remembered from its first use for the
+//! retention horizon (`INTERACTIONS_WAITING_RETENTION`), and with a data directory kept
+//! in the store (`Space::Keys`), so a retry after a restart is still recognised.
+//!
+//! A key is *pending* while the work it names is under way (a second use then is told
+//! so), and *known* once that work is durable. An idempotency key is kept in the same
+//! change that starts its run, so the two are durable together or not at all: a retry
+//! finds the run or starts it, never a second one. A delivery id is kept once the fire
+//! it names was made (a hook fire visits several subjects, so it cannot share one
+//! change): a crash between the two lets the sender's retry fire again (at least once),
+//! never drops a delivery that was not answered.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use dashmap::DashMap;
+use dashmap::mapref::entry::Entry;
+use serde::{Deserialize, Serialize};
+
+use crate::settings::Settings;
+use crate::store::{Batch, Space, Store};
+use crate::subject::hub::Hub;
+use crate::supervisor::Timer;
+
+/// What is kept of a key, in memory and in the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Kept {
+    /// The run an idempotency key started; none for a delivery id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) run: Option<String>,
+    /// The request's fingerprint: a key used again for another request is refused.
+    pub(crate) fingerprint: u64,
+    /// When the key was first used; it is forgotten at this plus the retention horizon.
+    pub(crate) at: DateTime<Utc>,
+}
+
+/// A key's place in the table.
+#[derive(Debug, Clone)]
+enum Slot {
+    /// Its work is under way.
+    Pending { fingerprint: u64 },
+    /// Its work is done (and durable).
+    Known(Kept),
+}
+
+/// What a use of a key finds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// First use: the caller does the work, then [`Keys::settle`]s or [`Keys::release`]s.
+    New,
+    /// Used before for the same request: its work is done.
+    Known(Kept),
+    /// Used before for the same request, and its work is still under way.
+    Busy,
+    /// Used before for another request.
+    Reused,
+}
+
+/// The table of keys in use, by name (`run:<key>`, `hook:<topic>:<delivery>`).
+#[derive(Debug, Default)]
+pub(crate) struct Keys {
+    slots: DashMap<Arc<str>, Slot>,
+}
+
+impl Keys {
+    /// Use `key` for a request of `fingerprint`.
+    pub(crate) fn claim(&self, key: &str, fingerprint: u64) -> Claim {
+        match self.slots.entry(Arc::from(key)) {
+            Entry::Vacant(vacant) => {
+                vacant.insert(Slot::Pending { fingerprint });
+                Claim::New
+            }
+            Entry::Occupied(slot) => match slot.get() {
+                Slot::Pending { fingerprint: f } if *f == fingerprint => Claim::Busy,
+                Slot::Known(kept) if kept.fingerprint == fingerprint => Claim::Known(kept.clone()),
+                _ => Claim::Reused,
+            },
+        }
+    }
+
+    /// The work of `key` is durable.
+    pub(crate) fn settle(&self, key: &str, kept: Kept) {
+        self.slots.insert(Arc::from(key), Slot::Known(kept));
+    }
+
+    /// The work of a pending `key` failed or was refused: the key is free again.
+    pub(crate) fn release(&self, key: &str) {
+        self.slots
+            .remove_if(key, |_, slot| matches!(slot, Slot::Pending { .. }));
+    }
+
+    /// Forget a known `key` (its horizon passed); whether it was known.
+    pub(crate) fn forget(&self, key: &str) -> bool {
+        self.slots
+            .remove_if(key, |_, slot| matches!(slot, Slot::Known(_)))
+            .is_some()
+    }
+
+    /// How many keys are in use.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+}
+
+/// A request's fingerprint: XXH3 over its parts, each preceded by its length, so no two
+/// different lists of parts run together into the same bytes.
+pub(crate) fn fingerprint(parts: &[&[u8]]) -> u64 {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    for part in parts {
+        hasher.update(&(part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    hasher.digest()
+}
+
+/// The name of an idempotency key in the table and the store.
+pub(crate) fn run_key(key: &str) -> String {
+    format!("run:{key}")
+}
+
+/// The name of a hook delivery in the table and the store.
+pub(crate) fn hook_key(topic: &str, delivery: &str) -> String {
+    format!("hook:{}:{topic}:{delivery}", topic.len())
+}
+
+/// The longest idempotency key or delivery id taken, in bytes.
+pub const MAX_KEY_BYTES: usize = 255;
+
+/// What is wrong with `key` as an idempotency key or delivery id, if anything.
+pub(crate) fn problem(key: &str) -> Option<String> {
+    if key.is_empty() {
+        Some("empty".to_owned())
+    } else if key.len() > MAX_KEY_BYTES {
+        Some(format!(
+            "{} bytes long, more than {MAX_KEY_BYTES}",
+            key.len()
+        ))
+    } else {
+        None
+    }
+}
+
+/// The horizon of a key first used at `at`.
+fn horizon(settings: &Settings, at: DateTime<Utc>) -> DateTime<Utc> {
+    chrono::Duration::from_std(settings.waiting_retention)
+        .ok()
+        .and_then(|d| at.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+impl Hub {
+    /// The work of the key `name` is durable: it is known until its horizon.
+    pub(crate) fn keep_key(&self, name: String, kept: Kept) {
+        let s = &self.services;
+        let at = horizon(&s.settings, kept.at);
+        self.keys.settle(&name, kept);
+        s.timers.arm(
+            s.keys.key(at),
+            Timer::Forget {
+                key: Arc::from(name),
+            },
+        );
+    }
+
+    /// Read back the keys the store holds: those within their horizon are known again
+    /// (their forgetting armed), older ones are deleted.
+    pub(crate) fn recover_keys(&self, store: &Store) -> Result<(), String> {
+        let now = self.services.clock.now();
+        let mut stale = Batch::new();
+        let entries = store.scan(Space::Keys).map_err(|e| e.to_string())?;
+        for (key, value) in entries {
+            let name = String::from_utf8_lossy(&key).into_owned();
+            let kept: Kept = serde_json::from_slice(&value)
+                .map_err(|e| format!("key {name} cannot be read back: {e}"))?;
+            if horizon(&self.services.settings, kept.at) <= now {
+                stale.delete(Space::Keys, key);
+            } else {
+                self.keep_key(name, kept);
+            }
+        }
+        if !stale.is_empty() {
+            store.submit(stale, Box::new(|_| {}));
+        }
+        Ok(())
+    }
+
+    /// Fire `topic` for the delivery `delivery` once: a delivery seen within the horizon
+    /// is not fired again.
+    pub(crate) async fn fire_once(
+        self: &Arc<Self>,
+        topic: &str,
+        delivery: &str,
+        fingerprint: u64,
+        fire: impl std::future::Future<Output = Vec<crate::HookFire>>,
+    ) -> Result<Vec<crate::HookFire>, DeliveryError> {
+        if let Some(why) = problem(delivery) {
+            return Err(DeliveryError::InvalidId { why });
+        }
+        let name = hook_key(topic, delivery);
+        match self.keys.claim(&name, fingerprint) {
+            Claim::New => {}
+            Claim::Known(kept) => return Err(DeliveryError::AlreadySeen { at: kept.at }),
+            Claim::Busy => return Err(DeliveryError::InProgress),
+            Claim::Reused => return Err(DeliveryError::Reused),
+        }
+        let fires = fire.await;
+        let kept = Kept {
+            run: None,
+            fingerprint,
+            at: self.services.clock.now(),
+        };
+        if let Some(store) = &self.services.store {
+            let mut batch = Batch::new();
+            match serde_json::to_vec(&kept) {
+                Ok(bytes) => {
+                    batch.put(Space::Keys, name.as_bytes(), bytes);
+                }
+                Err(error) => tracing::error!(%error, "a delivery id could not be kept"),
+            }
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            store.submit(
+                batch,
+                Box::new(move |result| {
+                    let _ = tx.send(result);
+                }),
+            );
+            if !matches!(rx.await, Ok(Ok(_))) {
+                // Not kept: a retry fires again rather than being told it was seen.
+                self.keys.release(&name);
+                return Ok(fires);
+            }
+        }
+        self.keep_key(name, kept);
+        Ok(fires)
+    }
+}
+
+/// Why a hook delivery was not fired.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeliveryError {
+    /// The delivery was fired before, within the retention horizon.
+    #[error("delivery already seen at {}", crate::error::rfc3339(at))]
+    AlreadySeen {
+        /// When it was first fired.
+        at: DateTime<Utc>,
+    },
+    /// The same delivery is being fired now.
+    #[error("the same delivery is being fired now")]
+    InProgress,
+    /// The delivery id was used before with another input.
+    #[error("the delivery id was used before with another input")]
+    Reused,
+    /// The delivery id is empty or too long.
+    #[error("the delivery id is {why}")]
+    InvalidId {
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+impl DeliveryError {
+    /// The error's stable kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DeliveryError::AlreadySeen { .. } => "already_seen",
+            DeliveryError::InProgress => "in_progress",
+            DeliveryError::Reused => "delivery_id_reused",
+            DeliveryError::InvalidId { .. } => "invalid_delivery_id",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept(run: &str, fingerprint: u64) -> Kept {
+        Kept {
+            run: Some(run.to_owned()),
+            fingerprint,
+            at: DateTime::<Utc>::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn a_key_is_new_then_busy_then_known_and_another_request_is_refused() {
+        let keys = Keys::default();
+        assert_eq!(keys.claim("run:a", 1), Claim::New);
+        assert_eq!(keys.claim("run:a", 1), Claim::Busy);
+        assert_eq!(keys.claim("run:a", 2), Claim::Reused);
+        keys.settle("run:a", kept("r-1", 1));
+        assert_eq!(keys.claim("run:a", 1), Claim::Known(kept("r-1", 1)));
+        assert_eq!(keys.claim("run:a", 2), Claim::Reused);
+        assert!(!keys.forget("run:b"));
+        assert!(keys.forget("run:a"));
+        assert_eq!(keys.claim("run:a", 2), Claim::New);
+        keys.release("run:a");
+        assert_eq!(keys.len(), 0);
+    }
+
+    #[test]
+    fn fingerprints_keep_parts_apart() {
+        assert_ne!(fingerprint(&[b"ab", b"c"]), fingerprint(&[b"a", b"bc"]));
+        assert_eq!(fingerprint(&[b"ab", b"c"]), fingerprint(&[b"ab", b"c"]));
+        assert_ne!(hook_key("a:b", "c"), hook_key("a", "b:c"));
+    }
+}
