@@ -129,6 +129,9 @@ pub struct StoreStats {
     pub bytes: u64,
     /// The most changes one sync made durable.
     pub largest_group: u64,
+    /// Time spent writing and syncing the changes made durable, in all: divided by
+    /// `syncs`, the mean commit latency.
+    pub commit_time: Duration,
 }
 
 /// Sizes of a runtime's moving parts, for tests, tools and benchmarks.
@@ -972,6 +975,7 @@ impl Runtime {
                 batches: s.batches,
                 bytes: s.bytes,
                 largest_group: s.largest_group,
+                commit_time: Duration::from_micros(s.commit_micros),
             }
         })
     }

@@ -137,6 +137,8 @@ pub(crate) struct Stats {
     pub(crate) bytes: u64,
     /// The most batches one sync made durable.
     pub(crate) largest_group: u64,
+    /// Microseconds spent writing and syncing those groups.
+    pub(crate) commit_micros: u64,
 }
 
 impl Stats {

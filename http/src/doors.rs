@@ -96,6 +96,7 @@ pub(crate) async fn fire_schedule(
     State(face): State<Arc<Face>>,
     Path(name): Path<String>,
 ) -> Result<(StatusCode, Json<Visit>), ApiError> {
-    let visit = face.runtime.fire_schedule(&name).await?;
-    Ok((StatusCode::ACCEPTED, Json(visit)))
+    let visit = face.runtime.fire_schedule(&name).await;
+    face.metrics.count(&name, &visit);
+    Ok((StatusCode::ACCEPTED, Json(visit?)))
 }

@@ -25,6 +25,7 @@ mod body;
 mod doors;
 mod error;
 mod inbox;
+mod metrics;
 pub mod openapi;
 mod ops;
 mod page;
@@ -81,6 +82,7 @@ pub(crate) struct Face {
     pub(crate) runtime: Runtime,
     pub(crate) tokens: Tokens,
     pub(crate) options: Options,
+    pub(crate) metrics: Arc<metrics::Metrics>,
 }
 
 /// The router of every door, under `/v1`, with `/healthz` and `/readyz` open to all.
@@ -89,6 +91,7 @@ pub fn router(runtime: Runtime, tokens: Tokens, options: Options) -> Router {
         runtime,
         tokens,
         options,
+        metrics: Arc::default(),
     });
     let guarded = |scope: Scope, routes: Router<Arc<Face>>| {
         routes.route_layer(middleware::from_fn_with_state(
@@ -104,7 +107,8 @@ pub fn router(runtime: Runtime, tokens: Tokens, options: Options) -> Router {
         )
         .route("/v1/schedules/{name}/fire", post(doors::fire_schedule))
         .route("/v1/subjects/{subject}/cancel", post(subjects::cancel))
-        .route("/v1/events", get(streams::events));
+        .route("/v1/events", get(streams::events))
+        .route("/metrics", get(metrics::metrics));
     let visit = Router::new()
         .route("/v1/routes/{door}/visit", post(visits::route))
         .route("/v1/hooks/{topic}", post(visits::hook))

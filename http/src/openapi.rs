@@ -20,6 +20,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/schedules/{name}/fire"),
     ("post", "/v1/subjects/{subject}/cancel"),
     ("get", "/v1/events"),
+    ("get", "/metrics"),
     ("post", "/v1/routes/{door}/visit"),
     ("post", "/v1/hooks/{topic}"),
     ("post", "/v1/targets/{target}/run"),
@@ -538,6 +539,22 @@ pub fn document() -> Value {
                 ("404", error("unknown, or a caller ask")),
                 ("409", error("already answered")),
             ]),
+        ),
+    );
+    add(
+        "/metrics",
+        "get",
+        operation(
+            "metrics",
+            "Metrics in the Prometheus text format.",
+            "admin",
+            vec![],
+            None,
+            answers([(
+                "200",
+                json!({"description": "the metrics",
+                       "content": {"text/plain": {"schema": {"type": "string"}}}}),
+            )]),
         ),
     );
     let open = |id: &str, summary: &str| {

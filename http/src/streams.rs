@@ -113,9 +113,11 @@ pub(crate) fn stream(
         logged: runtime.logged_events(),
         plain: runtime.events(),
     };
+    let subscribed = face.metrics.subscribed();
     tokio::spawn(async move {
         // Ends when the client is gone (a send fails) or the runtime stops.
         let _ = feed(runtime, after, framer, tx, live).await;
+        drop(subscribed);
     });
     let frames = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|frame| (Ok(frame), rx))

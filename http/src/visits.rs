@@ -34,7 +34,9 @@ pub(crate) async fn route(
     body: JsonBody,
 ) -> Result<Json<Visit>, ApiError> {
     let subject = subject_of(&query)?;
-    Ok(Json(face.runtime.visit(&door, &subject, body.0).await?))
+    let visit = face.runtime.visit(&door, &subject, body.0).await;
+    face.metrics.count(&door, &visit);
+    Ok(Json(visit?))
 }
 
 /// One hook's fire as answered.
@@ -101,6 +103,12 @@ pub(crate) async fn hook(
             Err(e) => return Err(ApiError::new(StatusCode::CONFLICT, e.kind(), e.to_string())),
         },
     };
+    for fire in &fires {
+        match &fire.visit {
+            None => face.metrics.visit(&fire.door, true, "not_fired"),
+            Some(visit) => face.metrics.count(&fire.door, visit),
+        }
+    }
     let fires: Vec<Value> = fires.into_iter().map(fire_json).collect();
     Ok((
         StatusCode::ACCEPTED,

@@ -635,3 +635,51 @@ async fn idempotency_keys_and_delivery_ids_hold_across_a_restart() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn metrics_count_visits_by_door_and_result_and_open_streams() {
+    let s = Server::start().await;
+    let door = json!({"kind": "route", "target": "asker", "start_expr": "{}"});
+    s.call(Method::PUT, "/v1/doors/chat", ADMIN, Some(door))
+        .await;
+    s.call(
+        Method::POST,
+        "/v1/routes/chat/visit?subject=a",
+        VISIT,
+        Some(json!({})),
+    )
+    .await;
+    s.call(
+        Method::POST,
+        "/v1/routes/made-up/visit?subject=a",
+        VISIT,
+        Some(json!({})),
+    )
+    .await;
+    let _stream = common::Stream::open(&s, "/v1/events", ADMIN, None).await;
+    let (status, _) = s.call(Method::GET, "/metrics", VISIT, None).await;
+    assert_eq!(status, 403);
+    let response = s
+        .request(Method::GET, "/metrics", ADMIN)
+        .send()
+        .await
+        .expect("answers");
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap_or("")
+            .starts_with("text/plain")
+    );
+    let text = response.text().await.expect("text");
+    for line in [
+        "parkway_visits_total{door=\"chat\",result=\"started\"} 1",
+        "parkway_visits_total{door=\"\",result=\"unknown_door\"} 1",
+        "parkway_asks_open{to=\"caller\"} 1",
+        "parkway_cap_in_use{cap=\"INTERACTIONS_MAX_CONCURRENT_CALLER\"} 1",
+        "parkway_runs 1",
+        "parkway_stream_subscribers 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+    }
+    s.stop().await;
+}

@@ -81,6 +81,8 @@ pub(super) struct Shared {
     bytes: AtomicU64,
     /// The largest group synced.
     largest_group: AtomicU64,
+    /// Microseconds spent writing and syncing groups that became durable.
+    commit_micros: AtomicU64,
     /// Each batch is committed alone, on its submitter's thread, as it is submitted.
     inline: bool,
     /// The sequence number the log's next entry gets.
@@ -122,6 +124,7 @@ impl Shared {
             batches: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             largest_group: AtomicU64::new(0),
+            commit_micros: AtomicU64::new(0),
             inline: false,
             log_next: AtomicU64::new(1),
             log_capacity: AtomicU64::new(super::LOG_CAPACITY),
@@ -387,6 +390,7 @@ impl Shared {
         }
         let bytes: u64 = batches.iter().map(Batch::bytes).sum();
         let count = batches.len();
+        let started = std::time::Instant::now();
         let synced = self
             .write(&batches)
             .and_then(|()| self.injected())
@@ -398,6 +402,8 @@ impl Shared {
                 self.bytes.fetch_add(bytes, Ordering::Relaxed);
                 self.largest_group
                     .fetch_max(count as u64, Ordering::Relaxed);
+                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                self.commit_micros.fetch_add(micros, Ordering::Relaxed);
                 for (ack, log) in acks.into_iter().zip(firsts) {
                     ack(Ok(Receipt { log }));
                 }
@@ -533,6 +539,7 @@ impl Shared {
             batches: self.batches.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
             largest_group: self.largest_group.load(Ordering::Relaxed),
+            commit_micros: self.commit_micros.load(Ordering::Relaxed),
         }
     }
 }
