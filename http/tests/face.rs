@@ -683,3 +683,44 @@ async fn metrics_count_visits_by_door_and_result_and_open_streams() {
     }
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_client_that_stalls_its_body_is_timed_out_and_the_server_goes_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let runtime = common::builder().build().await.expect("builds");
+    let mut options = parkway_http::Options::default();
+    options.request_timeout = std::time::Duration::from_millis(300);
+    let s = Server::with(runtime, options).await;
+    let address = s.url.trim_start_matches("http://").to_owned();
+    let mut socket = tokio::net::TcpStream::connect(&address)
+        .await
+        .expect("connects");
+    let head = format!(
+        "POST /v1/targets/echo/run HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {VISIT}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"subj"
+    );
+    socket.write_all(head.as_bytes()).await.expect("writes");
+    // The rest of the body never comes.
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(common::BOUND, socket.read(&mut answer))
+        .await
+        .expect("answered within the bound")
+        .expect("reads");
+    let text = String::from_utf8_lossy(&answer[..n]);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    let (status, _) = s
+        .call(
+            Method::POST,
+            "/v1/targets/echo/run",
+            VISIT,
+            Some(json!({"subject": "s"})),
+        )
+        .await;
+    assert_eq!(status, 200, "others are served");
+    assert_eq!(
+        s.runtime.stats().await.runs,
+        0,
+        "nothing was started by the stalled request"
+    );
+    s.stop().await;
+}
