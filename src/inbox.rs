@@ -299,8 +299,18 @@ pub(crate) fn validate(item: &InboxItem, answer: &Value) -> Result<(), AnswerErr
             let problems: Vec<String> = validator
                 .iter_errors(answer)
                 .map(|e| {
-                    let at = e.instance_path().as_str();
-                    let at = if at.is_empty() { "/" } else { at };
+                    // A missing property is named at its own path, not its object's.
+                    let missing = match e.kind() {
+                        jsonschema::error::ValidationErrorKind::Required {
+                            property: Value::String(p),
+                        } => Some(p.replace('~', "~0").replace('/', "~1")),
+                        _ => None,
+                    };
+                    let at = match missing {
+                        Some(p) => format!("{}/{p}", e.instance_path().as_str()),
+                        None if e.instance_path().as_str().is_empty() => "/".to_owned(),
+                        None => e.instance_path().as_str().to_owned(),
+                    };
                     format!("at {at}: {e}")
                 })
                 .collect();

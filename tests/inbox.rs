@@ -159,7 +159,7 @@ async fn answers_are_validated_by_format() {
             "a select answer must be one of the options",
         ),
         (form, json!({"age": -1}), "at /age:"),
-        (form, json!({}), "at /:"),
+        (form, json!({}), "at /age: \"age\" is a required property"),
         (form, json!("x"), "at /:"),
     ];
     for (id, answer, fragment) in cases {
