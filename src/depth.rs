@@ -128,6 +128,40 @@ pub(crate) fn nested(levels: usize) -> Value {
     value
 }
 
+/// An upper bound of how deep arrays and objects nest in a JSON text, read flat (no
+/// recursion, whatever the text): brackets outside strings are counted. Text that is
+/// not JSON gets a number too; the parser refuses it. Check this before parsing text
+/// from outside with `serde_json`, whose recursion this crate leaves unbounded.
+///
+/// ```
+/// assert_eq!(parkway::json_nesting(br#"{"a": [1, "[[["]}"#), 2);
+/// ```
+pub fn json_nesting(text: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &byte in text {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match byte {
+                b'"' => in_string = true,
+                b'[' | b'{' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    deepest
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

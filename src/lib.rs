@@ -92,7 +92,7 @@ pub use ask::{
     Ask, AskProblem, EXPIRY_MARKER_KEY, Expiry, Mode, OnExpiry, expiry_marker, is_expiry_marker,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use depth::{MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH};
+pub use depth::{MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH, json_nesting};
 pub use door::outcome::{ItemOutcome, SaveError, Visit, VisitError, VisitOutcome};
 pub use door::plan::VisitProblem;
 pub use door::registry::HookFire;

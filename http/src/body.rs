@@ -56,7 +56,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Value, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Null);
     }
-    let depth = depth(bytes);
+    let depth = parkway::json_nesting(bytes);
     if depth > parkway::MAX_VALUE_DEPTH {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -76,42 +76,9 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Value, ApiError> {
     })
 }
 
-/// The deepest nesting of arrays and objects in `bytes`, read as JSON text (outside
-/// strings, with their escapes). Malformed text gets a number too; the parser refuses it.
-fn depth(bytes: &[u8]) -> usize {
-    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for &b in bytes {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn depth_counts_nesting_outside_strings() {
-        assert_eq!(depth(br#"{"a": [1, {"b": "[[[[\"{"}]}"#), 3);
-        assert_eq!(depth(b"1"), 0);
-    }
 
     #[test]
     fn a_body_too_deep_is_refused_without_parsing_it() {

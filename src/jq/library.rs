@@ -192,7 +192,7 @@ fn fromjson() -> Fun<Door> {
         if let Err(stop) = cv.0.data().deadline.allocate(bytes, "fromjson") {
             return box_once(Err(stop.exn()));
         }
-        if nesting(text) > MAX_PARSE_DEPTH {
+        if crate::depth::json_nesting(text) > MAX_PARSE_DEPTH {
             let message = format!("nested deeper than {MAX_PARSE_DEPTH} levels");
             return box_once(Err(fail(&message)));
         }
@@ -210,32 +210,4 @@ fn fromjson() -> Fun<Door> {
         Box::new(values.into_iter())
     });
     ("fromjson", Box::new([]), native)
-}
-
-/// An upper bound of how deep arrays and objects nest in a JSON text: brackets outside
-/// strings, comments counted too.
-fn nesting(text: &[u8]) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for &byte in text {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-        } else {
-            match byte {
-                b'"' => in_string = true,
-                b'[' | b'{' => {
-                    depth += 1;
-                    deepest = deepest.max(depth);
-                }
-                b']' | b'}' => depth = depth.saturating_sub(1),
-                _ => {}
-            }
-        }
-    }
-    deepest
 }
