@@ -724,3 +724,96 @@ async fn a_client_that_stalls_its_body_is_timed_out_and_the_server_goes_on() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_client_that_disconnects_mid_resume_loses_nothing() {
+    // `gated` asks its caller, then, once resumed, waits for the test to open its gate.
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let held = std::sync::Arc::clone(&gate);
+    let runtime = common::builder()
+        .register("gated", &[], move |ctx, _, _| {
+            let gate = std::sync::Arc::clone(&held);
+            async move {
+                let answer = ctx
+                    .ask(
+                        parkway::Ask::caller("go?").expiry_at(std::time::Duration::from_secs(3600)),
+                    )
+                    .await?;
+                let _open = gate.acquire().await;
+                Ok(json!({ "answer": answer }))
+            }
+        })
+        .build()
+        .await
+        .expect("builds");
+    let s = Server::with(runtime, parkway_http::Options::default()).await;
+    let (_, record) = s
+        .call(
+            Method::POST,
+            "/v1/targets/gated/run",
+            VISIT,
+            Some(json!({"subject": "g"})),
+        )
+        .await;
+    let run = record["run_id"].as_str().expect("a run").to_owned();
+    let id = record["asks"][0]["id"].as_str().expect("an ask").to_owned();
+
+    // The resume's client goes away while the run is executing.
+    let resume = s
+        .request(
+            Method::POST,
+            &format!("/v1/subjects/g/parked/{id}/resume"),
+            VISIT,
+        )
+        .json(&json!("yes"))
+        .send();
+    let client = tokio::spawn(resume);
+    let deadline = tokio::time::Instant::now() + common::BOUND;
+    loop {
+        let (_, r) = s
+            .call(Method::GET, &format!("/v1/runs/{run}"), VISIT, None)
+            .await;
+        if r["status"] == "running" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run resumed: {r}"
+        );
+        tokio::task::yield_now().await;
+    }
+    client.abort();
+    let _ = client.await;
+    gate.add_permits(1);
+
+    // Its outcome is left waiting under the ask's id, and can be taken.
+    let deadline = tokio::time::Instant::now() + common::BOUND;
+    let parked = loop {
+        let (_, parked) = s
+            .call(Method::GET, "/v1/subjects/g/parked", VISIT, None)
+            .await;
+        if parked[0]["status"] == "finished" {
+            break parked;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "left waiting: {parked}"
+        );
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(parked[0]["id"], json!(id));
+    let (status, taken) = s
+        .call(
+            Method::POST,
+            &format!("/v1/subjects/g/parked/{id}/take"),
+            VISIT,
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        taken,
+        json!({"status": "finished", "result": {"answer": "yes"}})
+    );
+    s.stop().await;
+}
