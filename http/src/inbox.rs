@@ -85,7 +85,7 @@ pub(crate) async fn stream(
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let after = last_event_id(&headers, &query)?;
-    Ok(streams::stream(&face, after, frame))
+    streams::stream(&face, after, frame)
 }
 
 /// A logged event as an inbox frame: a user ask parked is `add` (while it is still

@@ -63,6 +63,8 @@ pub struct Options {
     pub max_wait: Duration,
     /// How often a stream sends a keep-alive comment. Default 15 s.
     pub keep_alive: Duration,
+    /// The most streams open at once (503 past it). Default 1024.
+    pub max_streams: usize,
 }
 
 impl Default for Options {
@@ -72,6 +74,7 @@ impl Default for Options {
             request_timeout: Duration::from_secs(30),
             max_wait: Duration::from_secs(60),
             keep_alive: Duration::from_secs(15),
+            max_streams: 1024,
         }
     }
 }

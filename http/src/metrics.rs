@@ -58,10 +58,13 @@ impl Metrics {
         }
     }
 
-    /// A stream opened; it is counted until the guard is dropped.
-    pub(crate) fn subscribed(self: &Arc<Self>) -> Subscribed {
-        self.subscribers.fetch_add(1, Ordering::Relaxed);
-        Subscribed(Arc::clone(self))
+    /// A stream opens, if fewer than `max` are open; it is counted until the guard is
+    /// dropped.
+    pub(crate) fn subscribe(self: &Arc<Self>, max: usize) -> Option<Subscribed> {
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        let before = self.subscribers.fetch_add(1, Ordering::Relaxed);
+        let guard = Subscribed(Arc::clone(self));
+        (before < max).then_some(guard)
     }
 }
 

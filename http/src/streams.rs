@@ -14,7 +14,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::extract::{Query, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::Stream;
 use parkway::{Event, Logged, Runtime};
@@ -63,7 +63,7 @@ pub(crate) async fn events(
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let after = last_event_id(&headers, &query)?;
-    Ok(stream(&face, after, platform))
+    stream(&face, after, platform)
 }
 
 /// A platform event as its frame: named by its kind.
@@ -104,7 +104,17 @@ pub(crate) fn stream(
     face: &Arc<Face>,
     after: Option<u64>,
     framer: Framer,
-) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>> + use<>> {
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>> + use<>>, ApiError> {
+    let Some(subscribed) = face.metrics.subscribe(face.options.max_streams) else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_streams",
+            format!(
+                "this server has {} streams open, its most; try again later",
+                face.options.max_streams
+            ),
+        ));
+    };
     let (tx, rx) = mpsc::channel::<SseEvent>(BUFFER);
     let runtime = face.runtime.clone();
     // Subscribed here, before the response's headers go out: a client that reads the
@@ -113,7 +123,6 @@ pub(crate) fn stream(
         logged: runtime.logged_events(),
         plain: runtime.events(),
     };
-    let subscribed = face.metrics.subscribed();
     tokio::spawn(async move {
         // Ends when the client is gone (a send fails) or the runtime stops.
         let _ = feed(runtime, after, framer, tx, live).await;
@@ -122,7 +131,7 @@ pub(crate) fn stream(
     let frames = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|frame| (Ok(frame), rx))
     });
-    Sse::new(frames).keep_alive(KeepAlive::new().interval(face.options.keep_alive))
+    Ok(Sse::new(frames).keep_alive(KeepAlive::new().interval(face.options.keep_alive)))
 }
 
 /// The client left.

@@ -186,3 +186,37 @@ async fn the_inbox_stream_shows_user_asks_only_and_resumes() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn streams_past_the_server_s_most_are_refused_until_one_closes() {
+    let runtime = builder().build().await.expect("builds");
+    let mut options = Options::default();
+    options.max_streams = 1;
+    let s = Server::with(runtime, options).await;
+    let first = Stream::open(&s, "/v1/events", ADMIN, None).await;
+    let refused = s
+        .request(Method::GET, "/v1/interactions/stream", ANSWER)
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(refused.status().as_u16(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: serde_json::Value = refused.json().await.expect("json");
+    assert_eq!(body["error"]["kind"], "too_many_streams");
+    drop(first);
+    // Its slot is free once the server sees it closed.
+    let deadline = tokio::time::Instant::now() + common::BOUND;
+    loop {
+        let again = s
+            .request(Method::GET, "/v1/events", ADMIN)
+            .send()
+            .await
+            .expect("answers");
+        if again.status().as_u16() == 200 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the slot came free");
+        tokio::task::yield_now().await;
+    }
+    s.stop().await;
+}
