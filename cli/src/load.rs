@@ -6,6 +6,7 @@
 //! baseline: the same compiled door expressions over the same inputs and `$parked`
 //! values, evaluated in a tight loop on as many threads as the runtime had, with no
 //! runtime around them. `overhead_ratio` is bare throughput over runtime throughput.
+//! [`remote::run`] drives the same workload over HTTP against a live `parkway serve`.
 //!
 //! # The workload
 //!
@@ -53,6 +54,7 @@ mod account;
 mod bare;
 mod config;
 mod drive;
+pub mod remote;
 mod report;
 mod rss;
 mod workload;
@@ -78,16 +80,20 @@ pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report
     let follow = drive::follow_wall_clock(clock.clone());
 
     progress.set_phase(Phase::Prefill);
-    let prefilled = drive::prefill(&rt, config).await;
+    let visitor = drive::Local::maker(&rt, config.subjects);
+    let prefilled = drive::Prefilled {
+        client: drive::Local::total(drive::prefill(config, &visitor).await),
+    };
     let rss_after_prefill = rss::current();
 
     progress.set_phase(Phase::Visits);
     let store_before = rt.store_stats();
     let drive::Measured {
-        client,
+        visitors,
         latencies,
         seconds,
-    } = drive::visit(&rt, config, progress).await;
+    } = drive::visit(config, progress, &visitor).await;
+    let client = drive::Local::total(visitors);
     let store_after = rt.store_stats();
     follow.stop().await;
 

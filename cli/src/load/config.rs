@@ -130,6 +130,16 @@ pub enum LoadError {
     /// The load tool's own machinery (a thread, a runtime) could not be set up.
     #[error("could not set up {0}")]
     Setup(String),
+    /// Over HTTP: the server could not be reached; the message names it and why.
+    #[error("{0}")]
+    Unreachable(String),
+    /// Over HTTP: the server refused the token, or the token lacks the visit scope.
+    #[error("{0}")]
+    Token(String),
+    /// Over HTTP: the server does not serve the load's workload (its target and doors),
+    /// or serves other doors under their names; the message says what differs.
+    #[error("{0}")]
+    Workload(String),
 }
 
 impl LoadConfig {

@@ -2,11 +2,13 @@
 //! that follows the wall clock while they run.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use serde_json::Value;
 use tokio::task::JoinSet;
 
 use super::config::{LoadConfig, Stop};
@@ -32,6 +34,8 @@ pub enum Phase {
     Bare,
     /// Finished.
     Done,
+    /// Over HTTP: the `GET /healthz` baseline, before the prefill.
+    Baseline,
 }
 
 /// How far a load run has got: read from another task or thread while it runs.
@@ -60,6 +64,7 @@ impl Progress {
             2 => Phase::Visits,
             3 => Phase::Settle,
             4 => Phase::Bare,
+            6 => Phase::Baseline,
             _ => Phase::Done,
         }
     }
@@ -284,6 +289,66 @@ pub(crate) fn follow_wall_clock(clock: ManualClock) -> Follow {
     Follow { stop, task }
 }
 
+/// One visitor's way to the doors: a runtime in this process ([`Local`]), or a server
+/// over HTTP (`super::remote`). It counts what its visits did itself.
+pub(crate) trait Visitor: Send + 'static {
+    /// What a visit answers.
+    type Answer: Send;
+
+    /// Visit the door of `op` on subject number `subject` with `input`.
+    fn visit(
+        &self,
+        op: Op,
+        subject: usize,
+        input: Value,
+    ) -> impl Future<Output = Self::Answer> + Send;
+
+    /// Count what a visit answered (after its latency is taken, as before the trait).
+    fn count(&mut self, answer: Self::Answer);
+}
+
+/// A visitor of a runtime in this process.
+pub(crate) struct Local {
+    rt: Runtime,
+    names: Arc<Vec<String>>,
+    /// What its visits did.
+    pub(crate) client: Client,
+}
+
+impl Local {
+    /// Visitors of `rt`'s subjects, one per call.
+    pub(crate) fn maker(rt: &Runtime, subjects: usize) -> impl Fn(usize) -> Local + use<> {
+        let names: Arc<Vec<String>> = Arc::new((0..subjects).map(workload::subject_name).collect());
+        let rt = rt.clone();
+        move |_| Local {
+            rt: rt.clone(),
+            names: Arc::clone(&names),
+            client: Client::default(),
+        }
+    }
+
+    /// What every visitor saw, added up.
+    pub(crate) fn total(visitors: Vec<Local>) -> Client {
+        let mut all = Client::default();
+        for visitor in visitors {
+            all.add(visitor.client);
+        }
+        all
+    }
+}
+
+impl Visitor for Local {
+    type Answer = Result<Visit, VisitError>;
+
+    async fn visit(&self, op: Op, subject: usize, input: Value) -> Self::Answer {
+        self.rt.visit(op.door(), &self.names[subject], input).await
+    }
+
+    fn count(&mut self, answer: Self::Answer) {
+        self.client.count(answer);
+    }
+}
+
 /// What the prefill did.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Prefilled {
@@ -292,35 +357,33 @@ pub(crate) struct Prefilled {
 }
 
 /// Start `config.prefill` long-lived asks on every subject, `config.concurrency` at a
-/// time. Each visitor fills one subject with all its asks, then takes the next: a
-/// filled subject goes idle and passivates while the others fill, as a subject does in
-/// use, rather than every subject staying live until the last round.
-pub(crate) async fn prefill(rt: &Runtime, config: &LoadConfig) -> Prefilled {
+/// time, through visitors made by `make`, which are handed back. Each visitor fills one
+/// subject with all its asks, then takes the next: a filled subject goes idle and
+/// passivates while the others fill, as a subject does in use, rather than every
+/// subject staying live until the last round.
+pub(crate) async fn prefill<V: Visitor>(config: &LoadConfig, make: impl Fn(usize) -> V) -> Vec<V> {
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = JoinSet::new();
-    for _ in 0..config.concurrency {
-        let (rt, next) = (rt.clone(), Arc::clone(&next));
+    for index in 0..config.concurrency {
+        let mut visitor = make(index);
+        let next = Arc::clone(&next);
         let (subjects, asks) = (config.subjects as u64, config.prefill);
         tasks.spawn(async move {
-            let mut client = Client::default();
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
                 if n >= subjects {
-                    break client;
+                    break visitor;
                 }
-                let subject = workload::subject_name(n as usize);
                 for _ in 0..asks {
-                    let result = rt
-                        .visit(workload::WORK, &subject, workload::long_start())
+                    let answer = visitor
+                        .visit(Op::Start, n as usize, workload::long_start())
                         .await;
-                    client.count(result);
+                    visitor.count(answer);
                 }
             }
         });
     }
-    Prefilled {
-        client: gather(tasks).await,
-    }
+    gather(tasks).await
 }
 
 /// The resolution of Tokio's timer: a sleep ends at the first tick at or after its
@@ -328,9 +391,9 @@ pub(crate) async fn prefill(rt: &Runtime, config: &LoadConfig) -> Prefilled {
 const TIMER_TICK: Duration = Duration::from_millis(1);
 
 /// What the measured visits saw.
-pub(crate) struct Measured {
-    /// Their results, added up.
-    pub(crate) client: Client,
+pub(crate) struct Measured<V> {
+    /// The visitors, with what each counted.
+    pub(crate) visitors: Vec<V>,
     /// Their latencies.
     pub(crate) latencies: Latencies,
     /// How long they took, from the first visit's start: the visitors' set-up (their
@@ -338,24 +401,25 @@ pub(crate) struct Measured {
     pub(crate) seconds: f64,
 }
 
-/// Run the measured visits: `config.concurrency` visitors until `config.stop`.
-pub(crate) async fn visit(rt: &Runtime, config: &LoadConfig, progress: &Arc<Progress>) -> Measured {
-    let names: Arc<Vec<String>> =
-        Arc::new((0..config.subjects).map(workload::subject_name).collect());
+/// Run the measured visits: `config.concurrency` visitors made by `make` until
+/// `config.stop`.
+pub(crate) async fn visit<V: Visitor>(
+    config: &LoadConfig,
+    progress: &Arc<Progress>,
+    make: impl Fn(usize) -> V,
+) -> Measured<V> {
     let tickets = Arc::new(AtomicU64::new(0));
     let recorder = Arc::new(Recorder::new(config.concurrency, config.workers));
     let start = Instant::now();
     let mut tasks = JoinSet::new();
     for index in 0..config.concurrency {
-        let rt = rt.clone();
-        let names = Arc::clone(&names);
+        let mut visitor = make(index);
         let tickets = Arc::clone(&tickets);
         let recorder = Arc::clone(&recorder);
         let progress = Arc::clone(progress);
         let mut visits = Visits::new(config, index);
         let (stop, rate) = (config.stop, config.rate);
         tasks.spawn(async move {
-            let mut client = Client::default();
             loop {
                 let ticket = tickets.fetch_add(1, Ordering::Relaxed);
                 if let Stop::Count(n) = stop
@@ -390,30 +454,30 @@ pub(crate) async fn visit(rt: &Runtime, config: &LoadConfig, progress: &Arc<Prog
                     break;
                 }
                 let (op, subject, input) = visits.next_visit();
-                let result = rt.visit(op.door(), &names[subject], input).await;
+                let answer = visitor.visit(op, subject, input).await;
                 let micros = u64::try_from(due.elapsed().as_micros()).unwrap_or(u64::MAX);
                 recorder.record(index, op, micros);
-                client.count(result);
+                visitor.count(answer);
                 progress.visits.fetch_add(1, Ordering::Relaxed);
             }
-            client
+            visitor
         });
     }
-    let client = gather(tasks).await;
+    let visitors = gather(tasks).await;
     let seconds = start.elapsed().as_secs_f64();
     Measured {
-        client,
+        visitors,
         latencies: recorder.total(),
         seconds,
     }
 }
 
-/// Add up what every visitor saw. A visitor that panicked is a bug: its panic goes on.
-async fn gather(mut tasks: JoinSet<Client>) -> Client {
-    let mut all = Client::default();
+/// Every visitor, once done. A visitor that panicked is a bug: its panic goes on.
+async fn gather<V: 'static>(mut tasks: JoinSet<V>) -> Vec<V> {
+    let mut all = Vec::with_capacity(tasks.len());
     while let Some(joined) = tasks.join_next().await {
         match joined {
-            Ok(client) => all.add(client),
+            Ok(visitor) => all.push(visitor),
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(_) => {}
         }

@@ -101,22 +101,57 @@ pub(crate) async fn build(config: &LoadConfig, clock: ManualClock) -> Result<Run
         let answer = ctx.ask(ask).await?;
         Ok(json!({ "answer": answer }))
     });
-    rt.save_door(
+    for door in doors(config.max_entries) {
+        rt.save_door(door)?;
+    }
+    Ok(rt)
+}
+
+/// The two doors, `work` and `sweep`, for `max_entries`: what [`build`] saves, and what
+/// `examples/serve/load-targets.json` holds for a server (with 10).
+pub(crate) fn doors(max_entries: usize) -> [DoorSpec; 2] {
+    [
         DoorSpec::route(WORK, TARGET)
             .resume_expr(RESUME_EXPR)
-            .start_expr(&start_expr(config.max_entries)),
-    )?;
-    rt.save_door(
+            .start_expr(&start_expr(max_entries)),
         DoorSpec::route(SWEEP, TARGET)
             .cancel_expr(CANCEL_EXPR)
             .start_expr("null"),
-    )?;
-    Ok(rt)
+    ]
+}
+
+/// How a started ask ends if no visitor resolves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expiry {
+    /// It waits an hour: longer than any run, so it never expires during one.
+    Long,
+    /// It expires during the run, killing its run.
+    ShortKill,
+    /// It expires during the run, resuming its run, whose outcome then waits.
+    ShortResume,
+}
+
+impl Expiry {
+    /// The expiry a start's input asks for (the target reads it as its kwargs).
+    pub(crate) fn of(input: &Value) -> Expiry {
+        if input["ttl"].as_str().is_none_or(|ttl| ttl == LONG_TTL) {
+            Expiry::Long
+        } else if input["on_expiry"] == "resume" {
+            Expiry::ShortResume
+        } else {
+            Expiry::ShortKill
+        }
+    }
+
+    /// Index into per-expiry counters.
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
 }
 
 /// The input of a start that waits an hour: what the prefill starts.
 pub(crate) fn long_start() -> Value {
-    json!({"op": "start", "ttl": LONG_TTL, "on_expiry": "kill"})
+    start_input(LONG_TTL, "kill")
 }
 
 /// One visitor's stream of visits: seeded, so the bare baseline can replay it.
@@ -144,7 +179,7 @@ impl Visits {
     /// Visitor `index`'s stream under `config`.
     pub(crate) fn new(config: &LoadConfig, index: usize) -> Self {
         let ttl = humantime::format_duration(config.short_ttl).to_string();
-        let short = |on_expiry: &str| json!({"op": "start", "ttl": ttl, "on_expiry": on_expiry});
+        let short = |on_expiry: &str| start_input(&ttl, on_expiry);
         Self {
             rng: SmallRng::seed_from_u64(
                 config
@@ -207,4 +242,47 @@ impl Visits {
 /// The name of subject `index`.
 pub(crate) fn subject_name(index: usize) -> String {
     format!("s{index}")
+}
+
+/// The input of a start of an ask that expires after `ttl`, as the visitors send it.
+pub(crate) fn start_input(ttl: &str, on_expiry: &str) -> Value {
+    json!({"op": "start", "ttl": ttl, "on_expiry": on_expiry})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The targets file a server serves the load with holds the load's doors (for the
+    /// default `--max-entries`, 10), and a target of the same name.
+    #[test]
+    fn the_serve_targets_file_holds_the_load_s_doors() {
+        let text = include_str!("../../../examples/serve/load-targets.json");
+        let scripts = parkway::sim::Scripts::from_json(text).expect("the file parses");
+        assert_eq!(scripts.doors, doors(LoadConfig::default().max_entries));
+        assert!(scripts.targets.contains_key(TARGET));
+    }
+
+    /// Every input a visitor sends is one the targets file has a branch for.
+    #[test]
+    fn the_serve_targets_file_knows_the_default_expiries() {
+        let text = include_str!("../../../examples/serve/load-targets.json");
+        let config = LoadConfig::default();
+        let short = humantime::format_duration(config.short_ttl).to_string();
+        for (ttl, on_expiry) in [(LONG_TTL, "kill"), (&short, "kill"), (&short, "resume")] {
+            let branch = format!(r#""equals": "{ttl} {on_expiry}""#);
+            assert!(text.contains(&branch), "no branch for {ttl} {on_expiry}");
+        }
+    }
+
+    #[test]
+    fn an_input_s_expiry_is_read_as_the_target_reads_it() {
+        assert_eq!(Expiry::of(&long_start()), Expiry::Long);
+        assert_eq!(Expiry::of(&start_input("1s", "kill")), Expiry::ShortKill);
+        assert_eq!(
+            Expiry::of(&start_input("1s", "resume")),
+            Expiry::ShortResume
+        );
+        assert_eq!(Expiry::of(&json!({"op": "start"})), Expiry::Long);
+    }
 }

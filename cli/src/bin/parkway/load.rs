@@ -1,5 +1,7 @@
 //! `parkway load`: concurrent door visits against a fresh runtime, with a progress bar,
-//! then throughput, latency percentiles, peak memory, the account, and the bare baseline.
+//! then throughput, latency percentiles, peak memory, the account, and the bare baseline;
+//! with `--url`, the same visits over HTTP against a live `parkway serve`, beside a
+//! `GET /healthz` baseline.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -7,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use parkway_cli::load::remote::{self, Server};
 use parkway_cli::load::{self, LoadConfig, Mix, Phase, Progress, Stop};
 
 /// Arguments of `parkway load`.
@@ -53,7 +56,7 @@ pub(crate) struct Args {
     /// How long an idle subject keeps its actor.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     passivate_after: Duration,
-    /// How long the bare baseline runs.
+    /// How long the bare baseline runs (with --url: the GET /healthz baseline).
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     bare_for: Duration,
     /// Worker threads (default: one per core).
@@ -72,6 +75,16 @@ pub(crate) struct Args {
     /// embedder with a data directory does; without it the runtime runs in memory.
     #[arg(long, value_name = "DIR")]
     data: Option<std::path::PathBuf>,
+    /// Visit a live `parkway serve` at this address (http://HOST:PORT) over HTTP instead
+    /// of a runtime in this process; it must serve the load's workload
+    /// (`parkway serve --targets examples/serve/load-targets.json`). The runtime's
+    /// settings (--data, --retention, --passivate-after) are then the server's.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["data", "retention", "passivate_after"])]
+    url: Option<String>,
+    /// With --url: a bearer token with the visit scope (with admin too, the server's
+    /// doors are read and compared with the load's).
+    #[arg(long, env = "PARKWAY_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 /// `start:resume:take:cancel`, four whole numbers.
@@ -138,21 +151,38 @@ pub(crate) fn main(args: Args) -> ExitCode {
     };
     let progress = Progress::new();
     let bar = (!args.quiet).then(|| bar(&config, &progress));
-    let result = runtime.block_on(load::run(&config, &progress));
+    let result = match &args.url {
+        None => runtime
+            .block_on(load::run(&config, &progress))
+            .map(|report| (report.clean(), Report::Local(report))),
+        Some(url) => {
+            let server = Server {
+                url: url.clone(),
+                token: args.token.clone().unwrap_or_default(),
+            };
+            runtime
+                .block_on(remote::run(&config, &server, &progress))
+                .map(|report| (report.clean(), Report::Remote(report)))
+        }
+    };
     if let Some((bar, stop, ticker)) = bar {
         stop.store(true, Ordering::Relaxed);
         let _ = ticker.join();
         bar.finish_and_clear();
     }
-    let report = match result {
-        Ok(report) => report,
+    let (clean, report) = match result {
+        Ok(done) => done,
         Err(e) => {
             eprintln!("parkway load: {e}");
             return ExitCode::from(2);
         }
     };
     if args.json {
-        match serde_json::to_string(&report) {
+        let line = match &report {
+            Report::Local(r) => serde_json::to_string(r),
+            Report::Remote(r) => serde_json::to_string(r),
+        };
+        match line {
             Ok(line) => println!("{line}"),
             Err(e) => {
                 eprintln!("parkway load: could not write the report: {e}");
@@ -160,16 +190,25 @@ pub(crate) fn main(args: Args) -> ExitCode {
             }
         }
     } else {
-        print!("{report}");
+        match &report {
+            Report::Local(r) => print!("{r}"),
+            Report::Remote(r) => print!("{r}"),
+        }
     }
     // Dropping the async runtime with thousands of actors takes a while and proves
     // nothing: the report is out.
     std::mem::forget(runtime);
-    if report.clean() {
+    if clean {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// A run's report: in process, or over HTTP.
+enum Report {
+    Local(load::Report),
+    Remote(remote::RemoteReport),
 }
 
 /// A progress bar on stderr, updated from a thread of its own.
@@ -202,6 +241,7 @@ fn bar(
                 Phase::Visits => "visits",
                 Phase::Settle => "settle",
                 Phase::Bare => "bare",
+                Phase::Baseline => "baseline",
                 _ => "done",
             });
             shown.set_position(watched.visits());
