@@ -308,7 +308,18 @@ async fn feed_unlogged(
                     tx.send(frame).await.map_err(|_| Gone)?;
                 }
             }
-            Err(RecvError::Lagged(_)) => continue,
+            Err(RecvError::Lagged(missed)) => {
+                // Without a log there is nothing to catch up from: say so, never a gap
+                // passed over in silence.
+                let frame = SseEvent::default().event("reset").data(
+                    json!({
+                        "missed": missed,
+                        "message": "this stream fell behind and lost frames; read the state again",
+                    })
+                    .to_string(),
+                );
+                tx.send(frame).await.map_err(|_| Gone)?;
+            }
             Err(RecvError::Closed) => return Ok(()),
         }
     }

@@ -32,12 +32,15 @@ pub(crate) struct Args {
 
 /// Run `parkway serve`.
 pub(crate) fn main(args: Args) -> ExitCode {
+    use std::io::IsTerminal;
+    // Warnings and errors by default: the runtime logs every platform event at `info`,
+    // several lines a visit, which a server under load cannot afford to write.
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("info,fjall=warn,lsm_tree=warn")
-            }),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
