@@ -80,11 +80,30 @@ pub(crate) async fn hook(
     headers: HeaderMap,
     body: JsonBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let mut delivery = None;
+    // Every delivery header given must be a valid id, and all must agree.
+    let mut delivery: Option<(&str, &str)> = None;
     for name in DELIVERY_HEADERS {
-        if let Some(id) = header_text(&headers, name)? {
-            delivery = Some((name, id));
-            break;
+        let Some(id) = header_text(&headers, name)? else {
+            continue;
+        };
+        if id.is_empty() || id.len() > parkway::MAX_KEY_BYTES {
+            return Err(ApiError::field(
+                name,
+                format!(
+                    "the {name} header must be 1 to {} bytes long",
+                    parkway::MAX_KEY_BYTES
+                ),
+            ));
+        }
+        match delivery {
+            Some((first, other)) if other != id => {
+                return Err(ApiError::field(
+                    name,
+                    format!("the {name} header differs from the {first} header"),
+                ));
+            }
+            Some(_) => {}
+            None => delivery = Some((name, id)),
         }
     }
     let fires = match delivery {
