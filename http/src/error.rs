@@ -146,8 +146,8 @@ impl From<CancelError> for ApiError {
     fn from(e: CancelError) -> ApiError {
         match &e {
             CancelError::Refused(problems) => {
-                // The most telling status of all the problems: unknown ids before
-                // conflicts, both before a malformed request.
+                // One status for all the problems: a malformed request (400) first,
+                // then an unknown id (404), then a conflict (409).
                 let status = problems
                     .0
                     .iter()
