@@ -31,6 +31,7 @@
 //! # }
 //! ```
 
+mod driver;
 mod expect;
 mod failure;
 mod model;
@@ -41,11 +42,13 @@ mod script;
 mod template;
 mod transcript;
 
+pub use driver::{AfterStep, DataDir, Driver, HANG, InProcess, Outcome};
 pub use model::{ModelFault, Tally};
 pub use random::{RandomConfig, RandomReport, random};
-pub use runner::run;
+pub use runner::{play, run};
 pub use scenario::{
     Action, AskSpec, ExpectError, Op, Scenario, ScenarioError, Script, Scripts, SimSettings,
     StartSpec, Step,
 };
+pub use script::Notes;
 pub use transcript::{Check, Failure, Line, Transcript};

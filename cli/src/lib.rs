@@ -7,3 +7,4 @@
 
 pub mod crash;
 pub mod load;
+pub mod replay;

@@ -91,7 +91,7 @@ pub(crate) async fn stream(
 /// A logged event as an inbox frame: a user ask parked is `add` (while it is still
 /// pending: once it is not, its `answered` or `removed` frame follows in the log), a
 /// user ask resolved is `answered` or `removed`; nothing about a caller ask.
-fn frame(runtime: &Runtime, event: &Event) -> Option<(&'static str, Value)> {
+pub(crate) fn frame(runtime: &Runtime, event: &Event) -> Option<(&'static str, Value)> {
     let frame = match event {
         Event::AskParked {
             interaction,

@@ -32,6 +32,7 @@ mod page;
 mod runs;
 mod streams;
 mod subjects;
+pub mod test_mode;
 mod visits;
 
 use std::sync::Arc;
@@ -49,6 +50,7 @@ use tower_http::timeout::TimeoutLayer;
 pub use auth::{MIN_TOKEN_LEN, Scope, Tokens, TokensError};
 pub use body::JsonBody;
 pub use error::ApiError;
+pub use test_mode::{TestMode, test_router};
 
 /// The server's bounds.
 #[derive(Debug, Clone)]
@@ -65,6 +67,56 @@ pub struct Options {
     pub keep_alive: Duration,
     /// The most streams open at once (503 past it). Default 1024.
     pub max_streams: usize,
+    /// Ends every open stream once begun: a stream never ends on its own, and a
+    /// graceful shutdown waits for every response to end.
+    pub shutdown: Shutdown,
+}
+
+/// The start of a server's graceful shutdown, for its streams: once [`Shutdown::begin`]
+/// is called, every open stream ends (its client resumes elsewhere with
+/// `Last-Event-ID`) and a stream opened after it ends at once. Clones share one state.
+///
+/// ```no_run
+/// # async fn serve(
+/// #     app: axum::Router,
+/// #     options: parkway_http::Options,
+/// #     stop_signal: impl std::future::Future<Output = ()> + Send + 'static,
+/// # ) {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await.unwrap();
+/// let shutdown = options.shutdown.clone();
+/// axum::serve(listener, app)
+///     .with_graceful_shutdown(async move {
+///         stop_signal.await;
+///         shutdown.begin();
+///     })
+///     .await
+///     .unwrap();
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Shutdown(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Shutdown {
+    fn default() -> Shutdown {
+        Shutdown(Arc::new(tokio::sync::watch::channel(false).0))
+    }
+}
+
+impl Shutdown {
+    /// End every open stream, and each one opened from now on.
+    pub fn begin(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Resolves once the shutdown has begun.
+    pub(crate) fn begun(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut watch = self.0.subscribe();
+        async move {
+            if watch.wait_for(|begun| *begun).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
 }
 
 impl Default for Options {
@@ -75,6 +127,7 @@ impl Default for Options {
             max_wait: Duration::from_secs(60),
             keep_alive: Duration::from_secs(15),
             max_streams: 1024,
+            shutdown: Shutdown::default(),
         }
     }
 }
@@ -86,15 +139,29 @@ pub(crate) struct Face {
     pub(crate) tokens: Tokens,
     pub(crate) options: Options,
     pub(crate) metrics: Arc<metrics::Metrics>,
+    /// The test mode's clock and notes, on a [`test_mode::test_router`] only.
+    pub(crate) test: Option<test_mode::TestMode>,
 }
 
 /// The router of every door, under `/v1`, with `/healthz` and `/readyz` open to all.
 pub fn router(runtime: Runtime, tokens: Tokens, options: Options) -> Router {
+    build(runtime, tokens, options, None)
+}
+
+/// The router, with the test endpoints when `test` is given.
+fn build(
+    runtime: Runtime,
+    tokens: Tokens,
+    options: Options,
+    test: Option<test_mode::TestMode>,
+) -> Router {
+    let with_test = test.is_some();
     let face = Arc::new(Face {
         runtime,
         tokens,
         options,
         metrics: Arc::default(),
+        test,
     });
     let guarded = |scope: Scope, routes: Router<Arc<Face>>| {
         routes.route_layer(middleware::from_fn_with_state(
@@ -112,6 +179,10 @@ pub fn router(runtime: Runtime, tokens: Tokens, options: Options) -> Router {
         .route("/v1/subjects/{subject}/cancel", post(subjects::cancel))
         .route("/v1/events", get(streams::events))
         .route("/metrics", get(metrics::metrics));
+    let admin = match with_test {
+        true => admin.merge(test_mode::routes()),
+        false => admin,
+    };
     let visit = Router::new()
         .route("/v1/routes/{door}/visit", post(visits::route))
         .route("/v1/hooks/{topic}", post(visits::hook))

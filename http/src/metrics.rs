@@ -181,6 +181,20 @@ pub(crate) async fn metrics(State(face): State<Arc<Face>>) -> impl IntoResponse 
     );
     family(&mut out, "parkway_timers", "gauge", "Armed timers.");
     let _ = writeln!(out, "parkway_timers {}", stats.timers);
+    family(
+        &mut out,
+        "parkway_run_records",
+        "gauge",
+        "Run records kept: every live run's, and those of runs ended within the retention horizon.",
+    );
+    let _ = writeln!(out, "parkway_run_records {}", stats.records);
+    family(
+        &mut out,
+        "parkway_passivations_total",
+        "counter",
+        "Subjects whose actor stopped after idling, their state kept as data.",
+    );
+    let _ = writeln!(out, "parkway_passivations_total {}", stats.passivations);
     if let Some(store) = rt.store_stats() {
         family(
             &mut out,

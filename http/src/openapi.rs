@@ -443,14 +443,28 @@ pub fn document() -> Value {
         "post",
         operation(
             "resume",
-            "Resume a parked ask; the body is its payload.",
+            "Resume a parked ask; the body is its payload. With detached=true nobody \
+             receives the outcome: it waits on the subject.",
             "visit",
-            vec![subject.clone(), id.clone()],
+            vec![
+                subject.clone(),
+                id.clone(),
+                query("detached", false, json!({"type": "boolean"})),
+            ],
             Some((any.clone(), false)),
             answers([
                 (
                     "200",
                     json_answer("the run's next record, or the buffered count", resumed),
+                ),
+                (
+                    "202",
+                    json_answer(
+                        "resumed with no receiver: the outcome will wait on the subject",
+                        json!({"type": "object", "required": ["status", "receiver"],
+                               "properties": {"status": {"const": "resumed"},
+                                              "receiver": {"const": "none"}}}),
+                    ),
                 ),
                 ("404", not_found()),
                 ("409", conflict()),

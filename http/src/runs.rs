@@ -42,7 +42,12 @@ pub(crate) async fn read(
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<RunRecord>, ApiError> {
     let wait = wait_of(&query, face.options.max_wait)?;
-    let unknown = || ApiError::not_found("unknown_run", format!("unknown run {id}"));
+    let unknown = || {
+        ApiError::not_found(
+            "unknown_run",
+            format!("no record of run {id}: never started, or dropped"),
+        )
+    };
     // Subscribed before the first read, so no change between the two is missed.
     let mut events = face.runtime.events();
     let deadline = tokio::time::Instant::now() + wait;

@@ -123,9 +123,14 @@ pub(crate) fn stream(
         logged: runtime.logged_events(),
         plain: runtime.events(),
     };
+    let shutdown = face.options.shutdown.begun();
     tokio::spawn(async move {
-        // Ends when the client is gone (a send fails) or the runtime stops.
-        let _ = feed(runtime, after, framer, tx, live).await;
+        // Ends when the client is gone (a send fails), the runtime stops, or the
+        // server's shutdown begins.
+        tokio::select! {
+            _ = feed(runtime, after, framer, tx, live) => {}
+            () = shutdown => {}
+        }
         drop(subscribed);
     });
     let frames = futures::stream::unfold(rx, |mut rx| async move {

@@ -3,9 +3,13 @@
 
 use std::sync::Arc;
 
+use std::collections::HashMap;
+
 use axum::Json;
-use axum::extract::{Path, State};
-use parkway::{Entry, Resumed, TakeError};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use parkway::{Entry, TakeError};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -20,13 +24,34 @@ pub(crate) async fn list(
 }
 
 /// `POST /v1/subjects/{subject}/parked/{id}/resume`: the body is the payload (empty for
-/// none); 200 with the run's next record, or the buffered count.
+/// none); 200 with the run's next record, or the buffered count. With
+/// `?detached=true` nobody receives the run's outcome: 202 at once, and the outcome
+/// waits on the subject to be taken.
 pub(crate) async fn resume(
     State(face): State<Arc<Face>>,
     Path((subject, id)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
     body: JsonBody,
-) -> Result<Json<Resumed>, ApiError> {
-    Ok(Json(face.runtime.resume(&subject, &id, body.0).await?))
+) -> Result<Response, ApiError> {
+    let detached = match query.get("detached").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(ApiError::field(
+                "detached",
+                format!("detached is true or false, not {other:?}"),
+            ));
+        }
+    };
+    if detached {
+        face.runtime.resume_detached(&subject, &id, body.0).await?;
+        return Ok((
+            StatusCode::ACCEPTED,
+            Json(json!({"status": "resumed", "receiver": "none"})),
+        )
+            .into_response());
+    }
+    Ok(Json(face.runtime.resume(&subject, &id, body.0).await?).into_response())
 }
 
 /// `POST /v1/subjects/{subject}/parked/{id}/take`: take a waiting outcome; 200 with

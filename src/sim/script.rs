@@ -20,9 +20,9 @@ use crate::run::Ctx;
 use crate::runtime::Builder;
 
 /// Lines the scripted targets leave for the transcript, in the order they happen; or,
-/// outside a simulation, for the log.
+/// outside a simulation, for the log. Clones share their lines.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Notes {
+pub struct Notes {
     lines: Arc<Mutex<Vec<String>>>,
     /// Log each line instead of keeping it.
     logged: bool,
@@ -47,7 +47,7 @@ impl Notes {
     }
 
     /// Every line since the last call.
-    pub(crate) fn drain(&self) -> Vec<String> {
+    pub fn drain(&self) -> Vec<String> {
         self.lines
             .lock()
             .map(|mut l| std::mem::take(&mut *l))

@@ -16,6 +16,16 @@ pub struct Failure {
     pub message: String,
 }
 
+impl Failure {
+    /// A failure of `kind` saying `message`.
+    pub fn new(kind: impl Into<String>, message: impl Into<String>) -> Failure {
+        Failure {
+            kind: kind.into(),
+            message: message.into(),
+        }
+    }
+}
+
 /// One step of a transcript.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]

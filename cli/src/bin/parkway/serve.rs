@@ -5,9 +5,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use parkway::Runtime;
-use parkway::sim::Scripts;
-use parkway_http::{Options, Tokens, router};
+use axum::Router;
+use parkway::sim::{Notes, Scenario, Scripts};
+use parkway::{ManualClock, Runtime};
+use parkway_http::{Options, TestMode, Tokens, router, test_router};
 
 /// `parkway serve` arguments.
 #[derive(Debug, clap::Args)]
@@ -28,6 +29,16 @@ pub(crate) struct Args {
     /// else `PARKWAY_TOKENS_FILE`, else the list in `PARKWAY_TOKENS`.
     #[arg(long)]
     tokens: Option<PathBuf>,
+    /// Test mode, never for a server anyone relies on: the runtime a simulation
+    /// scenario describes (its settings and targets, sequential ids) on a manual clock,
+    /// with `POST /v1/test/clock` and `POST /v1/test/settle` (docs/http.md). The
+    /// scenario's doors and timeline are left to the client. Replaces --targets.
+    #[arg(long, value_name = "SCENARIO", conflicts_with = "targets")]
+    test_scenario: Option<PathBuf>,
+    /// In test mode, the clock's reading at start (RFC 3339; default the scenario's
+    /// start): a client restarting the server passes the time it had reached.
+    #[arg(long, value_name = "TIME", requires = "test_scenario")]
+    test_now: Option<String>,
 }
 
 /// Run `parkway serve`.
@@ -93,8 +104,74 @@ fn tokens(flag: Option<&PathBuf>) -> Result<Tokens, String> {
     Ok(tokens)
 }
 
+/// The runtime and router of test mode, from the scenario file.
+async fn test_mode(
+    args: &Args,
+    path: &PathBuf,
+    tokens: Tokens,
+    options: Options,
+) -> Result<(Runtime, Router), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the scenario {}: {e}", path.display()))?;
+    let scenario = Scenario::from_json(&text).map_err(|e| {
+        format!(
+            "the scenario {} is invalid:\n  {}",
+            path.display(),
+            e.problems.join("\n  ")
+        )
+    })?;
+    let start = match &args.test_now {
+        None => scenario.start,
+        Some(text) => chrono::DateTime::parse_from_rfc3339(text)
+            .map_err(|e| format!("--test-now {text:?} is not an RFC 3339 instant: {e}"))?
+            .with_timezone(&chrono::Utc),
+    };
+    let clock = ManualClock::at(start);
+    let notes = Notes::default();
+    let runtime = scenario
+        .builder(&clock, &notes, args.data.as_deref())
+        .build()
+        .await
+        .map_err(|e| e.to_string())?;
+    eprintln!(
+        "parkway serve: TEST MODE: scenario {}, on a manual clock at {start}; \
+         /v1/test/clock moves it",
+        scenario.name
+    );
+    let app = test_router(runtime.clone(), tokens, options, TestMode { clock, notes });
+    Ok((runtime, app))
+}
+
 async fn serve(args: Args) -> Result<(), String> {
     let tokens = tokens(args.tokens.as_ref())?;
+    let options = Options::default();
+    let shutdown = options.shutdown.clone();
+    let (runtime, app) = match &args.test_scenario {
+        Some(path) => test_mode(&args, path, tokens, options).await?,
+        None => plain(&args, tokens, options).await?,
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    eprintln!("parkway serve: listening on http://{bound}");
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            stop_signal().await;
+            // The streams never end on their own: end them, or the server waits on them.
+            shutdown.begin();
+        })
+        .await
+        .map_err(|e| format!("the server failed: {e}"));
+    runtime.shutdown().await;
+    eprintln!("parkway serve: stopped");
+    served
+}
+
+/// The runtime and router of a plain server: the data directory, the targets file.
+async fn plain(args: &Args, tokens: Tokens, options: Options) -> Result<(Runtime, Router), String> {
     let scripts = match &args.targets {
         None => None,
         Some(path) => {
@@ -123,21 +200,8 @@ async fn serve(args: Args) -> Result<(), String> {
             runtime.save_door(door.clone()).map_err(|e| e.to_string())?;
         }
     }
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| format!("cannot read the bound address: {e}"))?;
-    eprintln!("parkway serve: listening on http://{bound}");
-    let app = router(runtime.clone(), tokens, Options::default());
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(stop_signal())
-        .await
-        .map_err(|e| format!("the server failed: {e}"));
-    runtime.shutdown().await;
-    eprintln!("parkway serve: stopped");
-    served
+    let app = router(runtime.clone(), tokens, options);
+    Ok((runtime, app))
 }
 
 /// Ctrl-C or SIGTERM.

@@ -14,6 +14,10 @@ pub(crate) struct Args {
     /// Print the transcript as JSON lines instead of text.
     #[arg(long)]
     json: bool,
+    /// Play each scenario over HTTP too, against a `parkway serve` child in test mode,
+    /// and compare the two transcripts line by line (exit 1 on any difference).
+    #[arg(long, conflicts_with = "random")]
+    http: bool,
     /// Run a generated workload checked against the reference model instead of files.
     #[arg(long)]
     random: bool,
@@ -88,6 +92,10 @@ async fn files(args: &Args) -> ExitCode {
                 continue;
             }
         };
+        if args.http {
+            failures.extend(over_http(path).await);
+            continue;
+        }
         match sim::run(&scenario).await {
             Ok(transcript) => {
                 if args.json {
@@ -106,6 +114,35 @@ async fn files(args: &Args) -> ExitCode {
         }
     }
     report(&failures)
+}
+
+/// Play the scenario at `path` over HTTP beside the runtime in process; every
+/// difference and failed check, each a line of the report.
+async fn over_http(path: &std::path::Path) -> Vec<String> {
+    let shown = path.display();
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return vec![format!("{shown}: cannot find this program to serve: {e}")],
+    };
+    match parkway_cli::replay::replay(&exe, path).await {
+        Err(e) => vec![format!("{shown}: the replay over HTTP broke: {e}")],
+        Ok((transcript, differences)) => {
+            let mut failures: Vec<String> = differences
+                .into_iter()
+                .chain(transcript.failures())
+                .map(|f| format!("{shown}: {f}"))
+                .collect();
+            if failures.is_empty() {
+                println!(
+                    "{shown}: {} steps over HTTP, the same as in process",
+                    transcript.lines.len()
+                );
+            } else {
+                failures.insert(0, format!("{shown}: over HTTP, not as in process:"));
+            }
+            failures
+        }
+    }
 }
 
 fn report(failures: &[String]) -> ExitCode {
