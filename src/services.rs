@@ -301,6 +301,37 @@ impl Services {
         closing.await;
     }
 
+    /// Publish `event`, which no subject's change carries (a visit refused before it
+    /// reached its subject, a ceiling refusing an ask, a record dropped): on a durable
+    /// runtime it is appended to the event log in `batch` (alone when `batch` is empty)
+    /// and shown once durable, with its number, like every other logged event; in memory,
+    /// at once. It counts as work in flight until shown, so `settle` waits for it.
+    pub(crate) fn publish_alone(&self, event: Event, mut batch: crate::store::Batch) {
+        let Some(store) = &self.store else {
+            return self.events.publish(event);
+        };
+        match serde_json::to_vec(&event) {
+            Ok(bytes) => {
+                batch.append_log(bytes);
+            }
+            // Not expected: an event is plain data.
+            Err(error) => tracing::error!(%error, ?event, "an event could not be logged"),
+        }
+        let (events, inflight) = (self.events.clone(), Arc::clone(&self.inflight));
+        inflight.add();
+        store.submit(
+            batch,
+            Box::new(move |result| {
+                // A failed write stops the runtime (the subject whose change failed
+                // says so); what it held is not shown.
+                if let Ok(receipt) = result {
+                    events.publish_logged(receipt.log, event);
+                }
+                inflight.done();
+            }),
+        );
+    }
+
     /// Admit one ask of `to` under its ceiling, atomically; refused at the cap.
     pub(crate) fn admit(&self, subject: &str, to: To) -> Result<(), AskError> {
         let (counter, limit, setting) = match to {
@@ -323,11 +354,14 @@ impl Services {
         if admitted {
             Ok(())
         } else {
-            self.events.publish(Event::CapRefused {
-                subject: subject.to_owned(),
-                setting: setting.to_owned(),
-                limit,
-            });
+            self.publish_alone(
+                Event::CapRefused {
+                    subject: subject.to_owned(),
+                    setting: setting.to_owned(),
+                    limit,
+                },
+                crate::store::Batch::new(),
+            );
             Err(AskError::AtCap { setting, limit })
         }
     }

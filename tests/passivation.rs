@@ -623,3 +623,35 @@ async fn a_message_handled_while_draining_leaves_no_idle_check_behind() {
     rt.settle().await;
     assert_eq!(census(&rt).await, (0, 0), "nothing woke the subject again");
 }
+
+/// A durable subject whose actor began to drain while a change of its was not yet
+/// durable is woken once more to take the acknowledgement: it then passivates at once,
+/// as it would have without a store, and does not hold an actor and an idle check for
+/// another `passivate_after`. The waiting-outcomes scenario, on a data directory:
+/// subject t2 passivates as its waiting outcome's retention drops it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_subject_woken_only_by_an_acknowledgement_passivates_at_once() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/07-waiting-outcomes.json"
+    ))
+    .expect("the scenario");
+    for durable in [false, true] {
+        let mut scenario = parkway::sim::Scenario::from_json(&text).expect("valid");
+        scenario.settings.durable = durable;
+        let transcript = parkway::sim::run(&scenario).await.expect("runs");
+        assert!(transcript.passed(), "{}", transcript.text());
+        let stats = transcript
+            .lines
+            .iter()
+            .rev()
+            .find(|l| l.action == "stats")
+            .and_then(|l| l.output.clone())
+            .expect("a stats step");
+        assert_eq!(
+            (&stats["live_subjects"], &stats["timers"]),
+            (&json!(0), &json!(0)),
+            "durable: {durable}: {stats}"
+        );
+    }
+}

@@ -14,12 +14,16 @@ use serde_json::Value;
 
 pub use driver::Http;
 
-/// Play the scenario at `path` in process and over HTTP with the server `exe serve`;
-/// the HTTP transcript and every difference between the two (empty when they agree).
+/// Play the scenario at `path` in process and over HTTP with the server `exe serve`,
+/// both on a data directory; the HTTP transcript and every difference between the two
+/// (empty when they agree).
 pub async fn replay(exe: &Path, path: &Path) -> Result<(Transcript, Vec<String>), String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let scenario = Scenario::from_json(&text).map_err(|e| e.problems.join("\n"))?;
+    let mut scenario = Scenario::from_json(&text).map_err(|e| e.problems.join("\n"))?;
+    // The server keeps a data directory always (its event log numbers the frames read
+    // back), so the run it is compared with does too.
+    scenario.settings.durable = true;
     let here = sim::run(&scenario)
         .await
         .map_err(|e| format!("the runtime did not start: {e}"))?;

@@ -14,11 +14,12 @@ use serde_json::{Value, json};
 
 use crate::{ApiError, Face, JsonBody};
 
-/// The `subject` query parameter, required.
+/// The `subject` query parameter, required (an empty one is the runtime's to refuse,
+/// as `empty_subject`, like every other door's).
 fn subject_of(query: &HashMap<String, String>) -> Result<String, ApiError> {
     match query.get("subject") {
-        Some(s) if !s.is_empty() => Ok(s.clone()),
-        _ => Err(ApiError::field(
+        Some(s) => Ok(s.clone()),
+        None => Err(ApiError::field(
             "subject",
             "the subject is missing: add ?subject=<name>",
         )),
@@ -152,9 +153,6 @@ struct ToolCall {
 fn start_of(target: &str, headers: &HeaderMap, body: JsonBody) -> Result<Start, ApiError> {
     let key = header_text(headers, "idempotency-key")?.map(str::to_owned);
     let call: ToolCall = body.into()?;
-    if call.subject.is_empty() {
-        return Err(ApiError::field("subject", "the subject is empty"));
-    }
     let mut start = Start::new(call.subject, target);
     if let Some(kwargs) = call.kwargs {
         start = start.kwargs(kwargs);

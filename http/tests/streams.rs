@@ -220,3 +220,44 @@ async fn streams_past_the_server_s_most_are_refused_until_one_closes() {
     }
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_graceful_shutdown_ends_the_open_streams_and_the_server_returns() {
+    let runtime = builder().build().await.expect("builds");
+    let options = Options::default();
+    let shutdown = options.shutdown.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
+    let url = format!("http://{}", listener.local_addr().expect("bound"));
+    let app = parkway_http::router(runtime.clone(), common::tokens(), options);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+                shutdown.begin();
+            })
+            .await
+    });
+    let client = reqwest::Client::new();
+    let mut events = client
+        .get(format!("{url}/v1/events"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .expect("the stream opens");
+    assert_eq!(events.status(), 200);
+    let _ = stop.send(());
+    // The stream ends (keep-alive comments may come first), then the server returns.
+    let ended = async { while let Ok(Some(_)) = events.chunk().await {} };
+    tokio::time::timeout(common::BOUND, ended)
+        .await
+        .expect("the stream ends within the bound");
+    tokio::time::timeout(common::BOUND, served)
+        .await
+        .expect("the server returns within the bound")
+        .expect("the server task ends")
+        .expect("the server ends cleanly");
+    runtime.shutdown().await;
+}

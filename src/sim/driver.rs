@@ -153,8 +153,11 @@ pub struct InProcess<'s> {
     clock: ManualClock,
     /// What scripted targets note.
     notes: Notes,
-    /// The event stream, subscribed before anything ran.
+    /// The event stream, subscribed before anything ran (a runtime in memory).
     events: broadcast::Receiver<Event>,
+    /// The last entry of the event log read (a durable runtime, whose steps read their
+    /// events from the log: in its order, which is the order a stream shows).
+    logged: u64,
     /// The inbox's frames, subscribed before anything ran; a `frames` step reads those
     /// not yet read.
     frames: broadcast::Receiver<Frame>,
@@ -209,6 +212,7 @@ impl<'s> InProcess<'s> {
             .build()
             .await?;
         Ok(InProcess {
+            logged: 0,
             events: rt.events(),
             frames: rt.inbox_frames(),
             rt,
@@ -250,6 +254,29 @@ impl<'s> InProcess<'s> {
         self.rt.settle().await;
         let s = self.rt.stats().await;
         Ok(json!({"caller_open": s.caller_open, "user_open": s.user_open, "runs": s.runs}))
+    }
+}
+
+impl InProcess<'_> {
+    /// The event log's entries since the last read, as JSON; a log that cannot be read
+    /// is shown as one `{"event": "unreadable", ...}` item.
+    fn read_log(&mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        loop {
+            match self.rt.event_log(self.logged + 1, 512) {
+                Ok(page) if page.is_empty() => return out,
+                Ok(page) => {
+                    for logged in page {
+                        self.logged = logged.seq;
+                        out.push(json(&logged.event));
+                    }
+                }
+                Err(e) => {
+                    out.push(json!({"event": "unreadable", "error": e.to_string()}));
+                    return out;
+                }
+            }
+        }
     }
 }
 
@@ -379,11 +406,15 @@ impl Driver for InProcess<'_> {
     async fn settle(&mut self) -> AfterStep {
         // Settling is bounded: work that never quiets is reported, not waited on.
         let settled = tokio::time::timeout(HANG, self.rt.settle()).await.is_ok();
+        let events = match self.data {
+            None => drain(&mut self.events, "event"),
+            Some(_) => self.read_log(),
+        };
         let after = AfterStep::new(
             self.rt
                 .now()
                 .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
-            drain(&mut self.events, "event"),
+            events,
             self.notes.drain(),
         );
         if settled { after } else { after.hung() }

@@ -23,7 +23,7 @@ use super::durable;
 use super::effect::{Effect, Step};
 use super::hub::Hub;
 use super::registry::Stopped;
-use super::state::{After, Awaiting, Chains, Handled, Pending, Planned, State};
+use super::state::{After, Awaiting, Chains, Handled, Pending, Planned, State, Touch};
 use super::{Msg, Op};
 use crate::event::{Event, Resolution};
 use crate::jq::Limits;
@@ -88,7 +88,7 @@ impl ractor::Actor for Active {
         };
         // Boxed: the largest message's future (a visit awaiting its evaluation) is held
         // only while it runs; inline, it would size every live subject's task for it.
-        let mut idle = None;
+        let mut touch = Touch::Ack;
         let mut handled = 0;
         match msg {
             // Acknowledgements are taken whatever waits: they only release effects.
@@ -112,7 +112,7 @@ impl ractor::Actor for Active {
                 let mut work = Work::new(&hub, &myself, &mut held.activations);
                 let (done, key) = Box::pin(work.message(&mut state, msg)).await;
                 handled += usize::from(done);
-                idle = key;
+                touch = key.map_or(Touch::Active, Touch::Idle);
             }
         }
         // Messages held while an operation waited, now that none waits.
@@ -122,17 +122,27 @@ impl ractor::Actor for Active {
             let mut work = Work::new(&hub, &myself, &mut held.activations);
             let (done, key) = Box::pin(work.message(&mut state, msg)).await;
             handled += usize::from(done);
-            idle = key.or(idle);
+            touch = match (key, touch) {
+                (Some(key), _) => Touch::Idle(key),
+                (None, Touch::Idle(key)) => Touch::Idle(key),
+                (None, _) => Touch::Active,
+            };
         }
         // A draining actor's state is on its way to be stored: a message queued before
         // the drain marker arms no idle check, which would outlive the state it was for
         // and wake the subject later for nothing.
-        let after = if held.draining || state.awaiting.is_some() || !state.unacked.is_empty() {
+        // Undecided, what the message said of the subject's activity is noted for the
+        // decision made later; a draining actor's state is on its way to be stored
+        // idle, as it would be without a store.
+        let after = if held.draining {
+            After::Stay
+        } else if state.awaiting.is_some() || !state.unacked.is_empty() {
+            state.deferred(hub.services.clock.now(), touch);
             After::Stay
         } else {
             let s = &hub.services;
             let mut step = Step::new(s.clock.now(), &s.settings, &s.ids, &s.keys);
-            let after = state.after(&mut step, idle);
+            let after = state.after(&mut step, touch);
             Work::new(&hub, &myself, &mut held.activations).apply(&mut state, step.into_effects());
             after
         };

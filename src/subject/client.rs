@@ -304,11 +304,14 @@ impl Hub {
 
     /// Publish a refused visit, and hand the error back.
     pub(crate) fn refused(&self, subject: &str, error: VisitError) -> VisitError {
-        self.services.events.publish(Event::VisitRefused {
-            subject: subject.to_owned(),
-            door: error.door().to_owned(),
-            error: error.to_string(),
-        });
+        self.services.publish_alone(
+            Event::VisitRefused {
+                subject: subject.to_owned(),
+                door: error.door().to_owned(),
+                error: error.to_string(),
+            },
+            crate::store::Batch::new(),
+        );
         error
     }
 

@@ -225,6 +225,18 @@ pub(crate) enum Handled<T> {
     },
 }
 
+/// What the message just handled says of the subject's activity, for its idle check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Touch {
+    /// Work for the subject: it is active now.
+    Active,
+    /// Its idle check fired, under this key.
+    Idle(TimerKey),
+    /// Only an acknowledgement (a change made durable, the chains an operation waited
+    /// for): no activity of its own.
+    Ack,
+}
+
 /// What the actor should do after a message.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum After {
@@ -1425,27 +1437,53 @@ impl State {
         }
     }
 
-    /// After each message: decide whether to passivate, or arm the idle check.
-    pub(crate) fn after(&mut self, step: &mut Step<'_>, idle_fired: Option<TimerKey>) -> After {
-        let now = step.now;
-        if let Some(key) = idle_fired {
-            if self.idle_timer == Some(key) {
-                self.idle_timer = None;
-            } else if self.idle_timer.is_some() {
-                // Superseded: the armed check stands.
-                return After::Stay;
+    /// Note what a message said of the subject's activity: whether an idle check that
+    /// fired was superseded by a later one (which then stands).
+    fn note(&mut self, now: DateTime<Utc>, touch: Touch) -> bool {
+        match touch {
+            Touch::Idle(key) => {
+                if self.idle_timer == Some(key) {
+                    self.idle_timer = None;
+                } else if self.idle_timer.is_some() {
+                    return true;
+                }
+                // Else a check from before the subject last passivated woke it: it
+                // counts from its waking (not from each check), and arms the next check,
+                // so the subject does not keep its actor for good.
+                self.last_active.get_or_insert(now);
             }
-            // Else a check from before the subject last passivated woke it: it counts
-            // from its waking (not from each check), and arms the next check below, so
-            // the subject does not keep its actor for good.
-            self.last_active.get_or_insert(now);
-        } else {
-            self.last_active = Some(now);
+            Touch::Active => self.last_active = Some(now),
+            // A change made durable is the end of earlier work, not new work: a subject
+            // woken only to take it passivates as it would have without the store.
+            Touch::Ack => {}
+        }
+        false
+    }
+
+    /// After a message the actor cannot decide on yet (a change is not yet durable, an
+    /// operation waits, the actor drains): note its activity, so the decision made later
+    /// counts it, and consume a fired idle check, so the next decision arms a new one.
+    pub(crate) fn deferred(&mut self, now: DateTime<Utc>, touch: Touch) {
+        self.note(now, touch);
+    }
+
+    /// After each message: decide whether to passivate, or arm the idle check.
+    pub(crate) fn after(&mut self, step: &mut Step<'_>, touch: Touch) -> After {
+        let now = step.now;
+        if self.note(now, touch) {
+            // Superseded: the armed check stands.
+            return After::Stay;
         }
         if self.live > 0 {
             return After::Stay;
         }
-        let idle_since = self.last_active.unwrap_or(now);
+        // A subject woken only to take an acknowledgement has done nothing since it last
+        // passivated: it is idle already.
+        let idle_since = match (self.last_active, touch) {
+            (Some(at), _) => at,
+            (None, Touch::Ack) => DateTime::<Utc>::MIN_UTC,
+            (None, _) => now,
+        };
         let due = chrono::Duration::from_std(step.settings.passivate_after)
             .ok()
             .and_then(|d| idle_since.checked_add_signed(d))

@@ -85,19 +85,17 @@ async fn deliver(hub: &Arc<Hub>, timer: Fired) {
         Timer::Record { subject, run } => {
             // The record store is the hub's, not the subject's: no message needed.
             if hub.records.retire(&run) {
-                if let Some(store) = &hub.services.store {
-                    // Nothing waits on this: the record is gone from memory already, and
-                    // a restart before the delete is durable drops it again.
-                    let mut batch = crate::store::Batch::new();
-                    batch.delete(crate::store::Space::Records, run.as_bytes());
-                    store.submit(batch, Box::new(|_| {}));
-                }
-                hub.services
-                    .events
-                    .publish(crate::event::Event::RecordDropped {
+                // The record is gone from memory already; a restart before the delete
+                // is durable drops it again.
+                let mut batch = crate::store::Batch::new();
+                batch.delete(crate::store::Space::Records, run.as_bytes());
+                hub.services.publish_alone(
+                    crate::event::Event::RecordDropped {
                         subject: subject.to_string(),
                         run: run.to_string(),
-                    });
+                    },
+                    batch,
+                );
             }
             return;
         }

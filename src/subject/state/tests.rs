@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::{After, Chains, Handled, State};
+use super::{After, Chains, Handled, State, Touch};
 use crate::ask::{Ask, OnExpiry};
 use crate::entry::Status;
 use crate::error::{IdProblem, RunError, Suspension};
@@ -713,13 +713,13 @@ fn an_idle_subject_passivates_and_wakes_with_its_parked_set() {
     let (_, id) = w.parked();
     // Not idle long enough: an idle check is armed.
     let mut step = Step::new(w.now, &w.settings, &w.ids, &w.keys);
-    assert_eq!(w.state.after(&mut step, None), After::Stay);
+    assert_eq!(w.state.after(&mut step, Touch::Active), After::Stay);
     assert_eq!(show(&step.into_effects()), ["arm idle"]);
     // Its check fires past the idle time: passivate, disarming nothing left behind.
     w.advance(Duration::from_secs(31));
-    let key = w.state.idle_timer;
+    let key = w.state.idle_timer.expect("an idle check is armed");
     let mut step = Step::new(w.now, &w.settings, &w.ids, &w.keys);
-    assert_eq!(w.state.after(&mut step, key), After::Passivate);
+    assert_eq!(w.state.after(&mut step, Touch::Idle(key)), After::Passivate);
     assert!(!w.state.holds_activation());
     // Packed and woken: the same parked set, answerable as before.
     let state = std::mem::replace(&mut w.state, State::new(Arc::from("s")));
