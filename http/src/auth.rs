@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use sha2::Digest as _;
 use subtle::ConstantTimeEq;
 
 /// What a token may do.
@@ -51,7 +52,16 @@ impl fmt::Display for Scope {
 /// The tokens a server accepts, each with its scopes.
 #[derive(Clone, Default)]
 pub struct Tokens {
-    entries: Vec<(Vec<u8>, Vec<Scope>)>,
+    /// Each token's SHA-256 digest (the tokens themselves are not kept), with its scopes.
+    entries: Vec<(Digest, Vec<Scope>)>,
+}
+
+/// A token's SHA-256 digest: what a presented token is compared with, so the
+/// comparison takes the same time whatever the lengths of the two tokens.
+type Digest = [u8; 32];
+
+fn digest(token: &[u8]) -> Digest {
+    sha2::Sha256::digest(token).into()
 }
 
 impl fmt::Debug for Tokens {
@@ -81,7 +91,7 @@ impl Tokens {
     /// One token with `scopes`.
     pub fn with(mut self, token: &str, scopes: &[Scope]) -> Tokens {
         self.entries
-            .push((token.as_bytes().to_vec(), scopes.to_vec()));
+            .push((digest(token.as_bytes()), scopes.to_vec()));
         self
     }
 
@@ -122,10 +132,11 @@ impl Tokens {
             if parsed.is_empty() {
                 problems.push(format!("entry {n}: no scope"));
             }
-            if tokens.entries.iter().any(|(t, _)| t == token.as_bytes()) {
+            let token = digest(token.as_bytes());
+            if tokens.entries.iter().any(|(t, _)| *t == token) {
                 problems.push(format!("entry {n}: the token is listed twice"));
             }
-            tokens.entries.push((token.as_bytes().to_vec(), parsed));
+            tokens.entries.push((token, parsed));
         }
         if problems.is_empty() {
             Ok(tokens)
@@ -144,13 +155,15 @@ impl Tokens {
         self.entries.is_empty()
     }
 
-    /// The scopes of `token`, if it is one of the tokens. Every token is compared, each
-    /// in constant time, so the time taken does not tell which one matched or how much
-    /// of one did.
+    /// The scopes of `token`, if it is one of the tokens. Its digest is compared with
+    /// every token's, each in constant time over digests of one length, so the time
+    /// taken tells neither which token matched, nor how much of one did, nor how long
+    /// the tokens are.
     pub(crate) fn scopes(&self, token: &[u8]) -> Option<&[Scope]> {
+        let token = digest(token);
         let mut found = None;
         for (t, scopes) in &self.entries {
-            if bool::from(t.as_slice().ct_eq(token)) {
+            if bool::from(t.ct_eq(&token)) {
                 found = Some(scopes.as_slice());
             }
         }
