@@ -194,9 +194,7 @@ impl Hub {
         fingerprint: u64,
         fire: impl std::future::Future<Output = Vec<crate::HookFire>>,
     ) -> Result<Vec<crate::HookFire>, DeliveryError> {
-        if let Some(why) = problem(delivery) {
-            return Err(DeliveryError::InvalidId { why });
-        }
+        DeliveryError::check_id(delivery)?;
         let name = hook_key(topic, delivery);
         match self.keys.claim(&name, fingerprint) {
             Claim::New => {}
@@ -261,6 +259,15 @@ pub enum DeliveryError {
 }
 
 impl DeliveryError {
+    /// Whether `id` may be a delivery id: 1 to [`MAX_KEY_BYTES`] bytes; else why not (a
+    /// front end that takes the id in several places checks each with this).
+    pub fn check_id(id: &str) -> Result<(), DeliveryError> {
+        match problem(id) {
+            None => Ok(()),
+            Some(why) => Err(DeliveryError::InvalidId { why }),
+        }
+    }
+
     /// The error's stable kind.
     pub fn kind(&self) -> &'static str {
         match self {

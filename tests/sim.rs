@@ -161,10 +161,8 @@ async fn a_step_that_cannot_finish_is_reported_hung() {
     assert_eq!(transcript.failures(), Vec::<String>::new());
 }
 
-/// The same scenario gives the same bytes, text and JSON lines, on every run: every
-/// file in `scenarios/` is run twice and must pass.
-#[tokio::test]
-async fn every_shipped_scenario_passes_and_replays_byte_for_byte() {
+/// The scenario files in `scenarios/`, in name order.
+fn shipped() -> Vec<std::path::PathBuf> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut paths: Vec<_> = std::fs::read_dir(&dir)
         .expect("scenarios/ exists")
@@ -172,6 +170,14 @@ async fn every_shipped_scenario_passes_and_replays_byte_for_byte() {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     paths.sort();
+    paths
+}
+
+/// The same scenario gives the same bytes, text and JSON lines, on every run: every
+/// file in `scenarios/` is run twice and must pass.
+#[tokio::test]
+async fn every_shipped_scenario_passes_and_replays_byte_for_byte() {
+    let paths = shipped();
     assert!(
         paths.len() >= 12,
         "at least twelve scenarios ship, found {}",
@@ -253,13 +259,7 @@ async fn a_deliberately_broken_model_is_caught_with_its_replay_command() {
 /// ceiling's refusal, a record dropped). The guided tour restarts, so is durable only.
 #[tokio::test]
 async fn on_a_data_directory_every_step_logs_the_events_it_shows_in_memory() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .expect("scenarios/ exists")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    paths.sort();
+    let paths = shipped();
     let mut kinds = std::collections::BTreeSet::new();
     for path in paths {
         let text = std::fs::read_to_string(&path).unwrap();

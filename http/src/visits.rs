@@ -87,15 +87,8 @@ pub(crate) async fn hook(
         let Some(id) = header_text(&headers, name)? else {
             continue;
         };
-        if id.is_empty() || id.len() > parkway::MAX_KEY_BYTES {
-            return Err(ApiError::field(
-                name,
-                format!(
-                    "the {name} header must be 1 to {} bytes long",
-                    parkway::MAX_KEY_BYTES
-                ),
-            ));
-        }
+        DeliveryError::check_id(id)
+            .map_err(|e| ApiError::field(name, format!("the {name} header: {e}")))?;
         match delivery {
             Some((first, other)) if other != id => {
                 return Err(ApiError::field(

@@ -106,6 +106,18 @@ impl Http {
         Ok(url)
     }
 
+    /// The URL of `verb` on a subject's parked entry.
+    fn parked(
+        &self,
+        subject: &Value,
+        id: &Value,
+        verb: &str,
+        query: &[(&str, String)],
+    ) -> Result<Url, Failure> {
+        let (subject, id) = (text(subject), text(id));
+        self.url(&["v1", "subjects", &subject, "parked", &id, verb], query)
+    }
+
     /// One request: its status and JSON answer (`null` for an empty one).
     async fn call(
         &self,
@@ -346,32 +358,12 @@ impl Driver for Http {
                     true => vec![("detached", "true".to_owned())],
                     false => Vec::new(),
                 };
-                let url = self.url(
-                    &[
-                        "v1",
-                        "subjects",
-                        &text(subject),
-                        "parked",
-                        &text(id),
-                        "resume",
-                    ],
-                    &query,
-                )?;
+                let url = self.parked(subject, id, "resume", &query)?;
                 let resumed = self.plain(Method::POST, url, Some(payload)).await?;
                 Ok(if *detached { Value::Null } else { resumed })
             }
             Action::Take { subject, id } => {
-                let url = self.url(
-                    &[
-                        "v1",
-                        "subjects",
-                        &text(subject),
-                        "parked",
-                        &text(id),
-                        "take",
-                    ],
-                    &[],
-                )?;
+                let url = self.parked(subject, id, "take", &[])?;
                 let taken = self.plain(Method::POST, url, None).await?;
                 match taken["status"].as_str() {
                     Some("failed") => Err(Failure::new(

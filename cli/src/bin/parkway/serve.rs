@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use axum::Router;
-use parkway::sim::{Notes, Scenario, Scripts};
+use parkway::sim::{Notes, Scenario, ScenarioError, Scripts};
 use parkway::{ManualClock, Runtime};
 use parkway_http::{Options, TestMode, Tokens, router, test_router};
 
@@ -104,6 +104,23 @@ fn tokens(flag: Option<&PathBuf>) -> Result<Tokens, String> {
     Ok(tokens)
 }
 
+/// `what` at `path`, read and parsed by `parse`; every problem named.
+fn read<T>(
+    path: &PathBuf,
+    what: &str,
+    parse: fn(&str) -> Result<T, ScenarioError>,
+) -> Result<T, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {what} {}: {e}", path.display()))?;
+    parse(&text).map_err(|e| {
+        format!(
+            "{what} {} is invalid:\n  {}",
+            path.display(),
+            e.problems.join("\n  ")
+        )
+    })
+}
+
 /// The runtime and router of test mode, from the scenario file.
 async fn test_mode(
     args: &Args,
@@ -111,15 +128,7 @@ async fn test_mode(
     tokens: Tokens,
     options: Options,
 ) -> Result<(Runtime, Router), String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the scenario {}: {e}", path.display()))?;
-    let scenario = Scenario::from_json(&text).map_err(|e| {
-        format!(
-            "the scenario {} is invalid:\n  {}",
-            path.display(),
-            e.problems.join("\n  ")
-        )
-    })?;
+    let scenario = read(path, "the scenario", Scenario::from_json)?;
     let start = match &args.test_now {
         None => scenario.start,
         Some(text) => chrono::DateTime::parse_from_rfc3339(text)
@@ -174,18 +183,7 @@ async fn serve(args: Args) -> Result<(), String> {
 async fn plain(args: &Args, tokens: Tokens, options: Options) -> Result<(Runtime, Router), String> {
     let scripts = match &args.targets {
         None => None,
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read the targets file {}: {e}", path.display()))?;
-            let scripts = Scripts::from_json(&text).map_err(|e| {
-                format!(
-                    "the targets file {} is invalid:\n  {}",
-                    path.display(),
-                    e.problems.join("\n  ")
-                )
-            })?;
-            Some(scripts)
-        }
+        Some(path) => Some(read(path, "the targets file", Scripts::from_json)?),
     };
     let mut builder = Runtime::builder();
     if let Some(dir) = &args.data {
