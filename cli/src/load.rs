@@ -61,7 +61,7 @@ mod workload;
 
 pub use config::{LoadConfig, LoadError, Mix, Stop};
 pub use drive::{Phase, Progress};
-pub use report::{Account, Latency, Report};
+pub use report::{Account, Latency, Measured, Report};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -30,9 +30,9 @@ async fn a_small_run_loses_nothing() {
     assert_eq!(report.lost, 0, "{report}");
     assert!(a.imbalances.is_empty(), "{report}");
     assert!(report.errors.is_empty(), "{report}");
-    assert_eq!(report.visits, 3_000);
+    assert_eq!(report.measured.visits, 3_000);
     assert_eq!(progress.visits(), 3_000);
-    assert_eq!(report.by_op.values().sum::<u64>(), 3_000);
+    assert_eq!(report.measured.by_op.values().sum::<u64>(), 3_000);
     assert_eq!(report.prefilled_asks, 40 * 3);
     // Every way an ask or an outcome can end was exercised. The closing clock moves
     // land every short expiry, and drop the outcomes they leave waiting.
@@ -71,7 +71,8 @@ async fn a_small_run_loses_nothing() {
     ] {
         assert!(json.get(field).is_some(), "--json lacks {field}");
     }
-    assert!(report.p50_us <= report.p99_us && report.p99_us <= report.max_us);
+    let m = &report.measured;
+    assert!(m.p50_us <= m.p99_us && m.p99_us <= m.max_us);
     // The process's peak includes the run's, read earlier.
     assert!(
         report.process_peak_rss_bytes >= report.peak_rss_bytes,
@@ -80,16 +81,16 @@ async fn a_small_run_loses_nothing() {
     // The passivated subjects are packed.
     assert!(report.passive_bytes > 0, "{report}");
     // Each kind's latencies, and together they bound the whole run's.
-    let kinds = &report.by_op_latency;
+    let kinds = &m.by_op_latency;
     assert_eq!(kinds.len(), 4, "{kinds:?}");
     for (kind, l) in kinds {
-        assert!(report.by_op[kind] > 0, "no {kind} visits");
+        assert!(m.by_op[kind] > 0, "no {kind} visits");
         assert!(
             l.p50_us > 0 && l.p50_us <= l.p99_us && l.p99_us <= l.max_us,
             "{kind}: {l:?}"
         );
     }
-    assert_eq!(kinds.values().map(|l| l.max_us).max(), Some(report.max_us));
+    assert_eq!(kinds.values().map(|l| l.max_us).max(), Some(m.max_us));
     assert!(json["by_op_latency"]["start"]["p99_us"].is_u64());
 }
 
@@ -109,8 +110,11 @@ async fn a_run_by_duration_stops_and_balances() {
         .await
         .expect("the load runs");
     assert_eq!(report.lost, 0, "{report}");
-    assert!(report.visits > 0);
-    assert_eq!(report.by_op["resume"] + report.by_op["take"], 0);
+    assert!(report.measured.visits > 0);
+    assert_eq!(
+        report.measured.by_op["resume"] + report.measured.by_op["take"],
+        0
+    );
     assert_eq!(report.account.resumed, 0, "{report}");
 }
 
@@ -129,8 +133,8 @@ async fn thousands_of_visitors_lose_nothing() {
         .expect("the load runs");
     assert_eq!(report.lost, 0, "{report}");
     assert_eq!(report.account.events_lagged, 0, "{report}");
-    assert_eq!(report.visits, 12_000);
-    assert_eq!(report.by_op.values().sum::<u64>(), 12_000);
+    assert_eq!(report.measured.visits, 12_000);
+    assert_eq!(report.measured.by_op.values().sum::<u64>(), 12_000);
     assert!(report.bare_visits_per_sec > 0.0);
 }
 
@@ -146,7 +150,7 @@ async fn a_run_without_visits_balances_and_skips_the_baseline() {
         .await
         .expect("the load runs");
     assert_eq!(report.lost, 0, "{report}");
-    assert_eq!(report.visits, 0);
+    assert_eq!(report.measured.visits, 0);
     assert_eq!(report.account.asks_raised, 40 * 3, "{report}");
     assert_eq!(
         report.account.open,

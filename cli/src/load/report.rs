@@ -143,33 +143,9 @@ pub struct Report {
     pub workers: usize,
     /// Offered visits per second, if limited.
     pub offered_rate: Option<u64>,
-    /// Measured visits.
-    pub visits: u64,
-    /// Their wall-clock time.
-    pub seconds: f64,
-    /// Visits per second.
-    pub visits_per_sec: f64,
-    /// Median latency, µs.
-    pub p50_us: u64,
-    /// 90th percentile, µs.
-    pub p90_us: u64,
-    /// 99th percentile, µs.
-    pub p99_us: u64,
-    /// 99.9th percentile, µs.
-    pub p999_us: u64,
-    /// Slowest visit, µs.
-    pub max_us: u64,
-    /// Mean latency, µs.
-    pub mean_us: f64,
-    /// Measured visits by kind.
-    pub by_op: BTreeMap<String, u64>,
-    /// Latency percentiles by kind of visit.
-    pub by_op_latency: BTreeMap<String, Latency>,
-    /// Runs started by measured visits.
-    pub started: u64,
-    /// Measured visits that applied nothing (nothing fitting in `$parked`, or a full
-    /// subject).
-    pub idle: u64,
+    /// The measured visits: their count, rate and latencies, and what they did.
+    #[serde(flatten)]
+    pub measured: Measured,
     /// Refused visits by kind of error (prefill included), with the first message.
     pub errors: BTreeMap<String, (u64, String)>,
     /// Asks started before the measured visits.
@@ -265,6 +241,123 @@ impl Latency {
     }
 }
 
+/// What the measured visits showed: their count, rate and latencies, and what they did.
+/// Both [`Report`] and [`RemoteReport`](super::remote::RemoteReport) carry it; its
+/// fields stand among theirs in the `--json` output.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measured {
+    /// Measured visits.
+    pub visits: u64,
+    /// Their wall-clock time.
+    pub seconds: f64,
+    /// Visits per second.
+    pub visits_per_sec: f64,
+    /// Median latency, µs.
+    pub p50_us: u64,
+    /// 90th percentile, µs.
+    pub p90_us: u64,
+    /// 99th percentile, µs.
+    pub p99_us: u64,
+    /// 99.9th percentile, µs.
+    pub p999_us: u64,
+    /// Slowest visit, µs.
+    pub max_us: u64,
+    /// Mean latency, µs.
+    pub mean_us: f64,
+    /// Measured visits by kind.
+    pub by_op: BTreeMap<String, u64>,
+    /// Latency percentiles by kind of visit.
+    pub by_op_latency: BTreeMap<String, Latency>,
+    /// Runs started by measured visits.
+    pub started: u64,
+    /// Measured visits that applied nothing (nothing fitting in `$parked`, or a full
+    /// subject).
+    pub idle: u64,
+}
+
+impl Measured {
+    /// The figures of `latencies` over `seconds`, with the runs the visits `started` and
+    /// the visits that were `idle`.
+    pub(crate) fn new(latencies: &Latencies, seconds: f64, started: u64, idle: u64) -> Self {
+        let h = &latencies.all();
+        let visits = h.len();
+        Measured {
+            visits,
+            seconds,
+            visits_per_sec: per_sec(visits, seconds),
+            p50_us: at(h, 0.5),
+            p90_us: at(h, 0.9),
+            p99_us: at(h, 0.99),
+            p999_us: at(h, 0.999),
+            max_us: if h.is_empty() { 0 } else { h.max() },
+            mean_us: if h.is_empty() { 0.0 } else { h.mean() },
+            by_op: latencies.counts(),
+            by_op_latency: latencies
+                .by_op()
+                .map(|(op, h)| (op.to_owned(), Latency::of(h)))
+                .collect(),
+            started,
+            idle,
+        }
+    }
+}
+
+/// `n` per second over `seconds`; 0 without time.
+pub(crate) fn per_sec(n: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        n as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
+/// The value at quantile `q` of `h`; 0 when `h` is empty.
+fn at(h: &Histogram<u64>, q: f64) -> u64 {
+    if h.is_empty() {
+        0
+    } else {
+        h.value_at_quantile(q)
+    }
+}
+
+/// The report's lines for the measured visits: count and rate, what they did, and their
+/// latencies, overall and by kind.
+impl fmt::Display for Measured {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "visits      {} in {:.2} s: {:.0} visits/s  ({})",
+            self.visits,
+            self.seconds,
+            self.visits_per_sec,
+            self.by_op
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+        writeln!(
+            f,
+            "            {} runs started, {} visits applied nothing",
+            self.started, self.idle
+        )?;
+        writeln!(
+            f,
+            "latency µs  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  (mean {:.1})",
+            self.p50_us, self.p90_us, self.p99_us, self.p999_us, self.max_us, self.mean_us
+        )?;
+        writeln!(
+            f,
+            "by kind µs  {}",
+            self.by_op_latency
+                .iter()
+                .map(|(k, l)| format!("{k} p50 {} p99 {} max {}", l.p50_us, l.p99_us, l.max_us))
+                .collect::<Vec<_>>()
+                .join(" · ")
+        )
+    }
+}
+
 /// What [`Report::new`] is made from.
 pub(crate) struct Parts<'a> {
     pub(crate) config: &'a LoadConfig,
@@ -298,20 +391,8 @@ impl Report {
             bare,
             store,
         } = parts;
-        let visits = latencies.visits();
-        let rate = if seconds > 0.0 {
-            visits as f64 / seconds
-        } else {
-            0.0
-        };
-        let h = &latencies.all();
-        let at = |q: f64| {
-            if h.is_empty() {
-                0
-            } else {
-                h.value_at_quantile(q)
-            }
-        };
+        let measured = Measured::new(&latencies, seconds, client.started, client.idle);
+        let (visits, rate) = (measured.visits, measured.visits_per_sec);
         let mut errors: BTreeMap<String, (u64, String)> = BTreeMap::new();
         for (kind, (n, message)) in client.errors.iter().chain(&prefilled.client.errors) {
             errors
@@ -324,22 +405,7 @@ impl Report {
             concurrency: config.concurrency,
             workers: config.workers,
             offered_rate: config.rate,
-            visits,
-            seconds,
-            visits_per_sec: rate,
-            p50_us: at(0.5),
-            p90_us: at(0.9),
-            p99_us: at(0.99),
-            p999_us: at(0.999),
-            max_us: if h.is_empty() { 0 } else { h.max() },
-            mean_us: if h.is_empty() { 0.0 } else { h.mean() },
-            by_op: latencies.counts(),
-            by_op_latency: latencies
-                .by_op()
-                .map(|(op, h)| (op.to_owned(), Latency::of(h)))
-                .collect(),
-            started: client.started,
-            idle: client.idle,
+            measured,
             errors,
             prefilled_asks: prefilled.client.asks_seen,
             rss_after_prefill_bytes: rss_after_prefill,
@@ -381,37 +447,7 @@ impl fmt::Display for Report {
                 .map(|r| format!(", {r} visits/s offered"))
                 .unwrap_or_default()
         )?;
-        writeln!(
-            f,
-            "visits      {} in {:.2} s: {:.0} visits/s  ({})",
-            self.visits,
-            self.seconds,
-            self.visits_per_sec,
-            self.by_op
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )?;
-        writeln!(
-            f,
-            "            {} runs started, {} visits applied nothing",
-            self.started, self.idle
-        )?;
-        writeln!(
-            f,
-            "latency µs  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  (mean {:.1})",
-            self.p50_us, self.p90_us, self.p99_us, self.p999_us, self.max_us, self.mean_us
-        )?;
-        writeln!(
-            f,
-            "by kind µs  {}",
-            self.by_op_latency
-                .iter()
-                .map(|(k, l)| format!("{k} p50 {} p99 {} max {}", l.p50_us, l.p99_us, l.max_us))
-                .collect::<Vec<_>>()
-                .join(" · ")
-        )?;
+        write!(f, "{}", self.measured)?;
         writeln!(
             f,
             "memory      peak RSS {:.1} MiB; {:.1} MiB after {} prefilled asks; {:.1} MiB for the whole command",
@@ -463,7 +499,7 @@ impl fmt::Display for Report {
                 "bare        {:.0} visits/s: overhead ratio {ratio:.2}",
                 self.bare_visits_per_sec
             ),
-            None if self.visits == 0 => {
+            None if self.measured.visits == 0 => {
                 writeln!(f, "bare        not measured: no visits to compare with")
             }
             None => writeln!(f, "bare        {:.0} visits/s", self.bare_visits_per_sec),

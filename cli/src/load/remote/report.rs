@@ -4,12 +4,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::super::config::LoadConfig;
 use super::super::drive::Latencies;
-use super::super::report::{Account, Latency};
+use super::super::report::{Account, Latency, Measured, per_sec};
 use super::tally::Tally;
 
 /// The baseline: the same client, at the same concurrency (and rate, if any), sending
@@ -53,14 +52,6 @@ impl Baseline {
     }
 }
 
-fn per_sec(n: u64, seconds: f64) -> f64 {
-    if seconds > 0.0 {
-        n as f64 / seconds
-    } else {
-        0.0
-    }
-}
-
 /// What a `--url` run measured. Serialised, it is the `--json` output.
 #[derive(Debug, Clone, Serialize)]
 pub struct RemoteReport {
@@ -79,32 +70,9 @@ pub struct RemoteReport {
     pub workers: usize,
     /// Offered visits per second, if limited.
     pub offered_rate: Option<u64>,
-    /// Measured visits.
-    pub visits: u64,
-    /// Their wall-clock time.
-    pub seconds: f64,
-    /// Visits per second.
-    pub visits_per_sec: f64,
-    /// Median latency, µs.
-    pub p50_us: u64,
-    /// 90th percentile, µs.
-    pub p90_us: u64,
-    /// 99th percentile, µs.
-    pub p99_us: u64,
-    /// 99.9th percentile, µs.
-    pub p999_us: u64,
-    /// Slowest visit, µs.
-    pub max_us: u64,
-    /// Mean latency, µs.
-    pub mean_us: f64,
-    /// Measured visits by kind.
-    pub by_op: BTreeMap<String, u64>,
-    /// Latency percentiles by kind of visit.
-    pub by_op_latency: BTreeMap<String, Latency>,
-    /// Runs started by measured visits.
-    pub started: u64,
-    /// Measured visits that applied nothing.
-    pub idle: u64,
+    /// The measured visits: their count, rate and latencies, and what they did.
+    #[serde(flatten)]
+    pub measured: Measured,
     /// Failed visits by kind (prefill included), with the first message.
     pub errors: BTreeMap<String, (u64, String)>,
     /// Asks started before the measured visits.
@@ -145,14 +113,6 @@ pub(crate) struct Parts<'a> {
     pub(crate) baseline: Option<Baseline>,
 }
 
-fn at(h: &Histogram<u64>, q: f64) -> u64 {
-    if h.is_empty() {
-        0
-    } else {
-        h.value_at_quantile(q)
-    }
-}
-
 fn ratio(a: f64, b: f64) -> Option<f64> {
     (a > 0.0 && b > 0.0).then(|| a / b)
 }
@@ -174,10 +134,8 @@ impl RemoteReport {
             account,
             baseline,
         } = parts;
-        let h = &latencies.all();
-        let visits = h.len();
-        let rate = per_sec(visits, seconds);
-        let (p50, p99) = (at(h, 0.5), at(h, 0.99));
+        let measured = Measured::new(&latencies, seconds, started, idle);
+        let (rate, p50, p99) = (measured.visits_per_sec, measured.p50_us, measured.p99_us);
         let vs = |f: &dyn Fn(&Baseline) -> f64, ours: f64| {
             baseline.as_ref().and_then(|b| ratio(ours, f(b)))
         };
@@ -189,22 +147,7 @@ impl RemoteReport {
             concurrency: config.concurrency,
             workers: config.workers,
             offered_rate: config.rate,
-            visits,
-            seconds,
-            visits_per_sec: rate,
-            p50_us: p50,
-            p90_us: at(h, 0.9),
-            p99_us: p99,
-            p999_us: at(h, 0.999),
-            max_us: if h.is_empty() { 0 } else { h.max() },
-            mean_us: if h.is_empty() { 0.0 } else { h.mean() },
-            by_op: latencies.counts(),
-            by_op_latency: latencies
-                .by_op()
-                .map(|(op, h)| (op.to_owned(), Latency::of(h)))
-                .collect(),
-            started,
-            idle,
+            measured,
             errors,
             prefilled_asks,
             settle_seconds,
@@ -251,37 +194,7 @@ impl fmt::Display for RemoteReport {
                 .map(|r| format!(", {r} visits/s offered"))
                 .unwrap_or_default()
         )?;
-        writeln!(
-            f,
-            "visits      {} in {:.2} s: {:.0} visits/s  ({})",
-            self.visits,
-            self.seconds,
-            self.visits_per_sec,
-            self.by_op
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )?;
-        writeln!(
-            f,
-            "            {} runs started, {} visits applied nothing",
-            self.started, self.idle
-        )?;
-        writeln!(
-            f,
-            "latency µs  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  (mean {:.1})",
-            self.p50_us, self.p90_us, self.p99_us, self.p999_us, self.max_us, self.mean_us
-        )?;
-        writeln!(
-            f,
-            "by kind µs  {}",
-            self.by_op_latency
-                .iter()
-                .map(|(k, l)| format!("{k} p50 {} p99 {} max {}", l.p50_us, l.p99_us, l.max_us))
-                .collect::<Vec<_>>()
-                .join(" · ")
-        )?;
+        write!(f, "{}", self.measured)?;
         match &self.baseline {
             Some(b) => {
                 writeln!(
