@@ -128,12 +128,11 @@ impl ractor::Actor for Active {
                 (None, _) => Touch::Active,
             };
         }
-        // A draining actor's state is on its way to be stored: a message queued before
-        // the drain marker arms no idle check, which would outlive the state it was for
-        // and wake the subject later for nothing.
-        // Undecided, what the message said of the subject's activity is noted for the
-        // decision made later; a draining actor's state is on its way to be stored
-        // idle, as it would be without a store.
+        // A draining actor's state is on its way to be stored, idle: a message queued
+        // before the drain marker arms no idle check, which would outlive the state it
+        // was for and wake the subject later for nothing. Otherwise, undecided (a change
+        // not yet durable, an operation waiting), what the message said of the subject's
+        // activity is noted for the decision made later.
         let after = if held.draining {
             After::Stay
         } else if state.awaiting.is_some() || !state.unacked.is_empty() {
