@@ -54,10 +54,14 @@ pub(crate) fn main(args: Args) -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // Test mode plays a scenario as `parkway sim` does, on one thread: messages sent
+    // together (the timers due at one instant) reach their actors before any of them
+    // runs, so what the scenario shows does not depend on thread timing.
+    let mut builder = match args.test_scenario {
+        Some(_) => tokio::runtime::Builder::new_current_thread(),
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("parkway serve: cannot start the async runtime: {e}");
