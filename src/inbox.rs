@@ -128,12 +128,12 @@ pub enum AnswerError {
         id: String,
     },
     /// The answer does not fit the ask's format; every problem is listed.
-    #[error("answer to interaction {id} is invalid: {}", .problems.join("; "))]
+    #[error("answer to interaction {id} is invalid: {}", joined(.problems))]
     Invalid {
         /// The id.
         id: String,
-        /// What is wrong, each naming the field at fault.
-        problems: Vec<String>,
+        /// What is wrong, each at the part of the answer at fault.
+        problems: Vec<AnswerProblem>,
     },
     /// Page numbers start at 1.
     #[error("page numbers start at 1, not 0")]
@@ -255,48 +255,95 @@ impl AnswerError {
     }
 }
 
+/// One thing wrong with an answer: where, as a JSON pointer into the answer (`""` for
+/// the whole answer; a missing property at its own pointer, `/name`), and what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[non_exhaustive]
+pub struct AnswerProblem {
+    /// The JSON pointer of the part at fault; `""` for the whole answer.
+    pub at: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl AnswerProblem {
+    /// A problem `message` at the pointer `at`.
+    pub fn new(at: impl Into<String>, message: impl Into<String>) -> AnswerProblem {
+        AnswerProblem {
+            at: at.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A problem with the whole answer.
+    pub fn whole(message: impl Into<String>) -> AnswerProblem {
+        AnswerProblem::new("", message)
+    }
+}
+
+impl std::fmt::Display for AnswerProblem {
+    /// `at /name: message`, or the message alone for the whole answer.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.at.as_str() {
+            "" => f.write_str(&self.message),
+            at => write!(f, "at {at}: {}", self.message),
+        }
+    }
+}
+
+/// The problems as one line.
+fn joined(problems: &[AnswerProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Check `answer` against the ask's format; every problem names the field at fault.
 pub(crate) fn validate(item: &InboxItem, answer: &Value) -> Result<(), AnswerError> {
-    let invalid = |problems: Vec<String>| AnswerError::Invalid {
+    let invalid = |problems: Vec<AnswerProblem>| AnswerError::Invalid {
         id: item.id.clone(),
         problems,
     };
+    let whole = |message: String| invalid(vec![AnswerProblem::whole(message)]);
     match item.answer_format.as_str() {
         "external" => Err(AnswerError::External {
             id: item.id.clone(),
         }),
         // Only the runtime gives the expiry marker: an answer carrying its key would read
         // as an expiry to the run, whatever the format's schema allows.
-        _ if answer.get(EXPIRY_MARKER_KEY).is_some() => Err(invalid(vec![format!(
+        _ if answer.get(EXPIRY_MARKER_KEY).is_some() => Err(whole(format!(
             "the answer carries the reserved key {EXPIRY_MARKER_KEY}"
-        )])),
-        "text" if !answer.is_string() => Err(invalid(vec![format!(
+        ))),
+        "text" if !answer.is_string() => Err(whole(format!(
             "a text answer must be a string, not {}",
             kind(answer)
-        )])),
-        "confirm" if !answer.is_boolean() => Err(invalid(vec![format!(
+        ))),
+        "confirm" if !answer.is_boolean() => Err(whole(format!(
             "a confirm answer must be true or false, not {}",
             kind(answer)
-        )])),
+        ))),
         "select" => {
             let options = item.options.as_deref().unwrap_or_default();
             match answer.as_str() {
                 Some(choice) if options.iter().any(|o| o == choice) => Ok(()),
-                Some(choice) => Err(invalid(vec![format!(
+                Some(choice) => Err(whole(format!(
                     "{choice:?} is not one of the options {}",
                     options.join(", ")
-                )])),
-                None => Err(invalid(vec![format!(
+                ))),
+                None => Err(whole(format!(
                     "a select answer must be one of the options as a string, not {}",
                     kind(answer)
-                )])),
+                ))),
             }
         }
         "form" => {
             let schema = item.schema.clone().unwrap_or(Value::Bool(true));
             let validator = jsonschema::validator_for(&schema)
-                .map_err(|e| invalid(vec![format!("the form's schema is invalid: {e}")]))?;
-            let problems: Vec<String> = validator
+                .map_err(|e| whole(format!("the form's schema is invalid: {e}")))?;
+            let problems: Vec<AnswerProblem> = validator
                 .iter_errors(answer)
                 .map(|e| {
                     // A missing property is named at its own path, not its object's.
@@ -308,10 +355,9 @@ pub(crate) fn validate(item: &InboxItem, answer: &Value) -> Result<(), AnswerErr
                     };
                     let at = match missing {
                         Some(p) => format!("{}/{p}", e.instance_path().as_str()),
-                        None if e.instance_path().as_str().is_empty() => "/".to_owned(),
                         None => e.instance_path().as_str().to_owned(),
                     };
-                    format!("at {at}: {e}")
+                    AnswerProblem::new(at, e.to_string())
                 })
                 .collect();
             if problems.is_empty() {

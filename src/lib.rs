@@ -105,7 +105,9 @@ pub use error::{
 };
 pub use event::{Event, Logged, Resolution, Settled};
 pub use ids::Ids;
-pub use inbox::{AnswerError, DEFAULT_PAGE_SIZE, Frame, InboxItem, MAX_PAGE_SIZE, Page};
+pub use inbox::{
+    AnswerError, AnswerProblem, DEFAULT_PAGE_SIZE, Frame, InboxItem, MAX_PAGE_SIZE, Page,
+};
 pub use jq::{CompileError, CompileErrors, EvalError};
 pub use keys::{DeliveryError, MAX_KEY_BYTES};
 pub use record::{Buffered, NoResult, Resumed, RunRecord, RunStatus, Suspended};

@@ -875,10 +875,10 @@ impl Runtime {
     pub async fn answer(&self, interaction: &str, answer: Value) -> Result<(), crate::AnswerError> {
         let answer = depth::check(answer, || crate::AnswerError::Invalid {
             id: interaction.to_owned(),
-            problems: vec![format!(
+            problems: vec![crate::inbox::AnswerProblem::whole(format!(
                 "the answer is nested deeper than {} levels",
                 depth::MAX_VALUE_DEPTH
-            )],
+            ))],
         })?;
         if self.hub().services.is_closed() {
             return Err(crate::AnswerError::Stopped);

@@ -160,11 +160,27 @@ async fn answers_are_validated_by_format() {
         ),
         (form, json!({"age": -1}), "at /age:"),
         (form, json!({}), "at /age: \"age\" is a required property"),
-        (form, json!("x"), "at /:"),
+        (form, json!("x"), "is not of type \"object\""),
     ];
     for (id, answer, fragment) in cases {
         let e = rt.answer(id, answer.clone()).await.unwrap_err();
         assert!(e.to_string().contains(fragment), "{answer}: {e}");
+    }
+    // Each problem says where, as a JSON pointer: a missing property at its own.
+    match rt.answer(form, json!({"age": -1, "extra": {}})).await {
+        Err(AnswerError::Invalid { problems, .. }) => {
+            let at: Vec<&str> = problems.iter().map(|p| p.at.as_str()).collect();
+            assert!(at.contains(&"/age"), "{problems:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    match rt.answer(form, json!({})).await {
+        Err(AnswerError::Invalid { problems, .. }) => {
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert_eq!(problems[0].at, "/age");
+            assert_eq!(problems[0].message, "\"age\" is a required property");
+        }
+        other => panic!("{other:?}"),
     }
     assert_eq!(rt.inbox(1, None).unwrap().total, 3);
     rt.answer(select, json!("blue")).await.unwrap();
@@ -370,7 +386,9 @@ async fn an_answer_carrying_the_reserved_key_is_refused_naming_it() {
         refused,
         AnswerError::Invalid {
             id: id.clone(),
-            problems: vec!["the answer carries the reserved key interaction_expired".into()],
+            problems: vec![parkway::AnswerProblem::whole(
+                "the answer carries the reserved key interaction_expired"
+            )],
         }
     );
     assert_eq!(rt.inbox(1, None).unwrap(), before, "still pending");

@@ -362,6 +362,14 @@ async fn the_inbox_lists_user_asks_only_and_its_answer_door_refuses_clearly() {
         (400, json!("answer")),
         "{body}"
     );
+    // Each problem says where (a JSON pointer; "" is the whole answer) and what.
+    assert_eq!(body["error"]["problems"][0]["at"], json!(""), "{body}");
+    assert!(
+        body["error"]["problems"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("true or false")),
+        "{body}"
+    );
     let (status, body) = s
         .call(Method::POST, &answer(&user_id), ANSWER, Some(json!({})))
         .await;
