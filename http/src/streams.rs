@@ -175,7 +175,7 @@ async fn feed(
         None => None,
         Some(n) => {
             if let Some(oldest) = oldest
-                && n + 1 < oldest
+                && n.saturating_add(1) < oldest
             {
                 send(reset(n, oldest)).await?;
                 Some(oldest - 1)
@@ -203,7 +203,7 @@ async fn feed(
                 if logged.seq <= seen {
                     continue;
                 }
-                if logged.seq > seen + 1 {
+                if logged.seq > seen.saturating_add(1) {
                     // Something between was not seen live: read it from the log.
                     last = Some(catch_up(&runtime, seen, framer, &send).await?);
                     continue;
@@ -233,7 +233,7 @@ where
     Fut: std::future::Future<Output = Result<(), Gone>>,
 {
     loop {
-        let page = match runtime.event_log(seen + 1, PAGE) {
+        let page = match runtime.event_log(seen.saturating_add(1), PAGE) {
             Ok(page) => page,
             Err(error) => {
                 tracing::error!(%error, "a stream could not read the event log");

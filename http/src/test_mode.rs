@@ -104,7 +104,7 @@ async fn settle(
     let settled = tokio::time::timeout(HANG, rt.settle()).await.is_ok();
     let mut last_event = None;
     let mut last_frame = None;
-    let mut from = after + 1;
+    let mut from = after.saturating_add(1);
     loop {
         let page = match rt.event_log(from, 512) {
             Ok(page) => page,
