@@ -306,9 +306,21 @@ impl Services {
     /// runtime it is appended to the event log in `batch` (alone when `batch` is empty)
     /// and shown once durable, with its number, like every other logged event; in memory,
     /// at once. It counts as work in flight until shown, so `settle` waits for it.
-    pub(crate) fn publish_alone(&self, event: Event, mut batch: crate::store::Batch) {
+    pub(crate) fn publish_alone(&self, event: Event, batch: crate::store::Batch) {
+        self.publish_alone_then(event, batch, Box::new(|| {}));
+    }
+
+    /// [`Services::publish_alone`], calling `then` once the event is shown (or will never
+    /// be: the store failed), from the store's writer thread; at once in memory.
+    pub(crate) fn publish_alone_then(
+        &self,
+        event: Event,
+        mut batch: crate::store::Batch,
+        then: Box<dyn FnOnce() + Send>,
+    ) {
         let Some(store) = &self.store else {
-            return self.events.publish(event);
+            self.events.publish(event);
+            return then();
         };
         match serde_json::to_vec(&event) {
             Ok(bytes) => {
@@ -328,6 +340,7 @@ impl Services {
                     events.publish_logged(receipt.log, event);
                 }
                 inflight.done();
+                then();
             }),
         );
     }
@@ -379,6 +392,14 @@ impl Services {
     /// Count a waiting outcome: counted against the caller ceiling, never refused.
     pub(crate) fn count_waiting(&self) {
         self.occupy(To::Caller);
+    }
+
+    /// Count what the subjects on disk hold, summed from their heads when the store is
+    /// opened: entries against each ceiling, without admission, and runs not ended.
+    pub(crate) fn occupy_many(&self, caller: usize, user: usize, runs: usize) {
+        self.caps.caller.fetch_add(caller, Ordering::AcqRel);
+        self.caps.user.fetch_add(user, Ordering::AcqRel);
+        self.runs.fetch_add(runs, Ordering::Relaxed);
     }
 
     /// Count one unit of `to`'s ceiling without admission: an entry that already holds

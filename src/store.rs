@@ -32,15 +32,22 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub(crate) use batch::{Batch, Op};
-pub(crate) use space::{Space, sequence_key, sequence_of};
+pub(crate) use space::{Space, instant_key, instant_of, sequence_key, sequence_of};
 
 use disk::Disk;
 use memory::Memory;
 use writer::{Engine, Shared};
 
-/// The format version of a data directory this build reads and writes. Another version
-/// is refused at open.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+/// The format version of a data directory this build writes. It reads this one and
+/// [`UPGRADES_FROM`]; any other is refused at open.
+pub(crate) const FORMAT_VERSION: u32 = 2;
+
+/// The older format version this build opens, for its caller to upgrade (version 1 had
+/// no [`Space::Heads`], [`Space::Wakes`] or [`Space::Runs`]).
+pub(crate) const UPGRADES_FROM: u32 = 1;
+
+/// The key of the format version, decimal text, in [`Space::Meta`].
+pub(crate) const VERSION_KEY: &[u8] = b"format_version";
 
 /// Called once with a submitted batch's fate: its receipt when it is durable, the error
 /// when it never will be. It runs on the writer's thread, so it must not block: send a
@@ -227,7 +234,9 @@ pub(crate) enum OpenError {
     },
     /// The directory was written by another format version.
     #[error(
-        "store directory {path} has format version {found}, this build reads version {expected}"
+        "store directory {path} has format version {found}, this build reads version {expected} \
+         (and upgrades version {older})",
+        older = UPGRADES_FROM
     )]
     Version {
         /// The data directory.
@@ -341,6 +350,27 @@ impl Store {
     /// The value of `key` in `space`, as durable (for disk: as written).
     pub(crate) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         self.handle.shared.get(space, key)
+    }
+
+    /// Up to `limit` entries of `space` from `from` on, in key order, as durable (for
+    /// disk: as written).
+    pub(crate) fn range_from(
+        &self,
+        space: Space,
+        from: &[u8],
+        limit: usize,
+    ) -> Result<Entries, StoreError> {
+        self.handle.shared.range_from(space, from, limit)
+    }
+
+    /// The format version of the data as read: [`FORMAT_VERSION`] unless the directory
+    /// was opened at [`UPGRADES_FROM`] and not yet upgraded (a memory store is always
+    /// current).
+    pub(crate) fn format_version(&self) -> Result<u32, StoreError> {
+        Ok(self
+            .get(Space::Meta, VERSION_KEY)?
+            .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok())
+            .unwrap_or(FORMAT_VERSION))
     }
 
     /// Every key and value of `space`, in key order, as durable (for disk: as written).

@@ -16,16 +16,21 @@
 //!   reply.
 //! - [`records`]: where every run's record is read.
 //! - [`durable`]: what a subject's change is in the store, and reading it back.
+//! - [`index`]: what the store keeps beside each subject so an open reads only the
+//!   subjects it needs: heads, the wake index, the run index.
+//! - [`upgrade`]: a data directory of the older format upgraded when it is opened.
 
 pub(crate) mod actor;
 pub(crate) mod client;
 pub(crate) mod durable;
 pub(crate) mod effect;
 pub(crate) mod hub;
+pub(crate) mod index;
 pub(crate) mod packed;
 pub(crate) mod records;
 pub(crate) mod registry;
 pub(crate) mod state;
+pub(crate) mod upgrade;
 
 use std::sync::Arc;
 

@@ -19,14 +19,13 @@ use std::path::Path;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-use super::{Batch, Entries, FORMAT_VERSION, Op, OpenError, Space};
+use super::{Batch, Entries, FORMAT_VERSION, Op, OpenError, Space, UPGRADES_FROM};
 
 /// The lock file's name in a data directory.
 pub(super) const LOCK_FILE: &str = "parkway.lock";
 /// The fjall database's folder in a data directory.
 pub(super) const DATA_DIR: &str = "data";
-/// The key of the format version in [`Space::Meta`].
-pub(super) const VERSION_KEY: &[u8] = b"format_version";
+pub(super) use super::VERSION_KEY;
 
 /// An open data directory.
 pub(super) struct Disk {
@@ -269,7 +268,14 @@ fn check_version(dir: &Path, db: &Database, spaces: &[Keyspace]) -> Result<(), O
     };
     let meta = &spaces[Space::Meta.index()];
     match meta.get(VERSION_KEY).map_err(corrupt)? {
-        Some(found) if found.as_ref() == FORMAT_VERSION.to_string().as_bytes() => Ok(()),
+        // The older version is opened as it is; the runtime upgrades it.
+        Some(found)
+            if [FORMAT_VERSION, UPGRADES_FROM]
+                .iter()
+                .any(|v| found.as_ref() == v.to_string().as_bytes()) =>
+        {
+            Ok(())
+        }
         Some(found) => Err(OpenError::Version {
             path: dir.to_path_buf(),
             found: String::from_utf8_lossy(&found).into_owned(),

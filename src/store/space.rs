@@ -25,11 +25,21 @@ pub(crate) enum Space {
     Undelivered,
     /// Idempotency key or hook delivery (`crate::keys`) → what it named and when.
     Keys,
+    /// Subject name → its head: what the subject counts against the ceilings and whether
+    /// it must be read at open, so an open need not read the subject itself.
+    Heads,
+    /// Deadline ([`instant_key`]), a kind and a name → what is due then: a subject's
+    /// earliest timer, or an ended run's retention horizon. Read in deadline order, a
+    /// window at a time, so what is not yet due stays on disk.
+    Wakes,
+    /// Run id → the subject of a run that has not ended, so its record is found before
+    /// its subject is read.
+    Runs,
 }
 
 impl Space {
     /// Every space, in the order of their indices.
-    pub(crate) const ALL: [Space; 8] = [
+    pub(crate) const ALL: [Space; 11] = [
         Space::Meta,
         Space::Subjects,
         Space::Records,
@@ -38,6 +48,9 @@ impl Space {
         Space::Ids,
         Space::Undelivered,
         Space::Keys,
+        Space::Heads,
+        Space::Wakes,
+        Space::Runs,
     ];
 
     /// The number of spaces.
@@ -54,6 +67,9 @@ impl Space {
             Space::Ids => "ids",
             Space::Undelivered => "undelivered",
             Space::Keys => "keys",
+            Space::Heads => "heads",
+            Space::Wakes => "wakes",
+            Space::Runs => "runs",
         }
     }
 
@@ -71,4 +87,48 @@ pub(crate) fn sequence_key(sequence: u64) -> [u8; 8] {
 /// The sequence number a [`sequence_key`] holds, or `None` if the key is not eight bytes.
 pub(crate) fn sequence_of(key: &[u8]) -> Option<u64> {
     <[u8; 8]>::try_from(key).ok().map(u64::from_be_bytes)
+}
+
+/// The key of an instant: twelve bytes that sort as the instants do (the seconds since
+/// the epoch with the sign bit flipped, eight bytes big-endian, then the nanoseconds,
+/// four bytes big-endian).
+pub(crate) fn instant_key(at: chrono::DateTime<chrono::Utc>) -> [u8; 12] {
+    let mut key = [0u8; 12];
+    // Flipping the sign bit maps i64's order onto u64's.
+    let secs = at.timestamp().cast_unsigned() ^ (1 << 63);
+    key[..8].copy_from_slice(&secs.to_be_bytes());
+    key[8..].copy_from_slice(&at.timestamp_subsec_nanos().to_be_bytes());
+    key
+}
+
+/// The instant an [`instant_key`] starts with, or `None` if the key is too short or out
+/// of range.
+pub(crate) fn instant_of(key: &[u8]) -> Option<chrono::DateTime<chrono::Utc>> {
+    let secs = u64::from_be_bytes(key.get(..8)?.try_into().ok()?) ^ (1 << 63);
+    let nanos = u32::from_be_bytes(key.get(8..12)?.try_into().ok()?);
+    chrono::DateTime::from_timestamp(secs.cast_signed(), nanos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instant_keys_sort_as_their_instants_and_read_back() {
+        let instants = [
+            chrono::DateTime::<chrono::Utc>::MIN_UTC,
+            chrono::DateTime::from_timestamp(-1, 999_999_999).unwrap(),
+            chrono::DateTime::from_timestamp(0, 0).unwrap(),
+            chrono::DateTime::from_timestamp(0, 1).unwrap(),
+            chrono::DateTime::from_timestamp(1_800_000_000, 5).unwrap(),
+            chrono::DateTime::<chrono::Utc>::MAX_UTC,
+        ];
+        for pair in instants.windows(2) {
+            assert!(instant_key(pair[0]) < instant_key(pair[1]), "{pair:?}");
+        }
+        for at in instants {
+            assert_eq!(instant_of(&instant_key(at)), Some(at));
+        }
+        assert_eq!(instant_of(b"short"), None);
+    }
 }

@@ -483,6 +483,22 @@ impl Shared {
         }
     }
 
+    /// Up to `limit` entries of a space from `from` on, in key order.
+    pub(super) fn range_from(
+        &self,
+        space: Space,
+        from: &[u8],
+        limit: usize,
+    ) -> Result<Entries, StoreError> {
+        self.refuse_if_poisoned()?;
+        match &self.engine {
+            Engine::Memory(memory) => Ok(memory.range_from(space, from, limit)),
+            Engine::Disk(disk) => disk
+                .range_from(space, from, limit)
+                .map_err(|cause| self.read_error(space, cause)),
+        }
+    }
+
     /// A whole space, in key order.
     pub(super) fn scan(&self, space: Space) -> Result<Entries, StoreError> {
         self.refuse_if_poisoned()?;

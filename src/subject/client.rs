@@ -184,7 +184,7 @@ impl Hub {
         if self.services.is_closed() {
             return Err(StartError::Stopped);
         }
-        if let Some(entries) = self.registry.read_idle(subject, State::list) {
+        if let Some(entries) = self.registry.read_idle(self, subject, State::list) {
             return Ok(entries);
         }
         self.request(subject, |reply| Op::List { reply })
@@ -384,13 +384,18 @@ impl Hub {
     /// The record of `run`: where it stands now if it lives (read from its subject, which
     /// is not woken if passive), or how it ended, within the retention horizon.
     pub(crate) async fn record(self: &Arc<Self>, run: &str) -> Option<RunRecord> {
-        let subject = match self.records.find(run)? {
+        let found = match self.records.find(run) {
+            Some(found) => found,
+            // Not touched since the store was opened: the store says where it is.
+            None => super::durable::find_stored(self, run)?,
+        };
+        let subject = match found {
             Found::Ended(record) => return Some(*record),
             Found::Live(subject) => subject,
         };
         let live = match self
             .registry
-            .read_idle(&subject, |state| state.record_of(run))
+            .read_idle(self, &subject, |state| state.record_of(run))
         {
             Some(record) => record,
             None => self
@@ -417,7 +422,7 @@ impl Hub {
         let step = self.step();
         let recalled = match self
             .registry
-            .read_idle(&subject, |state| state.recall(&step, id))
+            .read_idle(self, &subject, |state| state.recall(&step, id))
         {
             Some(recalled) => recalled,
             None => {
@@ -520,5 +525,12 @@ impl Spawner for Hub {
     ) -> impl Future<Output = Result<(ractor::ActorRef<Msg>, tokio::task::JoinHandle<()>), Stopped>> + Send
     {
         actor::spawn(Arc::clone(this), state)
+    }
+
+    fn load(
+        this: &Arc<Self>,
+        subject: &Arc<str>,
+    ) -> Result<Option<(Box<State>, super::packed::Packed)>, String> {
+        super::durable::load(this, subject)
     }
 }

@@ -14,6 +14,7 @@ use tokio::sync::oneshot;
 
 use super::effect::{Effect, Step};
 use super::hub::Hub;
+use super::index;
 use super::packed::Packed;
 use super::state::State;
 use super::{Msg, Op};
@@ -33,70 +34,85 @@ pub(crate) struct KeptRecord {
     pub(crate) record: RunRecord,
 }
 
-/// The batch that makes `state`'s change with `effects` durable.
-pub(crate) fn change(state: &State, effects: &[Effect]) -> Batch {
+/// The batch that makes `state`'s change with `effects` durable: the subject as it
+/// stands (`super::index::write_subject`, which moves its wake), the run index, the
+/// records of runs that ended with their horizons, its events, and the outcomes handed
+/// to receivers.
+pub(crate) fn change(state: &mut State, effects: &[Effect]) -> Batch {
     let mut batch = Batch::new();
-    let name = state.name.as_bytes();
-    if state.is_empty() {
-        batch.delete(Space::Subjects, name);
-    } else {
-        match Packed::encode(state) {
-            Ok(bytes) => {
-                batch.put(Space::Subjects, name, bytes);
-            }
-            // Not expected: the state was built from checked values.
-            Err(error) => {
-                tracing::error!(subject = %state.name, %error, "a subject's state could not be written");
-            }
-        }
+    if let Err(error) = index::write_subject(state, &mut batch) {
+        // Not expected: the state was built from checked values.
+        tracing::error!(subject = %state.name, %error, "a subject's state could not be written");
     }
+    let name = &state.name;
     for effect in effects {
-        if let Effect::Event(event) = effect {
-            match serde_json::to_vec(event) {
+        match effect {
+            Effect::Event(event) => match serde_json::to_vec(event) {
                 Ok(bytes) => {
                     batch.append_log(bytes);
                 }
                 // Not expected: an event is plain data.
                 Err(error) => {
-                    tracing::error!(subject = %state.name, %error, "an event could not be logged");
+                    tracing::error!(subject = %name, %error, "an event could not be logged");
                 }
-            }
-        }
-        if let Effect::Deliver(_, _, Some(waiting)) = effect {
+            },
             // Until it is delivered, a crash that loses its receiver leaves it waiting.
-            match serde_json::to_vec(waiting) {
+            Effect::Deliver(_, _, Some(waiting)) => match serde_json::to_vec(waiting) {
                 Ok(bytes) => {
                     batch.put(
                         Space::Undelivered,
-                        undelivered_key(&state.name, &waiting.id),
+                        undelivered_key(name, &waiting.id),
                         bytes,
                     );
                 }
                 // Not expected: an outcome is plain data.
                 Err(error) => {
-                    tracing::error!(subject = %state.name, %error, "an outcome could not be kept");
+                    tracing::error!(subject = %name, %error, "an outcome could not be kept");
+                }
+            },
+            Effect::Keep(key, kept) => {
+                if let Ok(bytes) = serde_json::to_vec(kept) {
+                    batch.put(Space::Keys, key.as_bytes(), bytes);
                 }
             }
-        }
-        if let Effect::Keep(name, kept) = effect
-            && let Ok(bytes) = serde_json::to_vec(kept)
-        {
-            batch.put(Space::Keys, name.as_bytes(), bytes);
-        }
-        if let Effect::Delivered(id) = effect {
-            batch.delete(Space::Undelivered, undelivered_key(&state.name, id));
-        }
-        if let Effect::Record(record) = effect {
-            let kept = KeptRecord {
-                subject: state.name.to_string(),
-                record: RunRecord::clone(record),
-            };
-            if let Ok(bytes) = serde_json::to_vec(&kept) {
-                batch.put(Space::Records, record.run_id.as_bytes(), bytes);
+            Effect::Delivered(id) => {
+                batch.delete(Space::Undelivered, undelivered_key(name, id));
             }
+            Effect::Live(run) => {
+                batch.put(Space::Runs, run.as_bytes(), name.as_bytes().to_vec());
+            }
+            Effect::Record(record) => {
+                let kept = KeptRecord {
+                    subject: name.to_string(),
+                    record: RunRecord::clone(record),
+                };
+                let run = record.run_id.as_str();
+                batch.delete(Space::Runs, run.as_bytes());
+                if let Ok(bytes) = serde_json::to_vec(&kept) {
+                    batch.put(Space::Records, run.as_bytes(), bytes);
+                }
+                if let Some(at) = horizon_of(effects, run) {
+                    batch.put(
+                        Space::Wakes,
+                        index::record_wake(at, run),
+                        name.as_bytes().to_vec(),
+                    );
+                }
+            }
+            _ => {}
         }
     }
     batch
+}
+
+/// The retention horizon armed for `run`'s record among `effects`.
+fn horizon_of(effects: &[Effect], run: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    effects.iter().find_map(|effect| match effect {
+        Effect::Arm(key, crate::supervisor::Timer::Record { run: r, .. }) if &**r == run => {
+            Some(key.at)
+        }
+        _ => None,
+    })
 }
 
 /// The key of an outcome being delivered in [`Space::Undelivered`]: the subject's name
@@ -188,11 +204,11 @@ fn outside_only(effect: &Effect) -> bool {
 }
 
 /// Apply a recovery's `effect` (one [`outside_only`] accepts) for `subject`, as its
-/// actor would.
+/// actor would, but for the counts: the ceilings and the count of runs were summed from
+/// the heads when the store was opened.
 fn apply_outside(hub: &Arc<Hub>, subject: &Arc<str>, effect: Effect) {
     let s = &hub.services;
     match effect {
-        Effect::Occupy(to) => s.occupy(to),
         Effect::Arm(key, timer) => s.timers.arm(key, timer),
         Effect::Offer(item) => hub.inbox.add(*item),
         Effect::Link { run, parent } => {
@@ -200,22 +216,121 @@ fn apply_outside(hub: &Arc<Hub>, subject: &Arc<str>, effect: Effect) {
                 .supervisor
                 .cast(crate::supervisor::Msg::Link { run, parent });
         }
-        Effect::Alive => {
-            s.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
         Effect::Live(run) => hub.records.live(run, Arc::clone(subject)),
         _ => {}
+    }
+}
+
+/// Recover `state`, read back with nothing executing, in place: its timers armed again
+/// under the keys it keeps, the inbox, the run tree and the records' index told of it.
+/// Nothing it keeps changes, so nothing is written and the stored bytes stay its packed
+/// form. An error if its recovery would change it (a run was executing: such a subject
+/// is recovered by its actor when the store is opened, never here).
+fn recover_in_place(hub: &Arc<Hub>, state: &mut State) -> Result<(), String> {
+    let s = &hub.services;
+    let mut step = Step::new(s.clock.now(), &s.settings, &s.ids, &s.keys);
+    state.recover(&mut step);
+    let effects = step.into_effects();
+    if !effects.iter().all(outside_only) {
+        return Err(format!(
+            "subject {} was executing when it was written and was not replayed at open",
+            state.name
+        ));
+    }
+    for effect in effects {
+        apply_outside(hub, &Arc::clone(&state.name), effect);
+    }
+    Ok(())
+}
+
+/// Read `subject` back from the store on its first touch (`Spawner::load`), recovered
+/// in place: its state and its packed form (the bytes the store holds). `None` when the
+/// store does not hold it.
+pub(crate) fn load(
+    hub: &Arc<Hub>,
+    subject: &Arc<str>,
+) -> Result<Option<(Box<State>, Packed)>, String> {
+    let Some(store) = &hub.services.store else {
+        return Ok(None);
+    };
+    let Some(bytes) = store
+        .get(Space::Subjects, subject.as_bytes())
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
+    let mut state = state_of(subject.as_bytes(), &bytes)?;
+    recover_in_place(hub, &mut state)?;
+    Ok(Some((state, Packed::from_stored(bytes))))
+}
+
+/// Where the store says `run`'s record is, for a run no subject read back since the
+/// store was opened has told of: its kept record if it ended, its subject if not.
+pub(crate) fn find_stored(hub: &Arc<Hub>, run: &str) -> Option<super::records::Found> {
+    use super::records::Found;
+    let store = hub.services.store.as_ref()?;
+    let read = |space| match store.get(space, run.as_bytes()) {
+        Ok(found) => found,
+        Err(error) => {
+            tracing::error!(%run, %error, "a run's record could not be looked up");
+            None
+        }
+    };
+    if let Some(bytes) = read(Space::Records) {
+        return match serde_json::from_slice::<KeptRecord>(&bytes) {
+            Ok(kept) => Some(Found::Ended(Box::new(kept.record))),
+            Err(error) => {
+                tracing::error!(%run, %error, "a kept record cannot be read back");
+                None
+            }
+        };
+    }
+    let subject = read(Space::Runs)?;
+    let subject = std::str::from_utf8(&subject).ok()?;
+    Some(Found::Live(Arc::from(subject)))
+}
+
+/// How many entries an open reads at a time from a space it walks whole.
+const CHUNK: usize = 4096;
+
+/// Walk `space` whole, a chunk at a time (nothing more is held at once), calling `f` on
+/// each key and value in key order.
+pub(crate) fn walk(
+    store: &crate::store::Store,
+    space: Space,
+    mut f: impl FnMut(&[u8], &[u8]) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut from = Vec::new();
+    loop {
+        let chunk = store
+            .range_from(space, &from, CHUNK)
+            .map_err(|e| e.to_string())?;
+        for (key, value) in &chunk {
+            f(key, value)?;
+        }
+        match chunk.last() {
+            Some((last, _)) if chunk.len() == CHUNK => {
+                from.clone_from(last);
+                // The next key after `last`.
+                from.push(0);
+            }
+            _ => return Ok(()),
+        }
     }
 }
 
 /// Why a recovery did not finish.
 const STOPPED: &str = "the runtime stopped while it recovered";
 
-/// Read back what the store holds after a restart, before the runtime takes work: the
-/// ids' counters, the doors (recompiled; one that no longer compiles is left out with
-/// an error logged), the ended runs' records (their horizons armed again), and every
-/// subject, each recovered by its own actor (`State::recover`): its timers armed again,
-/// its in-flight runs replayed, the inbox and the ceilings counted again.
+/// Read back what an open needs before the runtime takes work, and nothing more: the
+/// ids' counters, the doors (recompiled; one that no longer compiles is left out with an
+/// error logged), the keys in use, and the subjects' heads, summed into the ceilings.
+/// Only the subjects whose head says they must be read are read: those whose run was
+/// executing (each recovered by its own actor, then replayed) and those offering a user
+/// ask (for the inbox). Every other subject stays on disk until a message or its wake
+/// (`super::index`, read by the ticker) reads it back; an ended run's record is read
+/// when asked for, and dropped when its horizon's wake comes. A directory of the older
+/// format is upgraded first (`super::upgrade`).
 pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
     let Some(store) = hub.services.store.clone() else {
         return Ok(());
@@ -245,60 +360,48 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
             tracing::error!(door = %name, %error, "a saved door no longer compiles; it is left out");
         }
     }
-    let retention = chrono::Duration::from_std(hub.services.settings.waiting_retention).ok();
-    for (key, value) in store.scan(Space::Records).map_err(read)? {
-        let kept: KeptRecord = serde_json::from_slice(&value).map_err(|e| {
-            format!(
-                "the record of run {} cannot be read back: {e}",
-                String::from_utf8_lossy(&key)
-            )
-        })?;
-        let end = kept.record.finished_at.unwrap_or(kept.record.started_at);
-        let horizon = retention
-            .and_then(|d| end.checked_add_signed(d))
-            .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
-        let run: Arc<str> = Arc::from(kept.record.run_id.as_str());
-        hub.services.timers.arm(
-            hub.services.keys.key(horizon),
-            crate::supervisor::Timer::Record {
-                subject: Arc::from(kept.subject.as_str()),
-                run,
-            },
-        );
-        hub.records.ended(kept.record);
-    }
     hub.recover_keys(&store)?;
-    let stopped = |_| STOPPED.to_owned();
-    let mut recovered = Vec::new();
-    let mut replay = Vec::new();
-    for (key, value) in store.scan(Space::Subjects).map_err(read)? {
-        let mut state = state_of(&key, &value)?;
-        let name = Arc::clone(&state.name);
-        if state.executing_at_stop() {
-            replay.push(Arc::clone(&name));
-        } else {
-            // Nothing was executing: recovering it changes nothing the store keeps, so it
-            // is done here and the subject stays passive, without an actor or a write.
-            let s = &hub.services;
-            let mut step = Step::new(s.clock.now(), &s.settings, &s.ids, &s.keys);
-            state.recover(&mut step);
-            let effects = step.into_effects();
-            if effects.iter().all(outside_only) {
-                for effect in effects {
-                    apply_outside(hub, &name, effect);
-                }
-                // Recovered in place, the state is what the store keeps (its timers armed
-                // again under their own keys): the stored bytes are its packed form.
-                hub.registry.keep_packed(&name, Packed::from_stored(value));
-                continue;
-            }
-            // Not expected (recovery of a state with nothing executing changes only
-            // what is outside it); read it back afresh and let its actor recover it.
-            state = state_of(&key, &value)?;
+    if store.format_version().map_err(read)? == crate::store::UPGRADES_FROM {
+        super::upgrade::upgrade(hub, &store).await?;
+    }
+    let (mut replay, mut offering) = (Vec::new(), Vec::new());
+    let mut counts = super::state::Counts::default();
+    walk(&store, Space::Heads, |key, value| {
+        let name =
+            std::str::from_utf8(key).map_err(|e| format!("a subject's name is not text: {e}"))?;
+        let head = index::Head::from_bytes(value)
+            .ok_or_else(|| format!("subject {name}: its head is damaged"))?;
+        if head.executing {
+            // Counted by its recovery, which withdraws the asks the replay raises again.
+            replay.push(Arc::<str>::from(name));
+            return Ok(());
         }
-        hub.registry.restore(&name, state);
+        counts.caller += head.counts.caller;
+        counts.user += head.counts.user;
+        counts.runs += head.counts.runs;
+        if head.offers {
+            offering.push(Arc::<str>::from(name));
+        }
+        Ok(())
+    })?;
+    hub.services
+        .occupy_many(counts.caller, counts.user, counts.runs);
+    let stopped = |_| STOPPED.to_owned();
+    for name in &offering {
+        hub.registry
+            .load_passive(hub, name)
+            .map_err(|_| format!("subject {name} cannot be read back"))?;
+    }
+    let mut recovered = Vec::new();
+    for name in &replay {
+        let bytes = store
+            .get(Space::Subjects, name.as_bytes())
+            .map_err(read)?
+            .ok_or_else(|| format!("subject {name} has a head and no state"))?;
+        hub.registry
+            .restore(name, state_of(name.as_bytes(), &bytes)?);
         let (reply, done) = oneshot::channel();
-        hub.send(&name, Msg::Op(Op::Recover { reply }))
+        hub.send(name, Msg::Op(Op::Recover { reply }))
             .await
             .map_err(stopped)?;
         recovered.push(done);

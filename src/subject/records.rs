@@ -55,6 +55,11 @@ impl Records {
         self.ended.get(run).map(|r| r.value().clone())
     }
 
+    /// Whether the record of `run`, which ended for good, is kept in memory.
+    pub(crate) fn holds_ended(&self, run: &str) -> bool {
+        self.ended.contains_key(run)
+    }
+
     /// Drop the record of `run`, which ended for good, at its horizon; whether it was
     /// kept.
     pub(crate) fn retire(&self, run: &str) -> bool {

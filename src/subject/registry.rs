@@ -53,6 +53,12 @@ pub(crate) trait Spawner: Send + Sync + 'static {
     /// The leaf services: whether the runtime is closed, the count of work in flight.
     fn services(&self) -> &Services;
 
+    /// Read `subject` back from the store on its first touch, recovered (its timers
+    /// armed again, its runs known): its state and that state's packed form. `None`
+    /// when the store does not hold it (or there is no store); an error when it holds it
+    /// and it cannot be read back.
+    fn load(this: &Arc<Self>, subject: &Arc<str>) -> Result<Option<(Box<State>, Packed)>, String>;
+
     /// Spawn the actor of a subject over `state`, with its task.
     fn spawn(
         this: &Arc<Self>,
@@ -80,6 +86,7 @@ enum Step {
     Wait,
     Spawn(Box<State>),
     Unpack(Packed),
+    Load,
 }
 
 impl Registry {
@@ -129,7 +136,7 @@ impl Registry {
                 },
                 SlotEntry::Vacant(slot) => {
                     slot.insert(Slot::Busy);
-                    Step::Spawn(Box::new(State::new(Arc::clone(subject))))
+                    Step::Load
                 }
             };
             match step {
@@ -143,6 +150,21 @@ impl Registry {
                 },
                 Step::Wait => changed.await,
                 Step::Spawn(state) => self.spawn(hub, subject, state).await?,
+                // Read from the store outside the map's lock, the slot `Busy` meanwhile;
+                // a subject the store does not hold starts empty.
+                Step::Load => match S::load(hub, subject) {
+                    Ok(Some((state, _))) => self.spawn(hub, subject, state).await?,
+                    Ok(None) => {
+                        let state = Box::new(State::new(Arc::clone(subject)));
+                        self.spawn(hub, subject, state).await?;
+                    }
+                    Err(error) => {
+                        tracing::error!(%subject, %error, "a subject could not be read back from the store");
+                        self.slots.remove(subject);
+                        self.changed.notify_waiters();
+                        return Err(Stopped);
+                    }
+                },
                 // Unpacked outside the map's lock, the slot `Busy` meanwhile.
                 Step::Unpack(packed) => match packed.unpack(Arc::clone(subject)) {
                     Ok(state) => self.spawn(hub, subject, state).await?,
@@ -179,11 +201,16 @@ impl Registry {
     /// it or is on its way, so the read goes to the actor in order with its other
     /// messages, or when the packed state cannot be read back (the message path then
     /// reports it).
-    pub(crate) fn read_idle<T>(
+    pub(crate) fn read_idle<S: Spawner, T>(
         &self,
+        hub: &Arc<S>,
         subject: &Arc<str>,
         read: impl FnOnce(&State) -> T,
     ) -> Option<T> {
+        // One the store holds and no message has touched yet is read back first.
+        if hub.services().store.is_some() {
+            self.load_passive(hub, subject).ok()?;
+        }
         // Copied under the map's lock, unpacked outside it.
         let packed = match self.slots.get(subject).as_deref() {
             None => return Some(read(&State::new(Arc::clone(subject)))),
@@ -226,18 +253,52 @@ impl Registry {
         result
     }
 
+    /// Read `subject` back from the store, if it holds it and no slot does, and keep it
+    /// passive (an actor is spawned only when a message comes). Its slot is `Busy`
+    /// meanwhile, so a message racing this waits for it. An error when it cannot be read
+    /// back (logged; the slot stays empty, so the next touch tries again).
+    pub(crate) fn load_passive<S: Spawner>(
+        &self,
+        hub: &Arc<S>,
+        subject: &Arc<str>,
+    ) -> Result<(), Stopped> {
+        match self.slots.entry(Arc::clone(subject)) {
+            SlotEntry::Occupied(_) => return Ok(()),
+            SlotEntry::Vacant(slot) => {
+                slot.insert(Slot::Busy);
+            }
+        }
+        let loaded = S::load(hub, subject);
+        let result = match loaded {
+            Ok(Some((_, packed))) => {
+                self.slots
+                    .insert(Arc::clone(subject), Slot::Passive(Passive::Packed(packed)));
+                Ok(())
+            }
+            Ok(None) => {
+                self.slots.remove(subject);
+                Ok(())
+            }
+            Err(error) => {
+                tracing::error!(%subject, %error, "a subject could not be read back from the store");
+                self.slots.remove(subject);
+                Err(Stopped)
+            }
+        };
+        self.changed.notify_waiters();
+        result
+    }
+
+    /// Whether a slot holds `subject`: it is read back, or being read or spawned.
+    pub(crate) fn holds(&self, subject: &str) -> bool {
+        self.slots.contains_key(subject)
+    }
+
     /// After a restart: keep `state`, read back from the store, as `subject`'s passive
     /// state until a message wakes it.
     pub(crate) fn restore(&self, subject: &Arc<str>, state: Box<State>) {
         self.slots
             .insert(Arc::clone(subject), Slot::Passive(Passive::Plain(state)));
-    }
-
-    /// After a restart: keep `packed`, read back from the store and recovered, as
-    /// `subject`'s passive state until a message wakes it.
-    pub(crate) fn keep_packed(&self, subject: &Arc<str>, packed: Packed) {
-        self.slots
-            .insert(Arc::clone(subject), Slot::Passive(Passive::Packed(packed)));
     }
 
     /// The subject's actor begins to passivate: senders wait from now on.

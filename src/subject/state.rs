@@ -140,6 +140,17 @@ struct Run {
     resumed_interactions: Vec<String>,
 }
 
+/// What a subject counts against the ceilings ([`State::counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    /// Entries that count against the caller ceiling.
+    pub(crate) caller: usize,
+    /// Entries that count against the user ceiling.
+    pub(crate) user: usize,
+    /// Runs that have not ended.
+    pub(crate) runs: usize,
+}
+
 /// A subject's whole state.
 ///
 /// Serialized only to pack a passive subject (`super::packed`): the fields skipped are
@@ -161,6 +172,11 @@ pub(crate) struct State {
     /// the retention horizon.
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     memory: VecDeque<Memory>,
+    /// The deadline under which the store's wake index holds the subject (its earliest
+    /// timer when its last change was written), so the next change can move it
+    /// (`super::durable`). Never set in a runtime without a store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) wake: Option<DateTime<Utc>>,
     /// Executing activations.
     #[serde(skip)]
     live: usize,
@@ -255,6 +271,7 @@ impl State {
             runs: HashMap::new(),
             groups: HashMap::new(),
             memory: VecDeque::new(),
+            wake: None,
             live: 0,
             idle_timer: None,
             last_active: None,
@@ -1607,6 +1624,43 @@ impl State {
         self.runs
             .values()
             .any(|run| run.status == RunStatus::Running)
+    }
+
+    /// What the subject counts against the ceilings, as [`State::recover`] counts it
+    /// again: its entries addressed to the caller (waiting outcomes among them) and to a
+    /// user, and its runs that have not ended.
+    pub(crate) fn counts(&self) -> Counts {
+        let user = self
+            .entries
+            .values()
+            .filter(|p| p.entry.to == Some(To::User))
+            .count();
+        Counts {
+            caller: self.entries.len() - user,
+            user,
+            runs: self.runs.len(),
+        }
+    }
+
+    /// The ids of the runs that have not ended.
+    pub(crate) fn run_ids(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.runs.keys()
+    }
+
+    /// Whether a user ask is open here: the inbox lists it.
+    pub(crate) fn offers(&self) -> bool {
+        self.entries
+            .values()
+            .any(|p| p.offered.is_some() && p.entry.status == Status::Asking)
+    }
+
+    /// The earliest deadline of the subject's timers (its asks' expiries and its waiting
+    /// outcomes' horizons), if it has any.
+    pub(crate) fn earliest_timer(&self) -> Option<DateTime<Utc>> {
+        self.entries
+            .values()
+            .filter_map(|p| p.timer.map(|key| key.at))
+            .min()
     }
 
     /// After every subject has been recovered (so the ceilings count everything read

@@ -10,13 +10,19 @@
 //!
 //! [`Runtime::settle`]: crate::Runtime::settle
 
+use std::collections::HashSet;
 use std::sync::{Arc, Weak};
+
+use chrono::{DateTime, Utc};
 
 use tokio::sync::{mpsc, oneshot};
 
 use super::actor::Msg;
 use super::arming::Wake;
 use super::timers::{Fired, Timer};
+use crate::event::Event;
+use crate::store::{Batch, Space};
+use crate::subject::index::{Pager, record_wake};
 use crate::subject::{Hub, Msg as SubjectMsg, Op};
 
 /// A request for one full round; answered with how many timers it fired.
@@ -29,11 +35,14 @@ pub(crate) async fn run(
     mut requests: mpsc::UnboundedReceiver<RoundRequest>,
 ) {
     let mut waiting: Vec<RoundRequest> = Vec::new();
+    let mut pager = Pager::default();
     loop {
         let Some(strong) = hub.upgrade() else {
             return;
         };
         let now = strong.services.clock.now();
+        // What is due on disk within the window is armed before the round fires.
+        let page_at = pager.page(&strong, now);
         let (tx, rx) = oneshot::channel();
         if strong
             .supervisor
@@ -46,8 +55,14 @@ pub(crate) async fn run(
             return;
         };
         let count = fired.len();
+        let mut round = Round::default();
         for timer in fired {
-            deliver(&strong, timer).await;
+            deliver(&strong, timer, &mut round).await;
+        }
+        // The records this round dropped are gone from the store before the next round
+        // reads the wake index or fires another record's horizon.
+        for dropped in round.durable {
+            let _ = dropped.await;
         }
         for request in waiting.drain(..) {
             let _ = request.send(count);
@@ -55,6 +70,10 @@ pub(crate) async fn run(
         if count > 0 {
             continue;
         }
+        let next = match (next, page_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let due = strong.services.clock.wake_at(next);
         drop(strong);
         tokio::select! {
@@ -70,7 +89,58 @@ pub(crate) async fn run(
 
 /// Deliver one fired timer: a message to its subject, or, for a run's record, the
 /// record dropped here.
-async fn deliver(hub: &Arc<Hub>, timer: Fired) {
+/// What one round of fired timers did that the next must see.
+#[derive(Default)]
+struct Round {
+    /// The records dropped.
+    dropped: HashSet<Arc<str>>,
+    /// Each completes once its record's drop is durable.
+    durable: Vec<oneshot::Receiver<()>>,
+}
+
+/// Drop the record of `run` at its horizon `at`, if it is still kept: in memory (a run
+/// that ended since the store was opened) or only in the store (the horizon came from the
+/// wake index). A record's horizon may fire twice, once from memory and once from the
+/// index (a record kept just as the index was read), so it is dropped once: a drop is
+/// durable before the next round, and the round remembers its own.
+fn drop_record(
+    hub: &Arc<Hub>,
+    subject: Arc<str>,
+    run: Arc<str>,
+    at: DateTime<Utc>,
+    round: &mut Round,
+) {
+    if round.dropped.contains(&run) {
+        return;
+    }
+    let s = &hub.services;
+    let kept = hub.records.retire(&run)
+        || s.store
+            .as_ref()
+            .is_some_and(|store| matches!(store.get(Space::Records, run.as_bytes()), Ok(Some(_))));
+    if !kept {
+        return;
+    }
+    // Gone from memory already; a restart before the delete is durable drops it again.
+    let mut batch = Batch::new();
+    batch.delete(Space::Records, run.as_bytes());
+    batch.delete(Space::Wakes, record_wake(at, &run));
+    let (tx, rx) = oneshot::channel();
+    s.publish_alone_then(
+        Event::RecordDropped {
+            subject: subject.to_string(),
+            run: run.to_string(),
+        },
+        batch,
+        Box::new(move || {
+            let _ = tx.send(());
+        }),
+    );
+    round.durable.push(rx);
+    round.dropped.insert(run);
+}
+
+async fn deliver(hub: &Arc<Hub>, timer: Fired, round: &mut Round) {
     let Fired { key, timer } = timer;
     let (subject, op) = match timer {
         Timer::Expiry {
@@ -83,20 +153,12 @@ async fn deliver(hub: &Arc<Hub>, timer: Fired) {
         } => (subject, Op::Retire { interaction, key }),
         Timer::Idle { subject } => (subject, Op::Idle { key }),
         Timer::Record { subject, run } => {
-            // The record store is the hub's, not the subject's: no message needed.
-            if hub.records.retire(&run) {
-                // The record is gone from memory already; a restart before the delete
-                // is durable drops it again.
-                let mut batch = crate::store::Batch::new();
-                batch.delete(crate::store::Space::Records, run.as_bytes());
-                hub.services.publish_alone(
-                    crate::event::Event::RecordDropped {
-                        subject: subject.to_string(),
-                        run: run.to_string(),
-                    },
-                    batch,
-                );
-            }
+            drop_record(hub, subject, run, key.at, round);
+            return;
+        }
+        Timer::Wake { subject } => {
+            // Read back, its own timers armed; a subject already in memory has them.
+            let _ = hub.registry.load_passive(hub, &subject);
             return;
         }
         Timer::Forget { key } => {

@@ -43,6 +43,9 @@ pub(crate) enum Timer {
     },
     /// A subject's idle check.
     Idle { subject: Arc<str> },
+    /// A subject on disk, not read back since the store was opened, has a timer due:
+    /// read it back, and its own timers fire through it (`crate::subject::index`).
+    Wake { subject: Arc<str> },
     /// An idempotency key or delivery id reached its retention horizon (`crate::keys`).
     Forget { key: Arc<str> },
     /// A schedule door's next fire.

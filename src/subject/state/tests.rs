@@ -275,6 +275,7 @@ fn line(effect: &Effect) -> String {
                 Timer::Record { run, .. } => format!("record {run}"),
                 Timer::Idle { .. } => "idle".to_owned(),
                 Timer::Forget { key } => format!("forget {key}"),
+                Timer::Wake { subject } => format!("wake {subject}"),
                 Timer::Schedule { door, .. } => format!("schedule {door}"),
             }
         ),

@@ -1,0 +1,302 @@
+//! What the store keeps beside each subject's state so that an open reads no subject it
+//! does not need: the subject's head, its place in the wake index, and the run index.
+//!
+//! - **Heads** (`Space::Heads`): what a subject counts against the ceilings and whether
+//!   it must be read at open (a run was executing, or it offers a user ask to the inbox).
+//!   An open sums the heads and reads only the subjects that must be read.
+//! - **Wakes** (`Space::Wakes`): a key per subject with timers, at its earliest deadline,
+//!   and one per ended run's record, at its retention horizon. The ticker reads them in
+//!   deadline order, a window at a time, and reads a subject back when its wake comes
+//!   (its own timers are then armed again and fire through it).
+//! - **Runs** (`Space::Runs`): the subject of each run that has not ended, so a record
+//!   is found before its subject is read.
+//!
+//! Each is written in the same batch as the subject's change, so it never disagrees with
+//! the state it describes.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use super::hub::Hub;
+use super::packed::Packed;
+use super::state::{Counts, State};
+use crate::store::{Batch, Space, instant_key, instant_of};
+use crate::supervisor::Timer;
+
+/// What a subject's head says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Head {
+    /// What it counts against the ceilings.
+    pub(crate) counts: Counts,
+    /// A run's activation was executing when it was written: an open replays it.
+    pub(crate) executing: bool,
+    /// It offers a user ask: an open reads it for the inbox.
+    pub(crate) offers: bool,
+}
+
+/// The head's length in bytes: three counts of four bytes and a byte of flags.
+const HEAD_LEN: usize = 13;
+
+impl Head {
+    /// The head of `state`.
+    pub(crate) fn of(state: &State) -> Head {
+        Head {
+            counts: state.counts(),
+            executing: state.executing_at_stop(),
+            offers: state.offers(),
+        }
+    }
+
+    /// The head as bytes: the counts as big-endian `u32`s, then the flags.
+    pub(crate) fn to_bytes(self) -> [u8; HEAD_LEN] {
+        let mut bytes = [0u8; HEAD_LEN];
+        let Counts { caller, user, runs } = self.counts;
+        for (i, n) in [caller, user, runs].into_iter().enumerate() {
+            // A subject holds far fewer than 4 billion entries (the ceilings cap them).
+            let n = u32::try_from(n).unwrap_or(u32::MAX);
+            bytes[i * 4..i * 4 + 4].copy_from_slice(&n.to_be_bytes());
+        }
+        bytes[12] = u8::from(self.executing) | (u8::from(self.offers) << 1);
+        bytes
+    }
+
+    /// A head back from its bytes, or `None` if they are damaged.
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Option<Head> {
+        if bytes.len() != HEAD_LEN || bytes[12] > 3 {
+            return None;
+        }
+        let count = |i: usize| -> Option<usize> {
+            let n = u32::from_be_bytes(bytes.get(i * 4..i * 4 + 4)?.try_into().ok()?);
+            usize::try_from(n).ok()
+        };
+        Some(Head {
+            counts: Counts {
+                caller: count(0)?,
+                user: count(1)?,
+                runs: count(2)?,
+            },
+            executing: bytes[12] & 1 != 0,
+            offers: bytes[12] & 2 != 0,
+        })
+    }
+}
+
+/// The kind byte of a subject's wake.
+const SUBJECT: u8 = b's';
+/// The kind byte of an ended run's record horizon.
+const RECORD: u8 = b'r';
+
+/// What a wake says is due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Due {
+    /// The subject's earliest timer: read it back, and its timers fire through it.
+    Subject(Arc<str>),
+    /// The retention horizon of an ended run's record, kept for `subject`.
+    Record {
+        /// The subject the run lived on.
+        subject: Arc<str>,
+        /// The run.
+        run: Arc<str>,
+    },
+}
+
+/// The key of a wake: the instant, the kind, then the name.
+fn wake_key(at: DateTime<Utc>, kind: u8, name: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(13 + name.len());
+    key.extend_from_slice(&instant_key(at));
+    key.push(kind);
+    key.extend_from_slice(name.as_bytes());
+    key
+}
+
+/// The key of `subject`'s wake at `at`.
+pub(crate) fn subject_wake(at: DateTime<Utc>, subject: &str) -> Vec<u8> {
+    wake_key(at, SUBJECT, subject)
+}
+
+/// The key of `run`'s record horizon at `at`.
+pub(crate) fn record_wake(at: DateTime<Utc>, run: &str) -> Vec<u8> {
+    wake_key(at, RECORD, run)
+}
+
+/// A wake read back: when, and what is due; `None` if the key or value is damaged.
+pub(crate) fn due_of(key: &[u8], value: &[u8]) -> Option<(DateTime<Utc>, Due)> {
+    let at = instant_of(key)?;
+    let name = std::str::from_utf8(key.get(13..)?).ok()?;
+    let due = match *key.get(12)? {
+        SUBJECT => Due::Subject(Arc::from(name)),
+        RECORD => Due::Record {
+            subject: Arc::from(std::str::from_utf8(value).ok()?),
+            run: Arc::from(name),
+        },
+        _ => return None,
+    };
+    Some((at, due))
+}
+
+/// Write `state` as it stands into `batch`: its wake moved to its earliest timer (noted
+/// in `state.wake` before it is packed, so the state read back knows which key its next
+/// change moves), its packed state and its head; or, when it holds nothing, the deletes
+/// of all three. An error only if the state cannot be packed (not expected: it was
+/// built from checked values); its wake is moved all the same.
+pub(crate) fn write_subject(state: &mut State, batch: &mut Batch) -> Result<(), serde_json::Error> {
+    let name = Arc::clone(&state.name);
+    let empty = state.is_empty();
+    let wake = if empty { None } else { state.earliest_timer() };
+    if wake != state.wake {
+        if let Some(old) = state.wake {
+            batch.delete(Space::Wakes, subject_wake(old, &name));
+        }
+        if let Some(new) = wake {
+            batch.put(Space::Wakes, subject_wake(new, &name), Vec::new());
+        }
+        state.wake = wake;
+    }
+    if empty {
+        batch.delete(Space::Heads, name.as_bytes());
+        batch.delete(Space::Subjects, name.as_bytes());
+    } else {
+        let packed = Packed::encode(state)?;
+        batch.put(
+            Space::Heads,
+            name.as_bytes(),
+            Head::of(state).to_bytes().to_vec(),
+        );
+        batch.put(Space::Subjects, name.as_bytes(), packed);
+    }
+    Ok(())
+}
+
+/// How far ahead of the clock the ticker reads the wake index: what is due within it is
+/// armed in memory, the rest stays on disk.
+pub(crate) const WINDOW: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
+
+/// How many wakes the pager reads at a time.
+const PAGE: usize = 1024;
+
+/// The ticker's reader of the wake index: it arms, as timers in memory, the wakes due
+/// within [`WINDOW`] of the clock of what no subject or record in memory covers.
+///
+/// Only what was on disk when the store was opened needs it: a subject read back since
+/// has its own timers armed, and so has a record kept since. So once the pager has read
+/// to the end of the index it is done: every wake written after that is of something in
+/// memory.
+#[derive(Debug, Default)]
+pub(crate) struct Pager {
+    /// The next key to read.
+    from: Vec<u8>,
+    /// Read to the end.
+    done: bool,
+}
+
+impl Pager {
+    /// Arm what the index holds due by `now` plus [`WINDOW`]; when to read again (`None`
+    /// once done, or with no store). A read that fails is logged and tried at the next
+    /// round.
+    pub(crate) fn page(&mut self, hub: &Arc<Hub>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let store = hub.services.store.as_ref()?;
+        if self.done {
+            return None;
+        }
+        let until = now
+            .checked_add_signed(WINDOW)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        loop {
+            let chunk = match store.range_from(Space::Wakes, &self.from, PAGE) {
+                Ok(chunk) => chunk,
+                Err(error) => {
+                    tracing::error!(%error, "the wake index could not be read");
+                    return Some(now.checked_add_signed(WINDOW).unwrap_or(now));
+                }
+            };
+            let full = chunk.len() == PAGE;
+            for (key, value) in chunk {
+                let Some((at, due)) = due_of(&key, &value) else {
+                    tracing::error!(key = ?key, "a damaged wake is skipped");
+                    self.from = next_key(key);
+                    continue;
+                };
+                if at > until {
+                    // Read again when it comes within the window.
+                    return Some(at.checked_sub_signed(WINDOW).unwrap_or(now));
+                }
+                self.arm(hub, at, due);
+                self.from = next_key(key);
+            }
+            if !full {
+                self.done = true;
+                return None;
+            }
+        }
+    }
+
+    /// Arm `due` at `at`, unless what it is for is in memory with its own timer.
+    fn arm(&self, hub: &Arc<Hub>, at: DateTime<Utc>, due: Due) {
+        let s = &hub.services;
+        let timer = match due {
+            Due::Subject(subject) if !hub.registry.holds(&subject) => Timer::Wake { subject },
+            Due::Record { subject, run } if !hub.records.holds_ended(&run) => {
+                Timer::Record { subject, run }
+            }
+            _ => return,
+        };
+        s.timers.arm(s.keys.key(at), timer);
+    }
+}
+
+/// The key just after `key`.
+fn next_key(mut key: Vec<u8>) -> Vec<u8> {
+    key.push(0);
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_reads_back_and_damage_is_refused() {
+        let head = Head {
+            counts: Counts {
+                caller: 7,
+                user: 2,
+                runs: 5,
+            },
+            executing: false,
+            offers: true,
+        };
+        assert_eq!(Head::from_bytes(&head.to_bytes()), Some(head));
+        assert_eq!(Head::from_bytes(&head.to_bytes()[..12]), None);
+        let mut flags = head.to_bytes();
+        flags[12] = 9;
+        assert_eq!(Head::from_bytes(&flags), None);
+    }
+
+    #[test]
+    fn wakes_read_back_in_deadline_order() {
+        let at = |s| DateTime::from_timestamp(s, 0).unwrap_or_default();
+        let early = record_wake(at(10), "r-9");
+        let late = subject_wake(at(20), "a");
+        assert!(early < late);
+        assert!(
+            instant_key(at(10)).as_slice() <= &early[..]
+                && instant_key(at(11)).as_slice() > &early[..]
+        );
+        assert_eq!(
+            due_of(&early, b"s"),
+            Some((
+                at(10),
+                Due::Record {
+                    subject: Arc::from("s"),
+                    run: Arc::from("r-9")
+                }
+            ))
+        );
+        assert_eq!(
+            due_of(&late, b""),
+            Some((at(20), Due::Subject(Arc::from("a"))))
+        );
+        assert_eq!(due_of(&late[..12], b""), None);
+    }
+}

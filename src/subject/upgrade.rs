@@ -1,0 +1,127 @@
+//! Upgrading a data directory of the older format version (`store::UPGRADES_FROM`) in
+//! place, when it is opened.
+//!
+//! Version 1 kept each subject's state, the ended runs' records and the run tree inside
+//! the states, and was read back whole at each open. Version 2 adds what lets an open
+//! leave them on disk (`super::index`): each subject's head and wake, the run index, and
+//! a wake per kept record at its retention horizon. The upgrade reads every subject and
+//! record once, writes those beside them (and the subject again, with its wake noted),
+//! and writes the new version last, once everything else is durable: an upgrade
+//! interrupted by a crash is done again, whole, at the next open, and writes the same.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::oneshot;
+
+use super::durable::{KeptRecord, state_of, walk};
+use super::hub::Hub;
+use super::index;
+use crate::store::{Batch, FORMAT_VERSION, Space, Store, VERSION_KEY};
+
+/// How many subjects or records one batch of the upgrade carries.
+const PER_BATCH: usize = 1024;
+
+/// Upgrade the directory behind `store` to [`FORMAT_VERSION`].
+pub(crate) async fn upgrade(hub: &Arc<Hub>, store: &Store) -> Result<(), String> {
+    let retention = chrono::Duration::from_std(hub.services.settings.waiting_retention).ok();
+    let mut writes = Writes::new(store);
+    walk(store, Space::Subjects, |key, value| {
+        let mut state = state_of(key, value)?;
+        // Version 1 kept no wake: the subject's is written afresh.
+        state.wake = None;
+        index::write_subject(&mut state, writes.batch())
+            .map_err(|e| format!("subject {}: {e}", state.name))?;
+        for run in state.run_ids() {
+            writes
+                .batch()
+                .put(Space::Runs, run.as_bytes(), state.name.as_bytes().to_vec());
+        }
+        writes.counted();
+        Ok(())
+    })?;
+    walk(store, Space::Records, |key, value| {
+        let kept: KeptRecord = serde_json::from_slice(value).map_err(|e| {
+            format!(
+                "the record of run {} cannot be read back: {e}",
+                String::from_utf8_lossy(key)
+            )
+        })?;
+        let end = kept.record.finished_at.unwrap_or(kept.record.started_at);
+        let horizon = retention
+            .and_then(|d| end.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        writes.batch().put(
+            Space::Wakes,
+            index::record_wake(horizon, &kept.record.run_id),
+            kept.subject.into_bytes(),
+        );
+        writes.counted();
+        Ok(())
+    })?;
+    writes.durable().await?;
+    let mut last = Writes::new(store);
+    last.batch().put(
+        Space::Meta,
+        VERSION_KEY,
+        FORMAT_VERSION.to_string().into_bytes(),
+    );
+    last.durable().await?;
+    tracing::info!("the data directory was upgraded to format version {FORMAT_VERSION}");
+    Ok(())
+}
+
+/// The upgrade's batches: each submitted once it carries [`PER_BATCH`] items, all
+/// awaited at the end.
+struct Writes<'a> {
+    store: &'a Store,
+    batch: Batch,
+    items: usize,
+    acks: Vec<oneshot::Receiver<Result<(), String>>>,
+}
+
+impl<'a> Writes<'a> {
+    fn new(store: &'a Store) -> Self {
+        Self {
+            store,
+            batch: Batch::new(),
+            items: 0,
+            acks: Vec::new(),
+        }
+    }
+
+    /// The batch being filled.
+    fn batch(&mut self) -> &mut Batch {
+        &mut self.batch
+    }
+
+    /// One more item is in the batch: submit it if it is full.
+    fn counted(&mut self) {
+        self.items += 1;
+        if self.items.is_multiple_of(PER_BATCH) {
+            self.submit();
+        }
+    }
+
+    fn submit(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        let (tx, rx) = oneshot::channel();
+        self.store.submit(
+            batch,
+            Box::new(move |result| {
+                let _ = tx.send(result.map(|_| ()).map_err(|e| e.to_string()));
+            }),
+        );
+        self.acks.push(rx);
+    }
+
+    /// Submit what is left and wait until every batch is durable.
+    async fn durable(mut self) -> Result<(), String> {
+        self.submit();
+        for ack in self.acks {
+            ack.await
+                .map_err(|_| "the store stopped during the upgrade".to_owned())??;
+        }
+        Ok(())
+    }
+}
