@@ -385,6 +385,7 @@ impl Builder {
             store.set_stamp(crate::subject::durable::stamp(Arc::downgrade(&hub)));
         }
         let (rounds, requests) = mpsc::unbounded_channel();
+        let kick = Arc::clone(&wake);
         let ticker = tokio::spawn(ticker::run(Arc::downgrade(&hub), wake, requests));
         let runtime = Runtime {
             inner: Arc::new(Handle {
@@ -405,6 +406,12 @@ impl Builder {
                     .display()
             )));
         }
+        // The ticker may read the wake index now (an upgrade wrote it).
+        runtime
+            .hub()
+            .opened
+            .store(true, std::sync::atomic::Ordering::Release);
+        kick.kick.notify_one();
         Ok(runtime)
     }
 }

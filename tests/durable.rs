@@ -192,3 +192,113 @@ async fn the_directory_is_free_once_shutdown_returns() {
     }
     rt.shutdown().await;
 }
+
+/// A runtime on `dir` with a target that asks its caller and one that asks a user, each
+/// with an hour to answer.
+async fn open_two(dir: &std::path::Path, clock: &ManualClock) -> Runtime {
+    Builder::default()
+        .without_env()
+        .clock(clock.clone())
+        .ids(Ids::sequential())
+        .data_dir(dir)
+        .register("deploy", &[], |ctx, _, _| async move {
+            let answer = ctx.ask(Ask::caller("proceed?").expiry_at("1h")).await?;
+            Ok(json!({ "answer": answer }))
+        })
+        .register("review", &[], |ctx, _, _| async move {
+            let answer = ctx.ask(Ask::user("approve?").expiry_at("1h")).await?;
+            Ok(json!({ "answer": answer }))
+        })
+        .build()
+        .await
+        .expect("the runtime opens its data directory")
+}
+
+/// An open reads only the subjects it must: one offering a user ask (for the inbox).
+/// Every other subject stays on disk, counted in the ceilings from its head, until it is
+/// touched: a list, a record lookup, or its own deadline, which fires although nothing
+/// touched it. A kept record is read from the store when asked for and dropped once at
+/// its horizon.
+#[tokio::test]
+async fn an_open_reads_only_what_it_must_and_the_rest_when_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::default();
+    let rt = open_two(dir.path(), &clock).await;
+    let mut runs = Vec::new();
+    for s in ["s0", "s1", "s2", "s3"] {
+        runs.push(rt.run(Start::new(s, "deploy")).await.unwrap());
+    }
+    let review = rt.run(Start::new("u", "review")).await.unwrap();
+    let ended = rt.run(Start::new("e", "deploy")).await.unwrap();
+    let ask = ended.asks.clone().unwrap()[0].id.clone();
+    rt.resume("e", &ask, json!("yes")).await.unwrap();
+    rt.shutdown().await;
+    drop(rt);
+
+    let rt = open_two(dir.path(), &clock).await;
+    let stats = rt.stats().await;
+    // Only the subject offering a user ask is read: its run is the one record known,
+    // its deadline the one timer armed.
+    assert_eq!(
+        (
+            stats.live_subjects,
+            stats.passive_subjects,
+            stats.records,
+            stats.timers
+        ),
+        (0, 1, 1, 1),
+        "{stats:?}"
+    );
+    assert_eq!((stats.caller_open, stats.user_open, stats.runs), (4, 1, 5));
+    let inbox = rt.inbox(1, None).unwrap();
+    assert_eq!(inbox.items.len(), 1, "{inbox:?}");
+    assert_eq!(
+        rt.record(&ended.run_id).await.map(|r| r.status),
+        Some(RunStatus::Succeeded),
+        "a kept record is read from the store"
+    );
+    assert_eq!(
+        rt.record(&runs[1].run_id).await.map(|r| r.status),
+        Some(RunStatus::Parked),
+        "a live run's record is found through its subject, read back"
+    );
+    assert_eq!(rt.list("s2").await.unwrap().len(), 1);
+    assert_eq!(rt.stats().await.passive_subjects, 3);
+    // Every deadline fires, on subjects read back and on those never touched.
+    clock.advance(Duration::from_secs(3601));
+    rt.settle().await;
+    for (run, s) in runs.iter().zip(["s0", "s1", "s2", "s3"]) {
+        assert!(rt.list(s).await.unwrap().is_empty(), "{s}");
+        assert_eq!(
+            rt.record(&run.run_id).await.map(|r| r.status),
+            Some(RunStatus::Cancelled),
+            "{s}"
+        );
+    }
+    assert!(rt.inbox(1, None).unwrap().items.is_empty());
+    // A user ask resumes its run with no answer at its deadline.
+    assert_eq!(
+        rt.record(&review.run_id).await.map(|r| r.status),
+        Some(RunStatus::Succeeded)
+    );
+    // Its outcome waits on its subject, counted against the caller ceiling.
+    let waiting = rt.list("u").await.unwrap();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0].status, Status::Finished);
+    let stats = rt.stats().await;
+    assert_eq!((stats.caller_open, stats.user_open, stats.runs), (1, 0, 0));
+    // The kept record is dropped at its horizon, once, though it was never in memory.
+    clock.advance(Duration::from_secs(24 * 3600));
+    rt.settle().await;
+    assert_eq!(rt.record(&ended.run_id).await, None);
+    let dropped = rt
+        .event_log(1, 10_000)
+        .unwrap()
+        .into_iter()
+        .filter(|l| {
+            matches!(&l.event, parkway::Event::RecordDropped { run, .. } if *run == ended.run_id)
+        })
+        .count();
+    assert_eq!(dropped, 1);
+    rt.shutdown().await;
+}

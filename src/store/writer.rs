@@ -297,7 +297,8 @@ impl Shared {
     /// is refused.
     pub(super) fn release(&self) {
         if let Engine::Disk(disk) = &self.engine {
-            disk.close();
+            // A poisoned store writes nothing more, not even its memtables.
+            disk.close(!self.is_poisoned());
         }
     }
 

@@ -24,6 +24,9 @@ pub(crate) struct Hub {
     /// Idempotency keys and hook delivery ids in use.
     pub(crate) keys: crate::keys::Keys,
     pub(crate) supervisor: ActorRef<supervisor::Msg>,
+    /// Set once an open has read back what it reads (`super::durable::recover`), and an
+    /// upgrade is done: until then the ticker reads no wake from the store.
+    pub(crate) opened: std::sync::atomic::AtomicBool,
 }
 
 impl Hub {
@@ -38,6 +41,7 @@ impl Hub {
             records: Records::default(),
             keys: crate::keys::Keys::default(),
             supervisor,
+            opened: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }

@@ -196,7 +196,9 @@ impl Pager {
     /// round.
     pub(crate) fn page(&mut self, hub: &Arc<Hub>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let store = hub.services.store.as_ref()?;
-        if self.done {
+        // Before the open is done the index may not be whole (an upgrade writes it); the
+        // runtime kicks the ticker once it is.
+        if self.done || !hub.opened.load(std::sync::atomic::Ordering::Acquire) {
             return None;
         }
         let until = now

@@ -125,3 +125,88 @@ impl<'a> Writes<'a> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::ask::Ask;
+    use crate::clock::ManualClock;
+    use crate::ids::Ids;
+    use crate::record::RunStatus;
+    use crate::runtime::{Runtime, Start};
+    use crate::store::{Batch, Faults, Space, Store, Syncing, VERSION_KEY};
+
+    /// A runtime on `store` with a target that asks its caller, with an hour to answer.
+    async fn open(store: Store, clock: &ManualClock) -> Runtime {
+        Runtime::builder()
+            .without_env()
+            .clock(clock.clone())
+            .ids(Ids::sequential())
+            .store(store)
+            .register("asker", &[], |ctx, _, _| async move {
+                let answer = ctx.ask(Ask::caller("go?").expiry_at("1h")).await?;
+                Ok(json!({ "answer": answer }))
+            })
+            .build()
+            .await
+            .expect("builds")
+    }
+
+    /// Make `store` what format version 1 wrote: no heads, wakes or run index, states
+    /// without a wake, and the version 1.
+    fn as_version_one(store: &Store) {
+        let mut batch = Batch::new();
+        for space in [Space::Heads, Space::Wakes, Space::Runs] {
+            for (key, _) in store.scan(space).unwrap() {
+                batch.delete(space, key);
+            }
+        }
+        batch.put(Space::Meta, VERSION_KEY, b"1".to_vec());
+        store.submit(batch, Box::new(|r| assert!(r.is_ok(), "{r:?}")));
+    }
+
+    /// A directory of version 1 is upgraded when it is opened: then every subject is
+    /// counted, found and expired as if version 2 had written it, and the version says 2.
+    #[tokio::test]
+    async fn a_directory_of_version_one_is_upgraded_at_open() {
+        let clock = ManualClock::default();
+        let store = Store::memory_with(Syncing::Inline, Faults::default());
+        let rt = open(store.clone(), &clock).await;
+        let parked = rt.run(Start::new("a", "asker")).await.unwrap();
+        let ended = rt.run(Start::new("b", "asker")).await.unwrap();
+        let id = ended.asks.clone().unwrap()[0].id.clone();
+        rt.resume("b", &id, json!("yes")).await.unwrap();
+        rt.shutdown().await;
+        let store = store.crash_and_reopen().unwrap();
+        as_version_one(&store);
+        assert_eq!(store.format_version().unwrap(), 1);
+        assert!(store.scan(Space::Heads).unwrap().is_empty());
+
+        let rt = open(store.clone(), &clock).await;
+        assert_eq!(store.format_version().unwrap(), 2);
+        assert_eq!(store.scan(Space::Heads).unwrap().len(), 2, "a and b");
+        let stats = rt.stats().await;
+        assert_eq!((stats.caller_open, stats.runs, stats.passive_subjects), (1, 1, 0));
+        assert_eq!(
+            rt.record(&ended.run_id).await.map(|r| r.status),
+            Some(RunStatus::Succeeded)
+        );
+        // Untouched, its deadline fires from the wake the upgrade wrote.
+        clock.advance(Duration::from_secs(3601));
+        rt.settle().await;
+        assert_eq!(
+            rt.record(&parked.run_id).await.map(|r| r.status),
+            Some(RunStatus::Cancelled)
+        );
+        assert_eq!(rt.stats().await.caller_open, 0);
+        rt.shutdown().await;
+
+        let rt = open(store.crash_and_reopen().unwrap(), &clock).await;
+        let stats = rt.stats().await;
+        assert_eq!((stats.caller_open, stats.runs), (0, 0));
+        rt.shutdown().await;
+    }
+}
