@@ -189,7 +189,10 @@ mod tests {
         assert_eq!(store.format_version().unwrap(), 2);
         assert_eq!(store.scan(Space::Heads).unwrap().len(), 2, "a and b");
         let stats = rt.stats().await;
-        assert_eq!((stats.caller_open, stats.runs, stats.passive_subjects), (1, 1, 0));
+        assert_eq!(
+            (stats.caller_open, stats.runs, stats.passive_subjects),
+            (1, 1, 0)
+        );
         assert_eq!(
             rt.record(&ended.run_id).await.map(|r| r.status),
             Some(RunStatus::Succeeded)
