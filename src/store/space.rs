@@ -10,7 +10,8 @@ pub(crate) enum Space {
     /// The store's own facts: the format version, and whatever else names the data
     /// directory as a whole.
     Meta,
-    /// Subject name → the subject's packed state.
+    /// Subject name → the rest of the subject's state (its groups, its places, its
+    /// wake); its entries, runs and resolutions remembered are keys of their own.
     Subjects,
     /// Run id → the run's record.
     Records,
@@ -35,11 +36,18 @@ pub(crate) enum Space {
     /// Run id → the subject of a run that has not ended, so its record is found before
     /// its subject is read.
     Runs,
+    /// Subject and interaction → a parked entry (a subject's state is kept a key per
+    /// part, its rest in [`Space::Subjects`]).
+    Entries,
+    /// Subject and run id → a run living on the subject, with its journal.
+    RunStates,
+    /// Subject and place → a resolution the subject remembers.
+    Resolved,
 }
 
 impl Space {
     /// Every space, in the order of their indices.
-    pub(crate) const ALL: [Space; 11] = [
+    pub(crate) const ALL: [Space; 14] = [
         Space::Meta,
         Space::Subjects,
         Space::Records,
@@ -51,6 +59,9 @@ impl Space {
         Space::Heads,
         Space::Wakes,
         Space::Runs,
+        Space::Entries,
+        Space::RunStates,
+        Space::Resolved,
     ];
 
     /// The number of spaces.
@@ -70,6 +81,9 @@ impl Space {
             Space::Heads => "heads",
             Space::Wakes => "wakes",
             Space::Runs => "runs",
+            Space::Entries => "entries",
+            Space::RunStates => "run_states",
+            Space::Resolved => "resolved",
         }
     }
 

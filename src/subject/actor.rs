@@ -321,7 +321,8 @@ impl<'a> Work<'a> {
         let Some(store) = &self.hub.services.store else {
             return self.apply(state, effects);
         };
-        let writes = effects.iter().any(|e| !matches!(e, Effect::Reply(_)));
+        let writes =
+            state.has_unwritten() || effects.iter().any(|e| !matches!(e, Effect::Reply(_)));
         if !writes {
             match state.unacked.back_mut() {
                 Some(last) => last.extend(effects),

@@ -527,10 +527,7 @@ impl Spawner for Hub {
         actor::spawn(Arc::clone(this), state)
     }
 
-    fn load(
-        this: &Arc<Self>,
-        subject: &Arc<str>,
-    ) -> Result<Option<(Box<State>, super::packed::Packed)>, String> {
+    fn load(this: &Arc<Self>, subject: &Arc<str>) -> Result<Option<Box<State>>, String> {
         super::durable::load(this, subject)
     }
 }

@@ -182,7 +182,7 @@ pub(crate) fn marks_of(bytes: &[u8]) -> Option<[u64; 3]> {
     Some(marks)
 }
 
-/// A subject's state read back from the store.
+/// A subject's state as format version 1 kept it, whole and packed, read back.
 pub(crate) fn state_of(key: &[u8], value: &[u8]) -> Result<Box<State>, String> {
     let name =
         std::str::from_utf8(key).map_err(|e| format!("a subject's name is not text: {e}"))?;
@@ -244,24 +244,16 @@ fn recover_in_place(hub: &Arc<Hub>, state: &mut State) -> Result<(), String> {
 }
 
 /// Read `subject` back from the store on its first touch (`Spawner::load`), recovered
-/// in place: its state and its packed form (the bytes the store holds). `None` when the
-/// store does not hold it.
-pub(crate) fn load(
-    hub: &Arc<Hub>,
-    subject: &Arc<str>,
-) -> Result<Option<(Box<State>, Packed)>, String> {
+/// in place. `None` when the store does not hold it.
+pub(crate) fn load(hub: &Arc<Hub>, subject: &Arc<str>) -> Result<Option<Box<State>>, String> {
     let Some(store) = &hub.services.store else {
         return Ok(None);
     };
-    let Some(bytes) = store
-        .get(Space::Subjects, subject.as_bytes())
-        .map_err(|e| e.to_string())?
-    else {
+    let Some(mut state) = State::read_parts(store, subject)? else {
         return Ok(None);
     };
-    let mut state = state_of(subject.as_bytes(), &bytes)?;
     recover_in_place(hub, &mut state)?;
-    Ok(Some((state, Packed::from_stored(bytes))))
+    Ok(Some(state))
 }
 
 /// Where the store says `run`'s record is, for a run no subject read back since the
@@ -394,12 +386,9 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
     }
     let mut recovered = Vec::new();
     for name in &replay {
-        let bytes = store
-            .get(Space::Subjects, name.as_bytes())
-            .map_err(read)?
+        let state = State::read_parts(&store, name)?
             .ok_or_else(|| format!("subject {name} has a head and no state"))?;
-        hub.registry
-            .restore(name, state_of(name.as_bytes(), &bytes)?);
+        hub.registry.restore(name, state);
         let (reply, done) = oneshot::channel();
         hub.send(name, Msg::Op(Op::Recover { reply }))
             .await

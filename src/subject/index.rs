@@ -19,7 +19,6 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::hub::Hub;
-use super::packed::Packed;
 use super::state::{Counts, State};
 use crate::store::{Batch, Space, instant_key, instant_of};
 use crate::supervisor::Timer;
@@ -135,11 +134,11 @@ pub(crate) fn due_of(key: &[u8], value: &[u8]) -> Option<(DateTime<Utc>, Due)> {
     Some((at, due))
 }
 
-/// Write `state` as it stands into `batch`: its wake moved to its earliest timer (noted
-/// in `state.wake` before it is packed, so the state read back knows which key its next
-/// change moves), its packed state and its head; or, when it holds nothing, the deletes
-/// of all three. An error only if the state cannot be packed (not expected: it was
-/// built from checked values); its wake is moved all the same.
+/// Write `state`'s change into `batch`: its wake moved to its earliest timer (noted in
+/// `state.wake` before the rest is written, so the state read back knows which key its
+/// next change moves), the parts it changed (`State::write_parts`) and its head; or,
+/// when it holds nothing, the deletes of all of them. An error only if a part cannot be
+/// written (not expected: it was built from checked values).
 pub(crate) fn write_subject(state: &mut State, batch: &mut Batch) -> Result<(), serde_json::Error> {
     let name = Arc::clone(&state.name);
     let empty = state.is_empty();
@@ -153,17 +152,15 @@ pub(crate) fn write_subject(state: &mut State, batch: &mut Batch) -> Result<(), 
         }
         state.wake = wake;
     }
+    state.write_parts(batch)?;
     if empty {
         batch.delete(Space::Heads, name.as_bytes());
-        batch.delete(Space::Subjects, name.as_bytes());
     } else {
-        let packed = Packed::encode(state)?;
         batch.put(
             Space::Heads,
             name.as_bytes(),
             Head::of(state).to_bytes().to_vec(),
         );
-        batch.put(Space::Subjects, name.as_bytes(), packed);
     }
     Ok(())
 }

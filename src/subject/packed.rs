@@ -51,21 +51,8 @@ impl Packed {
         }
     }
 
-    /// The durable form of `state`: the same compressed text, written whatever the state
-    /// holds of an executing activation (that part is not written; a restart replays
-    /// the activation, `State::recover`).
-    pub(crate) fn encode(state: &State) -> Result<Vec<u8>, serde_json::Error> {
-        let text = serde_json::to_vec(state)?;
-        Ok(lz4_flex::compress_prepend_size(&text))
-    }
-
-    /// A state's durable form ([`Packed::encode`]), kept as its packed form: the two are
-    /// the same bytes.
-    pub(crate) fn from_stored(bytes: Vec<u8>) -> Packed {
-        Self(bytes.into_boxed_slice())
-    }
-
-    /// A state read back from its durable form, named `name`.
+    /// A state read back from format version 1's store, which kept each state packed,
+    /// named `name`.
     pub(crate) fn decode(bytes: &[u8], name: Arc<str>) -> Result<Box<State>, Unpack> {
         Self(bytes.into()).unpack(name)
     }
@@ -85,6 +72,12 @@ impl Packed {
         de.end()?;
         state.name = name;
         Ok(state)
+    }
+
+    /// The packed bytes, as format version 1 kept a state in the store.
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
     }
 
     /// The packed (compressed) size in bytes.

@@ -54,10 +54,10 @@ pub(crate) trait Spawner: Send + Sync + 'static {
     fn services(&self) -> &Services;
 
     /// Read `subject` back from the store on its first touch, recovered (its timers
-    /// armed again, its runs known): its state and that state's packed form. `None`
+    /// armed again, its runs known). `None`
     /// when the store does not hold it (or there is no store); an error when it holds it
     /// and it cannot be read back.
-    fn load(this: &Arc<Self>, subject: &Arc<str>) -> Result<Option<(Box<State>, Packed)>, String>;
+    fn load(this: &Arc<Self>, subject: &Arc<str>) -> Result<Option<Box<State>>, String>;
 
     /// Spawn the actor of a subject over `state`, with its task.
     fn spawn(
@@ -153,7 +153,7 @@ impl Registry {
                 // Read from the store outside the map's lock, the slot `Busy` meanwhile;
                 // a subject the store does not hold starts empty.
                 Step::Load => match S::load(hub, subject) {
-                    Ok(Some((state, _))) => self.spawn(hub, subject, state).await?,
+                    Ok(Some(state)) => self.spawn(hub, subject, state).await?,
                     Ok(None) => {
                         let state = Box::new(State::new(Arc::clone(subject)));
                         self.spawn(hub, subject, state).await?;
@@ -270,9 +270,13 @@ impl Registry {
         }
         let loaded = S::load(hub, subject);
         let result = match loaded {
-            Ok(Some((_, packed))) => {
+            Ok(Some(state)) => {
+                let passive = match Packed::pack(state) {
+                    Ok(packed) => Passive::Packed(packed),
+                    Err(state) => Passive::Plain(state),
+                };
                 self.slots
-                    .insert(Arc::clone(subject), Slot::Passive(Passive::Packed(packed)));
+                    .insert(Arc::clone(subject), Slot::Passive(passive));
                 Ok(())
             }
             Ok(None) => {

@@ -13,7 +13,6 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -33,9 +32,13 @@ use crate::services::Waiter;
 use crate::supervisor::{Timer, TimerKey};
 use crate::target::Target;
 
+mod parts;
 #[cfg(test)]
 mod tests;
+mod tracked;
 mod visit;
+
+use tracked::Tracked;
 
 pub(crate) use visit::Planned;
 
@@ -80,6 +83,10 @@ pub(crate) struct Parked {
     /// A user ask as the inbox lists it, kept so a restart can list it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     offered: Option<Box<InboxItem>>,
+    /// Its place in the parked set (`tracked::Placed`), so the set read back from the
+    /// store's keys is in the order it was parked in.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    ord: u64,
     /// The entry converted for jq, kept until the entry changes: `$parked` is rebuilt
     /// from these whenever the set changes.
     #[serde(skip)]
@@ -99,6 +106,28 @@ struct Group {
     /// the receiver of the resumed run's outcome, and the ask resolved last.
     #[serde(skip)]
     pending: Option<(Option<Receiver>, String)>,
+}
+
+/// Whether a place is the first, which is not written.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl tracked::Placed for Parked {
+    fn ord(&self) -> u64 {
+        self.ord
+    }
+    fn place(&mut self, ord: u64) {
+        self.ord = ord;
+    }
+}
+
+/// Runs have no order of their own: every reader sorts them as it needs.
+impl tracked::Placed for Run {
+    fn ord(&self) -> u64 {
+        0
+    }
+    fn place(&mut self, _: u64) {}
 }
 
 /// One run living on the subject.
@@ -163,15 +192,24 @@ pub(crate) struct State {
     pub(crate) name: Arc<str>,
     /// The parked set, oldest first. The key is the interaction id, shared with the
     /// entry's timer (until the subject is packed: unpacking allocates it anew).
-    entries: IndexMap<Arc<str>, Box<Parked>>,
+    entries: Tracked<Parked>,
     /// Runs that have not ended (boxed, so the table's spare slots stay small).
-    runs: HashMap<Arc<str>, Box<Run>>,
+    runs: Tracked<Run>,
     /// Open groups by id.
     groups: HashMap<String, Group>,
     /// The resolutions remembered, oldest first: at most [`REMEMBERED`], none older than
     /// the retention horizon.
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     memory: VecDeque<Memory>,
+    /// The place of the oldest resolution remembered: each is kept in the store under
+    /// its place (`parts`), so one remembered or forgotten writes one key.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    memory_base: u64,
+    /// The remembered resolutions' places as last written (oldest, count): `None` reads
+    /// as written as they stand (a state read back, or unpacked after every change was
+    /// written).
+    #[serde(skip)]
+    memory_written: Option<(u64, usize)>,
     /// The deadline under which the store's wake index holds the subject (its earliest
     /// timer when its last change was written), so the next change can move it
     /// (`super::durable`). Never set in a runtime without a store.
@@ -267,10 +305,12 @@ impl State {
     pub(crate) fn new(name: Arc<str>) -> Self {
         Self {
             name,
-            entries: IndexMap::new(),
-            runs: HashMap::new(),
+            entries: Tracked::default(),
+            runs: Tracked::default(),
             groups: HashMap::new(),
             memory: VecDeque::new(),
+            memory_base: 0,
+            memory_written: Some((0, 0)),
             wake: None,
             live: 0,
             idle_timer: None,
@@ -470,7 +510,7 @@ impl State {
         let at = step.now;
         self.forget_before(step, at);
         if self.memory.len() >= REMEMBERED {
-            self.memory.pop_front();
+            self.forget_oldest();
         }
         self.memory.push_back(Memory {
             id: id.to_owned(),
@@ -486,7 +526,14 @@ impl State {
             .and_then(|d| now.checked_sub_signed(d))
             .unwrap_or(DateTime::<Utc>::MIN_UTC);
         while self.memory.front().is_some_and(|m| m.at <= horizon) {
-            self.memory.pop_front();
+            self.forget_oldest();
+        }
+    }
+
+    /// Forget the oldest resolution remembered.
+    fn forget_oldest(&mut self) {
+        if self.memory.pop_front().is_some() {
+            self.memory_base += 1;
         }
     }
 
@@ -729,7 +776,7 @@ impl State {
         let mut record = self.record(run_id, status, result, error.clone(), None)?;
         record.finished_at = Some(now);
         self.keep_ended(step, &record, now);
-        let run = self.runs.remove(run_id)?;
+        let run = self.runs.shift_remove(run_id)?;
         if run.linked {
             step.push(Effect::Unlink(Arc::clone(run_id)));
         }
@@ -793,6 +840,7 @@ impl State {
                 waiter: None,
                 offered: None,
                 input: None,
+                ord: 0,
             }),
         );
         step.publish(Event::WaitingOutcomeStored {
@@ -968,6 +1016,7 @@ impl State {
                 waiter,
                 offered,
                 input: None,
+                ord: 0,
             }),
         );
         if let Some(group) = self.groups.get_mut(&gid) {
@@ -1300,7 +1349,7 @@ impl State {
         let mut at = 0;
         while at < runs.len() {
             let parent = Arc::clone(&runs[at]);
-            for (id, run) in &self.runs {
+            for (id, run) in self.runs.iter() {
                 if run.parent.as_ref() == Some(&parent) && !runs.contains(id) {
                     runs.push(Arc::clone(id));
                 }
@@ -1358,7 +1407,7 @@ impl State {
             false
         });
         for run_id in &runs {
-            let Some(run) = self.runs.remove(run_id) else {
+            let Some(run) = self.runs.shift_remove(run_id) else {
                 continue;
             };
             if run.executing {
@@ -1570,10 +1619,9 @@ impl State {
         let entries = &self.entries;
         self.groups
             .retain(|_, g| g.members.iter().any(|m| entries.contains_key(m.as_str())));
-        self.parked = None;
+        self.forget_conversions();
         let name = Arc::clone(&self.name);
-        for (id, parked) in &mut self.entries {
-            parked.input = None;
+        for (id, parked) in self.entries.iter() {
             let to = parked.entry.to.unwrap_or(To::Caller);
             step.push(Effect::Occupy(to));
             let Some(old) = parked.timer else {
@@ -1689,8 +1737,7 @@ impl State {
     /// data only, and the next visit converts again.
     pub(crate) fn forget_conversions(&mut self) {
         self.parked = None;
-        for parked in self.entries.values_mut() {
-            parked.input = None;
-        }
+        self.entries
+            .for_each_unkept(|_, parked| parked.input = None);
     }
 }

@@ -28,8 +28,10 @@ pub(crate) async fn upgrade(hub: &Arc<Hub>, store: &Store) -> Result<(), String>
     let mut writes = Writes::new(store);
     walk(store, Space::Subjects, |key, value| {
         let mut state = state_of(key, value)?;
-        // Version 1 kept no wake: the subject's is written afresh.
+        // Version 1 kept the state whole, with no wake and no places: every part is
+        // written afresh, the entries placed in the order they were kept in.
         state.wake = None;
+        state.mark_all_unwritten();
         index::write_subject(&mut state, writes.batch())
             .map_err(|e| format!("subject {}: {e}", state.name))?;
         for run in state.run_ids() {
@@ -137,7 +139,11 @@ mod tests {
     use crate::ids::Ids;
     use crate::record::RunStatus;
     use crate::runtime::{Runtime, Start};
+    use std::sync::Arc;
+
     use crate::store::{Batch, Faults, Space, Store, Syncing, VERSION_KEY};
+    use crate::subject::packed::Packed;
+    use crate::subject::state::State;
 
     /// A runtime on `store` with a target that asks its caller, with an hour to answer.
     async fn open(store: Store, clock: &ManualClock) -> Runtime {
@@ -155,11 +161,24 @@ mod tests {
             .expect("builds")
     }
 
-    /// Make `store` what format version 1 wrote: no heads, wakes or run index, states
-    /// without a wake, and the version 1.
+    /// Make `store` what format version 1 wrote: each state whole and packed under its
+    /// subject's name, no parts, heads, wakes or run index, and the version 1.
     fn as_version_one(store: &Store) {
         let mut batch = Batch::new();
-        for space in [Space::Heads, Space::Wakes, Space::Runs] {
+        for (key, _) in store.scan(Space::Subjects).unwrap() {
+            let name: Arc<str> = Arc::from(std::str::from_utf8(&key).unwrap());
+            let state = State::read_parts(store, &name).unwrap().unwrap();
+            let packed = Packed::pack(state).expect("packs");
+            batch.put(Space::Subjects, key, packed.bytes().to_vec());
+        }
+        for space in [
+            Space::Heads,
+            Space::Wakes,
+            Space::Runs,
+            Space::Entries,
+            Space::RunStates,
+            Space::Resolved,
+        ] {
             for (key, _) in store.scan(space).unwrap() {
                 batch.delete(space, key);
             }

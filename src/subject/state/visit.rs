@@ -46,11 +46,11 @@ impl State {
         }
         // Each entry is converted once and kept until it changes; the array is rebuilt
         // from the kept conversions, which shares them.
-        for parked in self.entries.values_mut() {
+        self.entries.for_each_unkept(|_, parked| {
             if parked.input.is_none() {
                 parked.input = Some(Input::from_entry(&parked.entry));
             }
-        }
+        });
         let input = Input::array(self.entries.values().filter_map(|p| p.input.as_ref()));
         self.parked = Some(input.clone());
         input

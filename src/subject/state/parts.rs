@@ -1,0 +1,214 @@
+//! A subject's state in the store, a key per part: each parked entry, each run with its
+//! journal, each resolution remembered, and the rest (the groups, the places, the wake)
+//! under the subject's name. A change writes the parts it changed (`super::tracked`),
+//! not the whole state, and a state is read back from its parts.
+//!
+//! A part's key is the subject's name with its length before it (four bytes,
+//! big-endian), so one subject's keys are a range no other subject's name can enter,
+//! then the entry's or run's id, or the resolution's place (eight bytes, big-endian).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::tracked::Tracked;
+use super::{Group, Memory, Parked, Run, State, is_zero};
+use crate::store::{Batch, Space, Store};
+
+/// The rest of a state, kept under the subject's name.
+#[derive(Serialize)]
+struct Rest<'a> {
+    #[serde(skip_serializing_if = "HashMap::is_empty")]
+    groups: &'a HashMap<String, Group>,
+    #[serde(skip_serializing_if = "is_zero")]
+    memory_base: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wake: Option<DateTime<Utc>>,
+}
+
+/// The rest read back.
+#[derive(Deserialize)]
+struct RestRead {
+    #[serde(default)]
+    groups: HashMap<String, Group>,
+    #[serde(default)]
+    memory_base: u64,
+    #[serde(default)]
+    wake: Option<DateTime<Utc>>,
+}
+
+/// The first bytes of every key of `subject`'s parts.
+pub(crate) fn prefix(subject: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(4 + subject.len() + 16);
+    // A subject's name is far shorter than 4 GiB (the door's checks cap it).
+    key.extend_from_slice(
+        &u32::try_from(subject.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    key.extend_from_slice(subject.as_bytes());
+    key
+}
+
+fn part_key(subject: &str, id: &[u8]) -> Vec<u8> {
+    let mut key = prefix(subject);
+    key.extend_from_slice(id);
+    key
+}
+
+impl State {
+    /// Whether a part changed that no change has written yet.
+    pub(crate) fn has_unwritten(&self) -> bool {
+        self.entries.is_dirty() || self.runs.is_dirty() || self.memory_diff().is_some()
+    }
+
+    /// The remembered resolutions' places written and now, if they differ.
+    fn memory_diff(&self) -> Option<((u64, usize), (u64, usize))> {
+        let now = (self.memory_base, self.memory.len());
+        let written = self.memory_written.unwrap_or(now);
+        (written != now).then_some((written, now))
+    }
+
+    /// Write the parts changed since the last write into `batch`, and the rest (which
+    /// `encode_rest` gives, or its delete when the subject holds nothing).
+    pub(crate) fn write_parts(&mut self, batch: &mut Batch) -> Result<(), serde_json::Error> {
+        let name = Arc::clone(&self.name);
+        for (id, parked) in self.entries.take_dirty() {
+            let key = part_key(&name, id.as_bytes());
+            match parked {
+                Some(parked) => batch.put(Space::Entries, key, serde_json::to_vec(parked)?),
+                None => batch.delete(Space::Entries, key),
+            };
+        }
+        for (id, run) in self.runs.take_dirty() {
+            let key = part_key(&name, id.as_bytes());
+            match run {
+                Some(run) => batch.put(Space::RunStates, key, serde_json::to_vec(run)?),
+                None => batch.delete(Space::RunStates, key),
+            };
+        }
+        if let Some(((wb, wl), (b, l))) = self.memory_diff() {
+            let written_end = wb + wl as u64;
+            for ord in wb..b.min(written_end) {
+                batch.delete(Space::Resolved, part_key(&name, &ord.to_be_bytes()));
+            }
+            for ord in b.max(written_end)..b + l as u64 {
+                let Some(memory) = usize::try_from(ord - b)
+                    .ok()
+                    .and_then(|i| self.memory.get(i))
+                else {
+                    continue;
+                };
+                batch.put(
+                    Space::Resolved,
+                    part_key(&name, &ord.to_be_bytes()),
+                    serde_json::to_vec(memory)?,
+                );
+            }
+        }
+        self.memory_written = Some((self.memory_base, self.memory.len()));
+        if self.is_empty() {
+            batch.delete(Space::Subjects, name.as_bytes());
+        } else {
+            let rest = Rest {
+                groups: &self.groups,
+                memory_base: self.memory_base,
+                wake: self.wake,
+            };
+            batch.put(Space::Subjects, name.as_bytes(), serde_json::to_vec(&rest)?);
+        }
+        Ok(())
+    }
+
+    /// Mark every part as changed, so the next write writes them all (a state read from
+    /// the older format, which kept it whole, and whose entries had no places).
+    pub(crate) fn mark_all_unwritten(&mut self) {
+        self.entries.renumber();
+        self.runs.mark_all();
+        self.memory_written = Some((self.memory_base, 0));
+    }
+
+    /// `subject`'s state read back from its parts; `None` when the store holds no rest
+    /// for it (it holds nothing). The state's timers and runs are not yet known outside
+    /// it: that is its recovery (`State::recover`).
+    pub(crate) fn read_parts(
+        store: &Store,
+        subject: &Arc<str>,
+    ) -> Result<Option<Box<State>>, String> {
+        let read = |e: crate::store::StoreError| e.to_string();
+        let damaged =
+            |what: &str, e: serde_json::Error| format!("subject {subject}: {what} is damaged: {e}");
+        let Some(rest) = store
+            .get(Space::Subjects, subject.as_bytes())
+            .map_err(read)?
+        else {
+            return Ok(None);
+        };
+        let rest: RestRead = serde_json::from_slice(&rest).map_err(|e| damaged("its state", e))?;
+        let prefix = prefix(subject);
+        let mut entries = Vec::new();
+        for (key, value) in scan_prefix(store, Space::Entries, &prefix)? {
+            let parked: Box<Parked> =
+                serde_json::from_slice(&value).map_err(|e| damaged("an entry", e))?;
+            entries.push((id_of(&key, prefix.len())?, parked));
+        }
+        let mut runs = Vec::new();
+        for (key, value) in scan_prefix(store, Space::RunStates, &prefix)? {
+            let run: Box<Run> = serde_json::from_slice(&value).map_err(|e| damaged("a run", e))?;
+            runs.push((id_of(&key, prefix.len())?, run));
+        }
+        let mut memory = VecDeque::new();
+        for (_, value) in scan_prefix(store, Space::Resolved, &prefix)? {
+            let remembered: Memory = serde_json::from_slice(&value)
+                .map_err(|e| damaged("a resolution remembered", e))?;
+            memory.push_back(remembered);
+        }
+        let mut state = Box::new(State::new(Arc::clone(subject)));
+        state.entries = Tracked::from_items(entries);
+        state.runs = Tracked::from_items(runs);
+        state.memory_written = Some((rest.memory_base, memory.len()));
+        state.memory = memory;
+        state.memory_base = rest.memory_base;
+        state.groups = rest.groups;
+        state.wake = rest.wake;
+        Ok(Some(state))
+    }
+}
+
+/// The id of a part's key, after the subject's prefix.
+fn id_of(key: &[u8], prefix: usize) -> Result<Arc<str>, String> {
+    key.get(prefix..)
+        .and_then(|id| std::str::from_utf8(id).ok())
+        .map(Arc::from)
+        .ok_or_else(|| "a part's key is damaged".to_owned())
+}
+
+/// Every entry of `space` whose key starts with `prefix`, in key order.
+fn scan_prefix(
+    store: &Store,
+    space: Space,
+    prefix: &[u8],
+) -> Result<crate::store::Entries, String> {
+    const CHUNK: usize = 256;
+    let mut found = Vec::new();
+    let mut from = prefix.to_vec();
+    loop {
+        let chunk = store
+            .range_from(space, &from, CHUNK)
+            .map_err(|e| e.to_string())?;
+        let full = chunk.len() == CHUNK;
+        for (key, value) in chunk {
+            if !key.starts_with(prefix) {
+                return Ok(found);
+            }
+            from.clone_from(&key);
+            from.push(0);
+            found.push((key, value));
+        }
+        if !full {
+            return Ok(found);
+        }
+    }
+}
