@@ -10,8 +10,9 @@ pub(crate) enum Space {
     /// The store's own facts: the format version, and whatever else names the data
     /// directory as a whole.
     Meta,
-    /// Subject name → the rest of the subject's state (its groups, its places, its
-    /// wake); its entries, runs and resolutions remembered are keys of their own.
+    /// Subject name → the rest of the subject's state (the place of its oldest
+    /// resolution remembered, its wake); its entries, runs, groups and resolutions
+    /// remembered are keys of their own.
     Subjects,
     /// Run id → the run's record.
     Records,
@@ -43,11 +44,13 @@ pub(crate) enum Space {
     RunStates,
     /// Subject and place → a resolution the subject remembers.
     Resolved,
+    /// Subject and group id → a group of asks one activation raised.
+    Groups,
 }
 
 impl Space {
     /// Every space, in the order of their indices.
-    pub(crate) const ALL: [Space; 14] = [
+    pub(crate) const ALL: [Space; 15] = [
         Space::Meta,
         Space::Subjects,
         Space::Records,
@@ -62,6 +65,7 @@ impl Space {
         Space::Entries,
         Space::RunStates,
         Space::Resolved,
+        Space::Groups,
     ];
 
     /// The number of spaces.
@@ -84,6 +88,7 @@ impl Space {
             Space::Entries => "entries",
             Space::RunStates => "run_states",
             Space::Resolved => "resolved",
+            Space::Groups => "groups",
         }
     }
 

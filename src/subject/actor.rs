@@ -319,6 +319,8 @@ impl<'a> Work<'a> {
     /// durable, so nothing it shows can be ahead of what is durable.
     fn commit(&mut self, state: &mut State, effects: Vec<Effect>) {
         let Some(store) = &self.hub.services.store else {
+            // Nothing is written in memory: what changed is not kept for a write.
+            state.discard_unwritten();
             return self.apply(state, effects);
         };
         let writes =

@@ -108,6 +108,14 @@ struct Group {
     pending: Option<(Option<Receiver>, String)>,
 }
 
+/// Groups have no order of their own.
+impl tracked::Placed for Group {
+    fn ord(&self) -> u64 {
+        0
+    }
+    fn place(&mut self, _: u64) {}
+}
+
 /// Whether a place is the first, which is not written.
 fn is_zero(n: &u64) -> bool {
     *n == 0
@@ -196,7 +204,7 @@ pub(crate) struct State {
     /// Runs that have not ended (boxed, so the table's spare slots stay small).
     runs: Tracked<Run>,
     /// Open groups by id.
-    groups: HashMap<String, Group>,
+    groups: Tracked<Group>,
     /// The resolutions remembered, oldest first: at most [`REMEMBERED`], none older than
     /// the retention horizon.
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
@@ -307,7 +315,7 @@ impl State {
             name,
             entries: Tracked::default(),
             runs: Tracked::default(),
-            groups: HashMap::new(),
+            groups: Tracked::default(),
             memory: VecDeque::new(),
             memory_base: 0,
             memory_written: Some((0, 0)),
@@ -958,14 +966,14 @@ impl State {
                 let g = step.id(Kind::Group);
                 run.group = Some(g.clone());
                 self.groups.insert(
-                    g.clone(),
-                    Group {
+                    Arc::from(g.as_str()),
+                    Box::new(Group {
                         run: Arc::clone(&run_id),
                         // Most activations raise one ask.
                         members: Vec::with_capacity(1),
                         open: true,
                         pending: None,
-                    },
+                    }),
                 );
                 g
             }
@@ -1046,7 +1054,7 @@ impl State {
 
     /// Remove a resolved group and its (running) entries.
     fn remove_group(&mut self, step: &mut Step<'_>, gid: &str) {
-        if let Some(group) = self.groups.remove(gid) {
+        if let Some(group) = self.groups.shift_remove(gid) {
             for id in group.members {
                 self.remove_entry(step, &id);
             }
@@ -1064,7 +1072,7 @@ impl State {
 
     /// Remove a group whose asks will never be answered (the run diverged).
     fn drop_group_asks(&mut self, step: &mut Step<'_>, gid: &str, how: Resolution) {
-        if let Some(group) = self.groups.remove(gid) {
+        if let Some(group) = self.groups.shift_remove(gid) {
             for id in group.members {
                 if let Some(p) = self.remove_entry(step, &id)
                     && p.entry.status == Status::Asking

@@ -178,6 +178,7 @@ mod tests {
             Space::Entries,
             Space::RunStates,
             Space::Resolved,
+            Space::Groups,
         ] {
             for (key, _) in store.scan(space).unwrap() {
                 batch.delete(space, key);

@@ -1,13 +1,13 @@
 //! A subject's state in the store, a key per part: each parked entry, each run with its
-//! journal, each resolution remembered, and the rest (the groups, the places, the wake)
-//! under the subject's name. A change writes the parts it changed (`super::tracked`),
+//! journal, each group of asks, each resolution remembered, and the rest (the place of
+//! the oldest resolution, the wake) under the subject's name. A change writes the parts it changed (`super::tracked`),
 //! not the whole state, and a state is read back from its parts.
 //!
 //! A part's key is the subject's name with its length before it (four bytes,
 //! big-endian), so one subject's keys are a range no other subject's name can enter,
 //! then the entry's or run's id, or the resolution's place (eight bytes, big-endian).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -19,9 +19,7 @@ use crate::store::{Batch, Space, Store};
 
 /// The rest of a state, kept under the subject's name.
 #[derive(Serialize)]
-struct Rest<'a> {
-    #[serde(skip_serializing_if = "HashMap::is_empty")]
-    groups: &'a HashMap<String, Group>,
+struct Rest {
     #[serde(skip_serializing_if = "is_zero")]
     memory_base: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -31,8 +29,6 @@ struct Rest<'a> {
 /// The rest read back.
 #[derive(Deserialize)]
 struct RestRead {
-    #[serde(default)]
-    groups: HashMap<String, Group>,
     #[serde(default)]
     memory_base: u64,
     #[serde(default)]
@@ -61,7 +57,18 @@ fn part_key(subject: &str, id: &[u8]) -> Vec<u8> {
 impl State {
     /// Whether a part changed that no change has written yet.
     pub(crate) fn has_unwritten(&self) -> bool {
-        self.entries.is_dirty() || self.runs.is_dirty() || self.memory_diff().is_some()
+        self.entries.is_dirty()
+            || self.runs.is_dirty()
+            || self.groups.is_dirty()
+            || self.memory_diff().is_some()
+    }
+
+    /// Forget what changed (a runtime without a store writes nothing).
+    pub(crate) fn discard_unwritten(&mut self) {
+        self.entries.clear_dirty();
+        self.runs.clear_dirty();
+        self.groups.clear_dirty();
+        self.memory_written = None;
     }
 
     /// The remembered resolutions' places written and now, if they differ.
@@ -80,6 +87,13 @@ impl State {
             match parked {
                 Some(parked) => batch.put(Space::Entries, key, serde_json::to_vec(parked)?),
                 None => batch.delete(Space::Entries, key),
+            };
+        }
+        for (id, group) in self.groups.take_dirty() {
+            let key = part_key(&name, id.as_bytes());
+            match group {
+                Some(group) => batch.put(Space::Groups, key, serde_json::to_vec(group)?),
+                None => batch.delete(Space::Groups, key),
             };
         }
         for (id, run) in self.runs.take_dirty() {
@@ -113,7 +127,6 @@ impl State {
             batch.delete(Space::Subjects, name.as_bytes());
         } else {
             let rest = Rest {
-                groups: &self.groups,
                 memory_base: self.memory_base,
                 wake: self.wake,
             };
@@ -127,6 +140,7 @@ impl State {
     pub(crate) fn mark_all_unwritten(&mut self) {
         self.entries.renumber();
         self.runs.mark_all();
+        self.groups.mark_all();
         self.memory_written = Some((self.memory_base, 0));
     }
 
@@ -159,6 +173,12 @@ impl State {
             let run: Box<Run> = serde_json::from_slice(&value).map_err(|e| damaged("a run", e))?;
             runs.push((id_of(&key, prefix.len())?, run));
         }
+        let mut groups = Vec::new();
+        for (key, value) in scan_prefix(store, Space::Groups, &prefix)? {
+            let group: Box<Group> =
+                serde_json::from_slice(&value).map_err(|e| damaged("a group", e))?;
+            groups.push((id_of(&key, prefix.len())?, group));
+        }
         let mut memory = VecDeque::new();
         for (_, value) in scan_prefix(store, Space::Resolved, &prefix)? {
             let remembered: Memory = serde_json::from_slice(&value)
@@ -171,7 +191,7 @@ impl State {
         state.memory_written = Some((rest.memory_base, memory.len()));
         state.memory = memory;
         state.memory_base = rest.memory_base;
-        state.groups = rest.groups;
+        state.groups = Tracked::from_items(groups);
         state.wake = rest.wake;
         Ok(Some(state))
     }

@@ -91,6 +91,19 @@ impl<V: Placed> Tracked<V> {
         }
     }
 
+    /// Keep only the values `keep` says to keep (it may change what the store does not
+    /// keep); each one removed is marked.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&Arc<str>, &mut V) -> bool) {
+        let dirty = &mut self.dirty;
+        self.items.retain(|id, value| {
+            let kept = keep(id, value);
+            if !kept {
+                dirty.insert(Arc::clone(id));
+            }
+            kept
+        });
+    }
+
     /// Every id, marked: the whole table is written by the next change.
     pub(crate) fn mark_all(&mut self) {
         self.dirty.extend(self.items.keys().cloned());
@@ -146,6 +159,11 @@ impl<V> Tracked<V> {
     /// Whether any id changed since the last [`Tracked::take_dirty`].
     pub(crate) fn is_dirty(&self) -> bool {
         !self.dirty.is_empty()
+    }
+
+    /// Forget which ids changed.
+    pub(crate) fn clear_dirty(&mut self) {
+        self.dirty.clear();
     }
 
     /// The ids changed since the last call, each with its value now (`None`: removed).
