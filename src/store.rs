@@ -363,6 +363,12 @@ impl Store {
         self.handle.shared.range_from(space, from, limit)
     }
 
+    /// Every entry of `space` whose key starts with `prefix`, in key order, as durable
+    /// (for disk: as written).
+    pub(crate) fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, StoreError> {
+        self.handle.shared.prefixed(space, prefix)
+    }
+
     /// The format version of the data as read: [`FORMAT_VERSION`] unless the directory
     /// was opened at [`UPGRADES_FROM`] and not yet upgraded (a memory store is always
     /// current).

@@ -87,6 +87,15 @@ impl Memory {
             .collect()
     }
 
+    /// A space's durable entries whose keys start with `prefix`, in key order.
+    pub(super) fn prefixed(&self, space: Space, prefix: &[u8]) -> Entries {
+        lock(&self.data).spaces[space.index()]
+            .range(prefix.to_vec()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
     /// A space's durable contents, in key order.
     pub(super) fn scan(&self, space: Space) -> Entries {
         lock(&self.data).spaces[space.index()]

@@ -500,6 +500,17 @@ impl Shared {
         }
     }
 
+    /// A space's entries whose keys start with `prefix`, in key order.
+    pub(super) fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, StoreError> {
+        self.refuse_if_poisoned()?;
+        match &self.engine {
+            Engine::Memory(memory) => Ok(memory.prefixed(space, prefix)),
+            Engine::Disk(disk) => disk
+                .prefixed(space, prefix)
+                .map_err(|cause| self.read_error(space, cause)),
+        }
+    }
+
     /// A whole space, in key order.
     pub(super) fn scan(&self, space: Space) -> Result<Entries, StoreError> {
         self.refuse_if_poisoned()?;

@@ -2,10 +2,10 @@
 //! of runs that ended for good, and the counters of sequential ids; and reading them
 //! back after a restart.
 //!
-//! A subject's whole state is written at each change (it is small: a parked ask is about
-//! 0.2 KiB packed), keyed by its name; a subject that holds nothing is deleted. An ended
-//! run's record is written with the change that ended it, and deleted when its horizon
-//! passes.
+//! A change writes the parts of the subject's state it touched, a key each
+//! (`super::state::parts`), with the subject's head and wake (`super::index`); a subject
+//! that holds nothing is deleted. An ended run's record is written with the change that
+//! ended it, and deleted when its horizon passes.
 
 use std::sync::Arc;
 

@@ -177,6 +177,15 @@ struct Run {
     resumed_interactions: Vec<String>,
 }
 
+/// What of a subject's state its last change wrote beside its parts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Written {
+    /// Its head's bytes.
+    pub(crate) head: Option<Vec<u8>>,
+    /// Its rest's bytes.
+    pub(crate) rest: Option<Vec<u8>>,
+}
+
 /// What a subject counts against the ceilings ([`State::counts`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Counts {
@@ -223,6 +232,10 @@ pub(crate) struct State {
     /// (`super::durable`). Never set in a runtime without a store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) wake: Option<DateTime<Utc>>,
+    /// The head and the rest as last written, so a change that leaves them as they are
+    /// does not write them again (`None`: not known, written at the next change).
+    #[serde(skip)]
+    pub(crate) written: Written,
     /// Executing activations.
     #[serde(skip)]
     live: usize,
@@ -319,6 +332,7 @@ impl State {
             memory: VecDeque::new(),
             memory_base: 0,
             memory_written: Some((0, 0)),
+            written: Written::default(),
             wake: None,
             live: 0,
             idle_timer: None,

@@ -125,12 +125,16 @@ impl State {
         self.memory_written = Some((self.memory_base, self.memory.len()));
         if self.is_empty() {
             batch.delete(Space::Subjects, name.as_bytes());
+            self.written.rest = None;
         } else {
-            let rest = Rest {
+            let rest = serde_json::to_vec(&Rest {
                 memory_base: self.memory_base,
                 wake: self.wake,
-            };
-            batch.put(Space::Subjects, name.as_bytes(), serde_json::to_vec(&rest)?);
+            })?;
+            if self.written.rest.as_ref() != Some(&rest) {
+                batch.put(Space::Subjects, name.as_bytes(), rest.clone());
+                self.written.rest = Some(rest);
+            }
         }
         Ok(())
     }
@@ -142,6 +146,7 @@ impl State {
         self.runs.mark_all();
         self.groups.mark_all();
         self.memory_written = Some((self.memory_base, 0));
+        self.written = super::Written::default();
     }
 
     /// `subject`'s state read back from its parts; `None` when the store holds no rest
@@ -211,24 +216,5 @@ fn scan_prefix(
     space: Space,
     prefix: &[u8],
 ) -> Result<crate::store::Entries, String> {
-    const CHUNK: usize = 256;
-    let mut found = Vec::new();
-    let mut from = prefix.to_vec();
-    loop {
-        let chunk = store
-            .range_from(space, &from, CHUNK)
-            .map_err(|e| e.to_string())?;
-        let full = chunk.len() == CHUNK;
-        for (key, value) in chunk {
-            if !key.starts_with(prefix) {
-                return Ok(found);
-            }
-            from.clone_from(&key);
-            from.push(0);
-            found.push((key, value));
-        }
-        if !full {
-            return Ok(found);
-        }
-    }
+    store.prefixed(space, prefix).map_err(|e| e.to_string())
 }
