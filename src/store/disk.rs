@@ -32,10 +32,6 @@ pub(super) use super::VERSION_KEY;
 /// took seconds to replay). Replaying 64 MiB took about a second on two cores.
 const MAX_JOURNAL: u64 = 64 * 1024 * 1024;
 
-/// The memtables' size past which a clean close flushes them: replaying less takes
-/// about a tenth of a second, and a flush waits on each keyspace that holds data.
-const FLUSH_AT_CLOSE: u64 = 0;
-
 /// An open data directory.
 pub(super) struct Disk {
     /// The open engine and the lock; `None` once closed.
@@ -97,20 +93,16 @@ impl Disk {
     /// Releases the engine and the directory's lock: a store opened on the directory
     /// from now on finds it free. Every later use is refused.
     ///
-    /// With `flush`, what the journal holds is first written into the keyspaces' tables
-    /// when it is more than [`FLUSH_AT_CLOSE`], so the next open has little journal to
-    /// replay (an open after a crash replays it, at most the journaling bound,
-    /// [`MAX_JOURNAL`]).
+    /// With `flush`, what the memtables hold is first written into the keyspaces'
+    /// tables, so the next open replays little of the journal (an open after a crash
+    /// replays it, at most the journaling bound, [`MAX_JOURNAL`]).
     pub(super) fn close(&self, flush: bool) {
         let open = self
             .open
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
-        if flush
-            && let Some(open) = &open
-            && open.db.write_buffer_size() > FLUSH_AT_CLOSE
-        {
+        if flush && let Some(open) = &open {
             for space in &open.spaces {
                 if let Err(error) = space.rotate_memtable_and_wait() {
                     tracing::warn!(%error, "a keyspace's memtable was not flushed at close; the next open replays it");
