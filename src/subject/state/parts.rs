@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::tracked::Tracked;
-use super::{Group, Memory, Parked, Run, State, is_zero};
+use super::{Memory, State, is_zero};
 use crate::store::{Batch, Space, Store};
 
 /// The rest of a state, kept under the subject's name.
@@ -82,27 +82,9 @@ impl State {
     /// `encode_rest` gives, or its delete when the subject holds nothing).
     pub(crate) fn write_parts(&mut self, batch: &mut Batch) -> Result<(), serde_json::Error> {
         let name = Arc::clone(&self.name);
-        for (id, parked) in self.entries.take_dirty() {
-            let key = part_key(&name, id.as_bytes());
-            match parked {
-                Some(parked) => batch.put(Space::Entries, key, serde_json::to_vec(parked)?),
-                None => batch.delete(Space::Entries, key),
-            };
-        }
-        for (id, group) in self.groups.take_dirty() {
-            let key = part_key(&name, id.as_bytes());
-            match group {
-                Some(group) => batch.put(Space::Groups, key, serde_json::to_vec(group)?),
-                None => batch.delete(Space::Groups, key),
-            };
-        }
-        for (id, run) in self.runs.take_dirty() {
-            let key = part_key(&name, id.as_bytes());
-            match run {
-                Some(run) => batch.put(Space::RunStates, key, serde_json::to_vec(run)?),
-                None => batch.delete(Space::RunStates, key),
-            };
-        }
+        write_table(&mut self.entries, Space::Entries, &name, batch)?;
+        write_table(&mut self.groups, Space::Groups, &name, batch)?;
+        write_table(&mut self.runs, Space::RunStates, &name, batch)?;
         if let Some(((wb, wl), (b, l))) = self.memory_diff() {
             let written_end = wb + wl as u64;
             for ord in wb..b.min(written_end) {
@@ -167,23 +149,9 @@ impl State {
         };
         let rest: RestRead = serde_json::from_slice(&rest).map_err(|e| damaged("its state", e))?;
         let prefix = prefix(subject);
-        let mut entries = Vec::new();
-        for (key, value) in scan_prefix(store, Space::Entries, &prefix)? {
-            let parked: Box<Parked> =
-                serde_json::from_slice(&value).map_err(|e| damaged("an entry", e))?;
-            entries.push((id_of(&key, prefix.len())?, parked));
-        }
-        let mut runs = Vec::new();
-        for (key, value) in scan_prefix(store, Space::RunStates, &prefix)? {
-            let run: Box<Run> = serde_json::from_slice(&value).map_err(|e| damaged("a run", e))?;
-            runs.push((id_of(&key, prefix.len())?, run));
-        }
-        let mut groups = Vec::new();
-        for (key, value) in scan_prefix(store, Space::Groups, &prefix)? {
-            let group: Box<Group> =
-                serde_json::from_slice(&value).map_err(|e| damaged("a group", e))?;
-            groups.push((id_of(&key, prefix.len())?, group));
-        }
+        let entries = read_table(store, Space::Entries, &prefix, "an entry", &damaged)?;
+        let runs = read_table(store, Space::RunStates, &prefix, "a run", &damaged)?;
+        let groups = read_table(store, Space::Groups, &prefix, "a group", &damaged)?;
         let mut memory = VecDeque::new();
         for (_, value) in scan_prefix(store, Space::Resolved, &prefix)? {
             let remembered: Memory = serde_json::from_slice(&value)
@@ -200,6 +168,44 @@ impl State {
         state.wake = rest.wake;
         Ok(Some(state))
     }
+}
+
+/// Write the values of `table` changed since the last write into `batch`, each under
+/// `subject`'s prefix and its id in `space` (a removed one as a delete).
+fn write_table<V: Serialize>(
+    table: &mut Tracked<V>,
+    space: Space,
+    subject: &str,
+    batch: &mut Batch,
+) -> Result<(), serde_json::Error> {
+    for (id, value) in table.take_dirty() {
+        let key = part_key(subject, id.as_bytes());
+        match value {
+            Some(value) => batch.put(space, key, serde_json::to_vec(value)?),
+            None => batch.delete(space, key),
+        };
+    }
+    Ok(())
+}
+
+/// A value of a table read back, with its id.
+type Read<V> = (Arc<str>, Box<V>);
+
+/// The values a table kept under `prefix` in `space`, with their ids; `what` names one
+/// in an error.
+fn read_table<V: serde::de::DeserializeOwned>(
+    store: &Store,
+    space: Space,
+    prefix: &[u8],
+    what: &str,
+    damaged: &dyn Fn(&str, serde_json::Error) -> String,
+) -> Result<Vec<Read<V>>, String> {
+    let mut values = Vec::new();
+    for (key, value) in scan_prefix(store, space, prefix)? {
+        let read: Box<V> = serde_json::from_slice(&value).map_err(|e| damaged(what, e))?;
+        values.push((id_of(&key, prefix.len())?, read));
+    }
+    Ok(values)
 }
 
 /// The id of a part's key, after the subject's prefix.
