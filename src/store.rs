@@ -32,7 +32,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub(crate) use batch::{Batch, Op};
-pub(crate) use space::{Space, instant_key, instant_of, sequence_key, sequence_of};
+pub(crate) use space::{
+    Space, instant_key, instant_of, name_of, named_key, sequence_key, sequence_of,
+};
 
 use disk::Disk;
 use memory::Memory;

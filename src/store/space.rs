@@ -108,6 +108,23 @@ pub(crate) fn sequence_of(key: &[u8]) -> Option<u64> {
     <[u8; 8]>::try_from(key).ok().map(u64::from_be_bytes)
 }
 
+/// A key under `name`: the name with its length before it (four bytes, big-endian), so
+/// the keys under one name are a range no other name enters, then `tail`.
+pub(crate) fn named_key(name: &str, tail: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(4 + name.len() + tail.len());
+    // A name here is far shorter than 4 GiB (the door's checks cap a subject's).
+    key.extend_from_slice(&u32::try_from(name.len()).unwrap_or(u32::MAX).to_be_bytes());
+    key.extend_from_slice(name.as_bytes());
+    key.extend_from_slice(tail);
+    key
+}
+
+/// The name a [`named_key`] starts with, or `None` if the key is damaged.
+pub(crate) fn name_of(key: &[u8]) -> Option<&str> {
+    let len = usize::try_from(u32::from_be_bytes(key.get(..4)?.try_into().ok()?)).ok()?;
+    std::str::from_utf8(key.get(4..4usize.checked_add(len)?)?).ok()
+}
+
 /// The key of an instant: twelve bytes that sort as the instants do (the seconds since
 /// the epoch with the sign bit flipped, eight bytes big-endian, then the nanoseconds,
 /// four bytes big-endian).

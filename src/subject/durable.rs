@@ -115,25 +115,10 @@ fn horizon_of(effects: &[Effect], run: &str) -> Option<chrono::DateTime<chrono::
     })
 }
 
-/// The key of an outcome being delivered in [`Space::Undelivered`]: the subject's name
-/// with its length before it (four bytes, big-endian), then the interaction.
+/// The key of an outcome being delivered in [`Space::Undelivered`]: the interaction under
+/// the subject's name.
 pub(crate) fn undelivered_key(subject: &str, interaction: &str) -> Vec<u8> {
-    let mut key = Vec::with_capacity(4 + subject.len() + interaction.len());
-    // A subject's name is far shorter than 4 GiB (the door's checks cap it).
-    key.extend_from_slice(
-        &u32::try_from(subject.len())
-            .unwrap_or(u32::MAX)
-            .to_be_bytes(),
-    );
-    key.extend_from_slice(subject.as_bytes());
-    key.extend_from_slice(interaction.as_bytes());
-    key
-}
-
-/// The subject of an [`undelivered_key`], or `None` if the key is damaged.
-fn undelivered_subject(key: &[u8]) -> Option<&str> {
-    let len = u32::from_be_bytes(key.get(..4)?.try_into().ok()?) as usize;
-    std::str::from_utf8(key.get(4..4usize.checked_add(len)?)?).ok()
+    crate::store::named_key(subject, interaction.as_bytes())
 }
 
 /// The batch that forgets an outcome as undelivered once its receiver took it.
@@ -223,8 +208,7 @@ fn apply_outside(hub: &Arc<Hub>, subject: &Arc<str>, effect: Effect) {
 
 /// Recover `state`, read back with nothing executing, in place: its timers armed again
 /// under the keys it keeps, the inbox, the run tree and the records' index told of it.
-/// Nothing it keeps changes, so nothing is written and the stored bytes stay its packed
-/// form. An error if its recovery would change it (a run was executing: such a subject
+/// Nothing it keeps changes, so nothing is written. An error if its recovery would change it (a run was executing: such a subject
 /// is recovered by its actor when the store is opened, never here).
 fn recover_in_place(hub: &Arc<Hub>, state: &mut State) -> Result<(), String> {
     let s = &hub.services;
@@ -237,8 +221,9 @@ fn recover_in_place(hub: &Arc<Hub>, state: &mut State) -> Result<(), String> {
             state.name
         ));
     }
+    let name = Arc::clone(&state.name);
     for effect in effects {
-        apply_outside(hub, &Arc::clone(&state.name), effect);
+        apply_outside(hub, &name, effect);
     }
     Ok(())
 }
@@ -403,7 +388,8 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
     // waiting on its subject, which forgets it as undelivered in the same change.
     let mut undelivered = Vec::new();
     for (key, value) in store.scan(Space::Undelivered).map_err(read)? {
-        let subject = undelivered_subject(&key).ok_or("an undelivered outcome's key is damaged")?;
+        let subject =
+            crate::store::name_of(&key).ok_or("an undelivered outcome's key is damaged")?;
         let waiting: super::effect::Waiting = serde_json::from_slice(&value).map_err(|e| {
             format!("an undelivered outcome on subject {subject} cannot be read back: {e}")
         })?;

@@ -136,7 +136,8 @@ pub(crate) fn due_of(key: &[u8], value: &[u8]) -> Option<(DateTime<Utc>, Due)> {
 
 /// Write `state`'s change into `batch`: its wake moved to its earliest timer (noted in
 /// `state.wake` before the rest is written, so the state read back knows which key its
-/// next change moves), the parts it changed (`State::write_parts`) and its head; or,
+/// next change moves), the parts it changed (`State::write_parts`) and its head if it
+/// changed; or,
 /// when it holds nothing, the deletes of all of them. An error only if a part cannot be
 /// written (not expected: it was built from checked values).
 pub(crate) fn write_subject(state: &mut State, batch: &mut Batch) -> Result<(), serde_json::Error> {
@@ -155,12 +156,13 @@ pub(crate) fn write_subject(state: &mut State, batch: &mut Batch) -> Result<(), 
     state.write_parts(batch)?;
     if empty {
         batch.delete(Space::Heads, name.as_bytes());
+        state.written.head = None;
     } else {
-        batch.put(
-            Space::Heads,
-            name.as_bytes(),
-            Head::of(state).to_bytes().to_vec(),
-        );
+        let head = Head::of(state).to_bytes().to_vec();
+        if state.written.head.as_ref() != Some(&head) {
+            batch.put(Space::Heads, name.as_bytes(), head.clone());
+            state.written.head = Some(head);
+        }
     }
     Ok(())
 }

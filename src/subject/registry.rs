@@ -262,6 +262,10 @@ impl Registry {
         hub: &Arc<S>,
         subject: &Arc<str>,
     ) -> Result<(), Stopped> {
+        // The usual case, a subject in a slot, needs only a read of the map.
+        if self.slots.contains_key(subject) {
+            return Ok(());
+        }
         match self.slots.entry(Arc::clone(subject)) {
             SlotEntry::Occupied(_) => return Ok(()),
             SlotEntry::Vacant(slot) => {

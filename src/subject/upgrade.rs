@@ -171,15 +171,8 @@ mod tests {
             let packed = Packed::pack(state).expect("packs");
             batch.put(Space::Subjects, key, packed.bytes().to_vec());
         }
-        for space in [
-            Space::Heads,
-            Space::Wakes,
-            Space::Runs,
-            Space::Entries,
-            Space::RunStates,
-            Space::Resolved,
-            Space::Groups,
-        ] {
+        // Every space after `Keys` came with version 2.
+        for space in Space::ALL.into_iter().filter(|s| *s > Space::Keys) {
             for (key, _) in store.scan(space).unwrap() {
                 batch.delete(space, key);
             }

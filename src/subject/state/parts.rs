@@ -15,43 +15,15 @@ use serde::{Deserialize, Serialize};
 
 use super::tracked::Tracked;
 use super::{Memory, State, is_zero};
-use crate::store::{Batch, Space, Store};
+use crate::store::{Batch, Space, Store, named_key};
 
 /// The rest of a state, kept under the subject's name.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct Rest {
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     memory_base: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     wake: Option<DateTime<Utc>>,
-}
-
-/// The rest read back.
-#[derive(Deserialize)]
-struct RestRead {
-    #[serde(default)]
-    memory_base: u64,
-    #[serde(default)]
-    wake: Option<DateTime<Utc>>,
-}
-
-/// The first bytes of every key of `subject`'s parts.
-pub(crate) fn prefix(subject: &str) -> Vec<u8> {
-    let mut key = Vec::with_capacity(4 + subject.len() + 16);
-    // A subject's name is far shorter than 4 GiB (the door's checks cap it).
-    key.extend_from_slice(
-        &u32::try_from(subject.len())
-            .unwrap_or(u32::MAX)
-            .to_be_bytes(),
-    );
-    key.extend_from_slice(subject.as_bytes());
-    key
-}
-
-fn part_key(subject: &str, id: &[u8]) -> Vec<u8> {
-    let mut key = prefix(subject);
-    key.extend_from_slice(id);
-    key
 }
 
 impl State {
@@ -78,8 +50,8 @@ impl State {
         (written != now).then_some((written, now))
     }
 
-    /// Write the parts changed since the last write into `batch`, and the rest (which
-    /// `encode_rest` gives, or its delete when the subject holds nothing).
+    /// Write the parts changed since the last write into `batch`, and the rest if it
+    /// changed (its delete when the subject holds nothing).
     pub(crate) fn write_parts(&mut self, batch: &mut Batch) -> Result<(), serde_json::Error> {
         let name = Arc::clone(&self.name);
         write_table(&mut self.entries, Space::Entries, &name, batch)?;
@@ -88,7 +60,7 @@ impl State {
         if let Some(((wb, wl), (b, l))) = self.memory_diff() {
             let written_end = wb + wl as u64;
             for ord in wb..b.min(written_end) {
-                batch.delete(Space::Resolved, part_key(&name, &ord.to_be_bytes()));
+                batch.delete(Space::Resolved, named_key(&name, &ord.to_be_bytes()));
             }
             for ord in b.max(written_end)..b + l as u64 {
                 let Some(memory) = usize::try_from(ord - b)
@@ -99,7 +71,7 @@ impl State {
                 };
                 batch.put(
                     Space::Resolved,
-                    part_key(&name, &ord.to_be_bytes()),
+                    named_key(&name, &ord.to_be_bytes()),
                     serde_json::to_vec(memory)?,
                 );
             }
@@ -147,8 +119,8 @@ impl State {
         else {
             return Ok(None);
         };
-        let rest: RestRead = serde_json::from_slice(&rest).map_err(|e| damaged("its state", e))?;
-        let prefix = prefix(subject);
+        let rest: Rest = serde_json::from_slice(&rest).map_err(|e| damaged("its state", e))?;
+        let prefix = named_key(subject, b"");
         let entries = read_table(store, Space::Entries, &prefix, "an entry", &damaged)?;
         let runs = read_table(store, Space::RunStates, &prefix, "a run", &damaged)?;
         let groups = read_table(store, Space::Groups, &prefix, "a group", &damaged)?;
@@ -179,7 +151,7 @@ fn write_table<V: Serialize>(
     batch: &mut Batch,
 ) -> Result<(), serde_json::Error> {
     for (id, value) in table.take_dirty() {
-        let key = part_key(subject, id.as_bytes());
+        let key = named_key(subject, id.as_bytes());
         match value {
             Some(value) => batch.put(space, key, serde_json::to_vec(value)?),
             None => batch.delete(space, key),
