@@ -122,21 +122,24 @@ impl Batch {
             })
             .sum::<usize>() as u64
     }
+}
 
-    /// The mutations, each key's last only, in the order they were added: what an engine
-    /// that gives every mutation of a batch one sequence number must be handed.
-    pub(crate) fn last_per_key(&self) -> Vec<&Op> {
-        if self.ops.len() < 2 {
-            return self.ops.iter().collect();
-        }
-        let mut seen = std::collections::HashSet::with_capacity(self.ops.len());
-        let mut last: Vec<&Op> = self
-            .ops
-            .iter()
-            .rev()
-            .filter(|op| seen.insert((op.space(), op.key())))
-            .collect();
-        last.reverse();
-        last
+/// The mutations of `batches`, taken in order as if they were one batch, each key's last
+/// only, in the order they were added: what an engine that gives every mutation of a
+/// group one sequence number must be handed.
+pub(crate) fn last_per_key(batches: &[Batch]) -> Vec<&Op> {
+    let ops = batches.iter().flat_map(|batch| batch.ops.iter());
+    let len: usize = batches.iter().map(Batch::len).sum();
+    if len < 2 {
+        return ops.collect();
     }
+    let mut seen = std::collections::HashSet::with_capacity(len);
+    let mut last: Vec<&Op> = batches
+        .iter()
+        .rev()
+        .flat_map(|batch| batch.ops.iter().rev())
+        .filter(|op| seen.insert((op.space(), op.key())))
+        .collect();
+    last.reverse();
+    last
 }

@@ -7,9 +7,10 @@
 //! - `data/`: the fjall database; each [`Space`] is one of its keyspaces, named by
 //!   [`Space::name`]; [`Space::Meta`] holds `format_version` as decimal text.
 //!
-//! Each submitted batch is committed as one fjall write batch (its own sequence number,
-//! so a later batch wins over an earlier one); the group's batches share one
-//! `persist(SyncData)`. fjall is opened with manual journal persistence, so nothing is
+//! A group's batches are committed as one fjall write batch (one journal entry, one
+//! sequence number, each key's last mutation across the group, so a later batch wins
+//! over an earlier one), then one `persist(SyncData)`: a kill keeps a group whole or not
+//! at all. fjall is opened with manual journal persistence, so nothing is
 //! synced but by that call.
 
 use std::fs::{File, OpenOptions, TryLockError};
@@ -19,6 +20,7 @@ use std::path::Path;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
+use super::batch::last_per_key;
 use super::{Batch, Entries, FORMAT_VERSION, Op, OpenError, Space, UPGRADES_FROM};
 
 /// The lock file's name in a data directory.
@@ -124,7 +126,7 @@ impl Disk {
         }
     }
 
-    /// Commits each batch as one fjall batch, not yet synced.
+    /// Commits a group's batches as one fjall batch, not yet synced.
     pub(super) fn write(&self, batches: &[Batch]) -> Result<(), String> {
         self.with(|open| open.write(batches))
     }
@@ -166,22 +168,18 @@ impl Disk {
 }
 
 impl Open {
-    /// Commits each batch as one fjall batch, not yet synced.
+    /// Commits a group's batches as one fjall batch, not yet synced: one journal entry
+    /// and one sequence number for the group, each key's last mutation only.
     fn write(&self, batches: &[Batch]) -> Result<(), String> {
-        for batch in batches {
-            let mut write = self.db.batch();
-            for op in batch.last_per_key() {
-                let space = &self.spaces[op.space().index()];
-                match op {
-                    Op::Put { key, value, .. } => {
-                        write.insert(space, key.as_slice(), value.as_slice())
-                    }
-                    Op::Delete { key, .. } => write.remove(space, key.as_slice()),
-                }
+        let mut write = self.db.batch();
+        for op in last_per_key(batches) {
+            let space = &self.spaces[op.space().index()];
+            match op {
+                Op::Put { key, value, .. } => write.insert(space, key.as_slice(), value.as_slice()),
+                Op::Delete { key, .. } => write.remove(space, key.as_slice()),
             }
-            write.commit().map_err(|err| describe(&err))?;
         }
-        Ok(())
+        write.commit().map_err(|err| describe(&err))
     }
 
     /// Syncs the journal: everything written is durable when it returns `Ok`.

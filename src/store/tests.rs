@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use super::batch::last_per_key;
 use super::disk::{DATA_DIR, VERSION_KEY};
 use super::{
     Ack, Batch, FORMAT_VERSION, Faults, OpenError, Space, Store, StoreError, Syncing, sequence_key,
@@ -439,8 +440,21 @@ fn batch_keeps_each_keys_last_mutation() {
         .put(Space::Subjects, "b", "2");
     assert_eq!(batch.len(), 4);
     assert_eq!(batch.bytes(), 2 + 2 + 1 + 2);
-    let last: Vec<_> = batch.last_per_key().into_iter().cloned().collect();
+    let last: Vec<_> = last_per_key(std::slice::from_ref(&batch))
+        .into_iter()
+        .cloned()
+        .collect();
     assert_eq!(last, batch.ops()[1..].to_vec());
+    // A group is taken as one batch: a later batch's mutation of a key wins.
+    let mut later = Batch::new();
+    later
+        .put(Space::Records, "a", "r2")
+        .put(Space::Subjects, "c", "3");
+    let group = [batch.clone(), later.clone()];
+    let last: Vec<_> = last_per_key(&group).into_iter().cloned().collect();
+    let mut expected = batch.ops()[2..].to_vec();
+    expected.extend(later.ops().iter().cloned());
+    assert_eq!(last, expected);
 }
 
 /// The newest fjall journal of a data directory, and where its written bytes end (fjall
