@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use tokio::sync::watch;
 
 use crate::ask::Ask;
 use crate::entry::Entry;
@@ -41,6 +42,9 @@ struct Inner {
     epoch: u64,
     /// The replay cursor; a std mutex because it is never held across an await.
     replay: Mutex<Replay>,
+    /// For a new run on a durable runtime: set once its start is durable, which a step
+    /// waits for (`None`: nothing to wait for).
+    started: Option<watch::Receiver<bool>>,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -91,6 +95,7 @@ impl Ctx {
         parent: Option<Arc<str>>,
         epoch: u64,
         journal: Vec<JournalEntry>,
+        started: Option<watch::Receiver<bool>>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -106,8 +111,26 @@ impl Ctx {
                     journal,
                     ..Replay::default()
                 }),
+                started,
             }),
         }
+    }
+
+    /// Wait until the run's start is durable, if it is not yet: a step is the one thing
+    /// an activation does outside the runtime, and none may be done for a run a crash
+    /// could forget.
+    async fn started(&self) -> Result<(), CtxError> {
+        let Some(started) = &self.inner.started else {
+            return Ok(());
+        };
+        if *started.borrow() {
+            return Ok(());
+        }
+        let mut started = started.clone();
+        started.wait_for(|durable| *durable).await.map_err(|_| {
+            CtxError::Failed("the runtime stopped before the run's start was durable".to_owned())
+        })?;
+        Ok(())
     }
 
     /// This run's id, the same on every activation.
@@ -295,6 +318,7 @@ impl Ctx {
             Ok(Recorded::Replayed(result)) => result,
             Err(message) => return Err(CtxError::Failed(message)),
             Ok(Recorded::Fresh) => {
+                self.started().await?;
                 let result = match f().await {
                     Ok(value) => step_value(name, value),
                     Err(e) => Err(e.to_string()),

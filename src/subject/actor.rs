@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ractor::{ActorProcessingErr, ActorRef, MessagingErr};
+use tokio::sync::watch;
 
 use super::durable;
 use super::effect::{Effect, Step};
@@ -53,8 +54,19 @@ pub(crate) struct Held {
     state: Option<Box<State>>,
     /// Set once passivation began; later messages are still handled.
     draining: bool,
+    /// The subject's activations and the gates of runs whose start is not yet durable.
+    tasks: Tasks,
+}
+
+/// What a subject's actor holds of its runs' activations.
+#[derive(Default)]
+struct Tasks {
     /// The tasks of the subject's executing activations, by run.
     activations: HashMap<Arc<str>, activation::Handle>,
+    /// New runs whose start is not yet durable, by run: their activations run at once,
+    /// but a step waits until the gate opens, when the start's change is acknowledged
+    /// (`Effect::Live` applied), so no step runs for a run a crash could forget.
+    starts: HashMap<Arc<str>, watch::Sender<bool>>,
 }
 
 impl ractor::Actor for Active {
@@ -71,7 +83,7 @@ impl ractor::Actor for Active {
             hub,
             state: Some(state),
             draining: false,
-            activations: HashMap::new(),
+            tasks: Tasks::default(),
         })
     }
 
@@ -95,21 +107,21 @@ impl ractor::Actor for Active {
             Msg::Durable(result) => {
                 // The change's unit in flight rode on this message.
                 handled += 1;
-                Work::new(&hub, &myself, &mut held.activations).durable(&mut state, result);
+                Work::new(&hub, &myself, &mut held.tasks).durable(&mut state, result);
             }
             Msg::Chains(answer) => {
                 // The exchange's own unit in flight rode on this message.
                 handled += 1;
                 if let Some(Pending { what, runs }) = state.awaiting.take() {
                     let chains: Chains = runs.into_iter().zip(answer).collect();
-                    let mut work = Work::new(&hub, &myself, &mut held.activations);
+                    let mut work = Work::new(&hub, &myself, &mut held.tasks);
                     // The waiting operation's own unit, kept while it waited.
                     handled += usize::from(work.run(&mut state, what, Some(&chains)));
                 }
             }
             msg if state.awaiting.is_some() => state.held.push_back(msg),
             msg => {
-                let mut work = Work::new(&hub, &myself, &mut held.activations);
+                let mut work = Work::new(&hub, &myself, &mut held.tasks);
                 let (done, key) = Box::pin(work.message(&mut state, msg)).await;
                 handled += usize::from(done);
                 touch = key.map_or(Touch::Active, Touch::Idle);
@@ -119,7 +131,7 @@ impl ractor::Actor for Active {
         while state.awaiting.is_none()
             && let Some(msg) = state.held.pop_front()
         {
-            let mut work = Work::new(&hub, &myself, &mut held.activations);
+            let mut work = Work::new(&hub, &myself, &mut held.tasks);
             let (done, key) = Box::pin(work.message(&mut state, msg)).await;
             handled += usize::from(done);
             touch = match (key, touch) {
@@ -142,7 +154,7 @@ impl ractor::Actor for Active {
             let s = &hub.services;
             let mut step = Step::new(s.clock.now(), &s.settings, &s.ids, &s.keys);
             let after = state.after(&mut step, touch);
-            Work::new(&hub, &myself, &mut held.activations).apply(&mut state, step.into_effects());
+            Work::new(&hub, &myself, &mut held.tasks).apply(&mut state, step.into_effects());
             after
         };
         let name = Arc::clone(&state.name);
@@ -177,7 +189,7 @@ impl ractor::Actor for Active {
             if let Some(state) = held.state.take() {
                 let name = Arc::clone(&state.name);
                 drop(state);
-                for (_, activation) in held.activations.drain() {
+                for (_, activation) in held.tasks.activations.drain() {
                     activation.stopped().await;
                 }
                 held.hub.registry.forget(&name);
@@ -199,21 +211,17 @@ impl ractor::Actor for Active {
 struct Work<'a> {
     hub: &'a Arc<Hub>,
     myself: &'a ActorRef<Msg>,
-    activations: &'a mut HashMap<Arc<str>, activation::Handle>,
+    tasks: &'a mut Tasks,
     /// While a durable change's effects are applied: the log number of its next event.
     log: Option<u64>,
 }
 
 impl<'a> Work<'a> {
-    fn new(
-        hub: &'a Arc<Hub>,
-        myself: &'a ActorRef<Msg>,
-        activations: &'a mut HashMap<Arc<str>, activation::Handle>,
-    ) -> Self {
+    fn new(hub: &'a Arc<Hub>, myself: &'a ActorRef<Msg>, tasks: &'a mut Tasks) -> Self {
         Self {
             hub,
             myself,
-            activations,
+            tasks,
             log: None,
         }
     }
@@ -333,15 +341,22 @@ impl<'a> Work<'a> {
             return;
         }
         let batch = durable::change(state, &effects);
-        // A run already in the store resumes now: its activation shows nothing by
-        // starting, and what it does reaches the subject as messages whose changes queue
-        // behind this one, so they can share this one's sync. A step it runs before the
-        // resolution is durable runs again after a crash (at least once). A new run's
-        // first activation waits until its start is durable: no step runs for a run a
-        // crash could forget.
+        // Activations start now: one shows nothing by starting, and what it does reaches
+        // the subject (or another) as messages whose changes queue behind this one in
+        // the store's one queue, so none is durable before it and they can share its
+        // sync. A step a resumed run takes before the resolution is durable runs again
+        // after a crash (at least once). A new run's steps wait behind a gate opened when
+        // its start is durable: no step runs for a run a crash could forget.
+        for effect in &effects {
+            if let Effect::Live(run) = effect {
+                self.tasks
+                    .starts
+                    .insert(Arc::clone(run), watch::Sender::new(false));
+            }
+        }
         let (start, held): (Vec<Effect>, Vec<Effect>) = effects
             .into_iter()
-            .partition(|e| matches!(e, Effect::Activate(launch) if launch.epoch > 1));
+            .partition(|e| matches!(e, Effect::Activate(_)));
         state.unacked.push_back(held);
         let hub = Arc::clone(self.hub);
         hub.services.inflight.add();
@@ -372,8 +387,10 @@ impl<'a> Work<'a> {
             Err(error) => {
                 tracing::error!(subject = %state.name, %error, "the store failed: the runtime stops");
                 self.hub.services.close();
-                // Their senders learn the runtime stopped; nothing of them is shown.
+                // Their senders learn the runtime stopped; nothing of them is shown, and
+                // no step runs for a run whose start was not durable.
                 state.unacked.clear();
+                self.tasks.starts.clear();
             }
         }
     }
@@ -424,7 +441,13 @@ impl<'a> Work<'a> {
                 Effect::Disarm(key) => s.timers.disarm(key),
                 Effect::Release(to) => s.release(to),
                 Effect::CountWaiting => s.count_waiting(),
-                Effect::Live(run) => hub.records.live(run, Arc::clone(&state.name)),
+                Effect::Live(run) => {
+                    // The run's start is durable: its steps may run.
+                    if let Some(gate) = self.tasks.starts.remove(&run) {
+                        gate.send_replace(true);
+                    }
+                    hub.records.live(run, Arc::clone(&state.name));
+                }
                 Effect::Record(record) => hub.records.ended(*record),
                 Effect::Occupy(to) => s.occupy(to),
                 Effect::Alive => {
@@ -444,20 +467,23 @@ impl<'a> Work<'a> {
                         launch.parent,
                         launch.epoch,
                         launch.journal,
+                        self.tasks.starts.get(&run).map(watch::Sender::subscribe),
                     );
                     let activation = Activation {
                         ctx,
                         kwargs: launch.kwargs,
                         extras: launch.extras,
                     };
-                    self.activations.insert(run, activation::spawn(activation));
+                    self.tasks
+                        .activations
+                        .insert(run, activation::spawn(activation));
                 }
                 Effect::Gone(run) => {
-                    self.activations.remove(&run);
+                    self.tasks.activations.remove(&run);
                     s.inflight.done();
                 }
                 Effect::Abort(run) => {
-                    if let Some(handle) = self.activations.remove(&run) {
+                    if let Some(handle) = self.tasks.activations.remove(&run) {
                         handle.abort();
                     }
                     s.inflight.done();

@@ -522,4 +522,71 @@ mod tests {
             }
         }
     }
+
+    /// A new run's activation starts before its start is durable, but its first step
+    /// waits for it: no step runs for a run a crash could forget.
+    #[tokio::test]
+    async fn a_new_runs_step_waits_until_its_start_is_durable() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let store = Store::memory_with(Syncing::Manual, Faults::default());
+        let steps = Arc::new(AtomicUsize::new(0));
+        let reached = Arc::new(tokio::sync::Notify::new());
+        let rt = Runtime::builder()
+            .without_env()
+            .clock(ManualClock::default())
+            .ids(Ids::sequential())
+            .store(store.clone())
+            .register("stepper", &[], {
+                let (steps, reached) = (Arc::clone(&steps), Arc::clone(&reached));
+                move |ctx, _, _| {
+                    let (steps, reached) = (Arc::clone(&steps), Arc::clone(&reached));
+                    async move {
+                        reached.notify_one();
+                        // Without the gate, the step would run in this same poll.
+                        let n: usize = ctx
+                            .step("side effect", || async {
+                                Ok::<_, String>(steps.fetch_add(1, Ordering::SeqCst) + 1)
+                            })
+                            .await?;
+                        let answer = ctx
+                            .ask(Ask::caller("go?").expiry_at(Duration::from_secs(60)))
+                            .await?;
+                        Ok(json!({ "n": n, "answer": answer }))
+                    }
+                }
+            })
+            .build()
+            .await
+            .expect("builds");
+        let started = tokio::spawn({
+            let rt = rt.clone();
+            async move { rt.run(Start::new("s", "stepper")).await }
+        });
+        tokio::time::timeout(Duration::from_secs(10), reached.notified())
+            .await
+            .expect("the activation starts before its start is durable");
+        assert_eq!(
+            steps.load(Ordering::SeqCst),
+            0,
+            "no step before the start is durable"
+        );
+        // Sync until the run parks: its start, then its ask.
+        let parked = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                store.sync_now();
+                if started.is_finished() {
+                    break started.await.expect("joins");
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("parks once synced")
+        .expect("starts");
+        assert_eq!(steps.load(Ordering::SeqCst), 1, "the step ran once");
+        assert_eq!(parked.asks.expect("asks").len(), 1);
+        rt.shutdown().await;
+    }
 }
