@@ -20,6 +20,7 @@
 
 mod batch;
 mod disk;
+mod log;
 mod memory;
 mod space;
 mod writer;
@@ -40,12 +41,14 @@ use disk::Disk;
 use memory::Memory;
 use writer::{Engine, Shared};
 
-/// The format version of a data directory this build writes. It reads this one and
-/// [`UPGRADES_FROM`]; any other is refused at open.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// The format version of a data directory this build writes. It reads this one and the
+/// older ones from [`UPGRADES_FROM`] on; any other is refused at open.
+pub(crate) const FORMAT_VERSION: u32 = 3;
 
-/// The older format version this build opens, for its caller to upgrade (version 1 had
-/// no [`Space::Heads`], [`Space::Wakes`] or [`Space::Runs`]).
+/// The oldest format version this build opens. Versions 1 and 2 kept a key per log
+/// entry: the store converts their log into chunks as it opens them (`log`). Version 1
+/// also had no [`Space::Heads`], [`Space::Wakes`] or [`Space::Runs`]: the store's caller
+/// upgrades the rest of it.
 pub(crate) const UPGRADES_FROM: u32 = 1;
 
 /// The key of the format version, decimal text, in [`Space::Meta`].
@@ -237,7 +240,7 @@ pub(crate) enum OpenError {
     /// The directory was written by another format version.
     #[error(
         "store directory {path} has format version {found}, this build reads version {expected} \
-         (and upgrades version {older})",
+         (and upgrades the older ones from version {older})",
         older = UPGRADES_FROM
     )]
     Version {
@@ -372,8 +375,8 @@ impl Store {
     }
 
     /// The format version of the data as read: [`FORMAT_VERSION`] unless the directory
-    /// was opened at [`UPGRADES_FROM`] and not yet upgraded (a memory store is always
-    /// current).
+    /// was opened at [`UPGRADES_FROM`] and not yet upgraded (a version 2 directory is
+    /// upgraded as it opens; a memory store is always current).
     pub(crate) fn format_version(&self) -> Result<u32, StoreError> {
         Ok(self
             .get(Space::Meta, VERSION_KEY)?

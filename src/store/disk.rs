@@ -82,7 +82,10 @@ impl Disk {
         }
         let lock = take_lock(dir)?;
         let (db, spaces) = open_engine(dir, &data)?;
-        check_version(dir, &db, &spaces)?;
+        let found = check_version(dir, &db, &spaces)?;
+        if found < LOG_IN_CHUNKS {
+            convert_log(dir, &db, &spaces, found)?;
+        }
         Ok(Disk {
             open: std::sync::RwLock::new(Some(Open {
                 spaces,
@@ -141,11 +144,6 @@ impl Disk {
         self.with(|open| open.get(space, key))
     }
 
-    /// A space's last key, as written.
-    pub(super) fn last(&self, space: Space) -> Result<Option<Vec<u8>>, String> {
-        self.with(|open| open.last(space))
-    }
-
     /// Up to `limit` of a space's entries from `from` on, as written, in key order.
     pub(super) fn range_from(
         &self,
@@ -171,15 +169,7 @@ impl Open {
     /// Commits a group's batches as one fjall batch, not yet synced: one journal entry
     /// and one sequence number for the group, each key's last mutation only.
     fn write(&self, batches: &[Batch]) -> Result<(), String> {
-        let mut write = self.db.batch();
-        for op in last_per_key(batches) {
-            let space = &self.spaces[op.space().index()];
-            match op {
-                Op::Put { key, value, .. } => write.insert(space, key.as_slice(), value.as_slice()),
-                Op::Delete { key, .. } => write.remove(space, key.as_slice()),
-            }
-        }
-        write.commit().map_err(|err| describe(&err))
+        write_group(&self.db, &self.spaces, batches)
     }
 
     /// Syncs the journal: everything written is durable when it returns `Ok`.
@@ -197,15 +187,6 @@ impl Open {
             .map_err(|err| describe(&err))
     }
 
-    /// A space's last key, as written.
-    fn last(&self, space: Space) -> Result<Option<Vec<u8>>, String> {
-        self.spaces[space.index()]
-            .last_key_value()
-            .map(|guard| guard.key().map(|k| k.to_vec()))
-            .transpose()
-            .map_err(|err| describe(&err))
-    }
-
     /// Up to `limit` of a space's entries from `from` on, as written, in key order.
     fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Result<Entries, String> {
         entries(self.spaces[space.index()].range(from..).take(limit))
@@ -215,6 +196,20 @@ impl Open {
     fn scan(&self, space: Space) -> Result<Entries, String> {
         entries(self.spaces[space.index()].iter())
     }
+}
+
+/// Commits `batches` as one fjall batch, not yet synced: one journal entry and one
+/// sequence number, each key's last mutation only.
+fn write_group(db: &Database, spaces: &[Keyspace], batches: &[Batch]) -> Result<(), String> {
+    let mut write = db.batch();
+    for op in last_per_key(batches) {
+        let space = &spaces[op.space().index()];
+        match op {
+            Op::Put { key, value, .. } => write.insert(space, key.as_slice(), value.as_slice()),
+            Op::Delete { key, .. } => write.remove(space, key.as_slice()),
+        }
+    }
+    write.commit().map_err(|err| describe(&err))
 }
 
 /// The keys and values an iteration over a keyspace yields, copied out.
@@ -280,27 +275,25 @@ fn open_engine(dir: &Path, data: &Path) -> Result<(Database, Vec<Keyspace>), Ope
 }
 
 /// Checks the format version, writing it into a store that holds nothing yet (a new one,
-/// or one whose creation was interrupted before the version was synced).
-fn check_version(dir: &Path, db: &Database, spaces: &[Keyspace]) -> Result<(), OpenError> {
+/// or one whose creation was interrupted before the version was synced); the version
+/// found (or written).
+fn check_version(dir: &Path, db: &Database, spaces: &[Keyspace]) -> Result<u32, OpenError> {
     let corrupt = |err: fjall::Error| OpenError::Corrupt {
         path: dir.to_path_buf(),
         cause: describe(&err),
     };
     let meta = &spaces[Space::Meta.index()];
     match meta.get(VERSION_KEY).map_err(corrupt)? {
-        // The older version is opened as it is; the runtime upgrades it.
-        Some(found)
-            if [FORMAT_VERSION, UPGRADES_FROM]
-                .iter()
-                .any(|v| found.as_ref() == v.to_string().as_bytes()) =>
-        {
-            Ok(())
-        }
-        Some(found) => Err(OpenError::Version {
-            path: dir.to_path_buf(),
-            found: String::from_utf8_lossy(&found).into_owned(),
-            expected: FORMAT_VERSION,
-        }),
+        // An older version is opened and upgraded: the log here, the rest by the runtime.
+        Some(found) => std::str::from_utf8(&found)
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|v| (UPGRADES_FROM..=FORMAT_VERSION).contains(v))
+            .ok_or_else(|| OpenError::Version {
+                path: dir.to_path_buf(),
+                found: String::from_utf8_lossy(&found).into_owned(),
+                expected: FORMAT_VERSION,
+            }),
         None => {
             for space in spaces {
                 if !space.is_empty().map_err(corrupt)? {
@@ -311,9 +304,52 @@ fn check_version(dir: &Path, db: &Database, spaces: &[Keyspace]) -> Result<(), O
             }
             meta.insert(VERSION_KEY, FORMAT_VERSION.to_string())
                 .map_err(corrupt)?;
-            db.persist(PersistMode::SyncAll).map_err(corrupt)
+            db.persist(PersistMode::SyncAll).map_err(corrupt)?;
+            Ok(FORMAT_VERSION)
         }
     }
+}
+
+/// The first format version that keeps the log in chunks (`super::log`).
+const LOG_IN_CHUNKS: u32 = 3;
+
+/// How many entries of an older log one chunk of the conversion holds.
+const CONVERTED_PER_CHUNK: usize = 1024;
+
+/// Converts the log of a directory `found` at an older version into chunks, each chunk
+/// synced with the deletion of the keys it replaces; a directory found at version 2,
+/// which differs from this one only there, is then marked as this version. A version 1
+/// directory keeps its version for the runtime's upgrade, which writes this one last.
+fn convert_log(
+    dir: &Path,
+    db: &Database,
+    spaces: &[Keyspace],
+    found: u32,
+) -> Result<(), OpenError> {
+    let corrupt = |cause: String| OpenError::Corrupt {
+        path: dir.to_path_buf(),
+        cause,
+    };
+    let events = &spaces[Space::Events.index()];
+    let old = entries(events.iter())
+        .map_err(&corrupt)?
+        .into_iter()
+        .filter_map(|(key, value)| Some((super::sequence_of(&key)?, value)));
+    let commit = |batch: Batch| -> Result<(), String> {
+        write_group(db, spaces, std::slice::from_ref(&batch))?;
+        db.persist(PersistMode::SyncData)
+            .map_err(|err| describe(&err))
+    };
+    super::log::convert(old, CONVERTED_PER_CHUNK, commit).map_err(&corrupt)?;
+    if found == LOG_IN_CHUNKS - 1 {
+        let meta = &spaces[Space::Meta.index()];
+        meta.insert(VERSION_KEY, FORMAT_VERSION.to_string())
+            .map_err(|err| corrupt(describe(&err)))?;
+        db.persist(PersistMode::SyncAll)
+            .map_err(|err| corrupt(describe(&err)))?;
+        tracing::info!(path = %dir.display(), "the data directory's log was converted to format version {FORMAT_VERSION}");
+    }
+    Ok(())
 }
 
 /// A fjall error as a reason a reader can act on.

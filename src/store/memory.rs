@@ -70,14 +70,6 @@ impl Memory {
         lock(&self.data).spaces[space.index()].get(key).cloned()
     }
 
-    /// A space's last durable key.
-    pub(super) fn last(&self, space: Space) -> Option<Vec<u8>> {
-        lock(&self.data).spaces[space.index()]
-            .keys()
-            .next_back()
-            .cloned()
-    }
-
     /// Up to `limit` of a space's durable entries from `from` on, in key order.
     pub(super) fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Entries {
         lock(&self.data).spaces[space.index()]

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::batch::last_per_key;
+use super::batch::{Op, last_per_key};
 use super::disk::{DATA_DIR, VERSION_KEY};
 use super::{
     Ack, Batch, FORMAT_VERSION, Faults, OpenError, Space, Store, StoreError, Syncing, sequence_key,
@@ -650,4 +650,65 @@ fn the_log_is_numbered_in_commit_order_and_trimmed() {
     batch.append_log([7]);
     durable(&reopened, batch).expect("durable");
     assert_eq!(reopened.log_from(7, 10).expect("reads"), [(7, vec![7])]);
+}
+
+/// A directory of format version 2 kept a key per log entry: opening it converts them
+/// into chunks and marks it as this version; a conversion cut short (some chunks
+/// written, the rest still a key each) goes on from where it stopped; either way the
+/// log reads back whole and in order, and goes on after its last entry.
+#[test]
+fn an_older_log_is_converted_at_open() {
+    for cut_short in [false, true] {
+        let (_tmp, dir) = data_dir();
+        {
+            let store = Store::open(&dir).expect("opens");
+            let mut batch = Batch::new();
+            for seq in 3..=2_000u64 {
+                batch.put(Space::Events, sequence_key(seq), seq.to_string());
+            }
+            if cut_short {
+                // The first 1,024 already converted, their keys deleted with it.
+                let mut chunk = Batch::new();
+                super::log::convert(
+                    (3..3 + 1024u64).map(|seq| (seq, seq.to_string().into_bytes())),
+                    1024,
+                    |b| {
+                        chunk = b;
+                        Ok::<_, ()>(())
+                    },
+                )
+                .unwrap();
+                for op in chunk.into_ops() {
+                    match op {
+                        Op::Put { space, key, value } => batch.put(space, key, value),
+                        Op::Delete { space, key } => batch.delete(space, key),
+                    };
+                }
+            }
+            batch.put(Space::Meta, VERSION_KEY, "2");
+            durable(&store, batch).expect("durable");
+        }
+        let store = Store::open(&dir).expect("opens and converts");
+        assert_eq!(store.format_version().unwrap(), FORMAT_VERSION);
+        assert!(
+            store
+                .scan(Space::Events)
+                .unwrap()
+                .iter()
+                .all(|(key, _)| key.len() == 12),
+            "only chunks are left"
+        );
+        let log = store.log_from(1, usize::MAX).expect("reads");
+        assert_eq!(log.len(), 1_998);
+        assert!(
+            log.iter()
+                .zip(3u64..)
+                .all(|((seq, value), n)| *seq == n && *value == n.to_string().into_bytes())
+        );
+        assert_eq!(store.log_from(1500, 2).unwrap()[1].0, 1501);
+        let mut batch = Batch::new();
+        batch.append_log(b"next".to_vec());
+        durable(&store, batch).expect("durable");
+        assert_eq!(store.log_from(2001, 5).unwrap(), [(2001, b"next".to_vec())]);
+    }
 }

@@ -14,11 +14,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 use super::disk::Disk;
+use super::log::{self, Log};
 use super::memory::Memory;
-use super::{
-    Ack, Batch, Entries, Faults, Receipt, Space, Stamp, Stats, StoreError, sequence_key,
-    sequence_of,
-};
+use super::{Ack, Batch, Entries, Faults, Receipt, Space, Stamp, Stats, StoreError};
 
 /// Locks `mutex`, going on if a thread panicked while holding it: every critical section
 /// here leaves its data consistent at each step.
@@ -85,10 +83,8 @@ pub(super) struct Shared {
     commit_micros: AtomicU64,
     /// Each batch is committed alone, on its submitter's thread, as it is submitted.
     inline: bool,
-    /// The sequence number the log's next entry gets.
-    log_next: AtomicU64,
-    /// How many entries the log keeps: appending one past it deletes the oldest.
-    log_capacity: AtomicU64,
+    /// The log's end, its chunks and its capacity (`super::log`).
+    log: Mutex<Log>,
     /// Called on each group's first batch as it is committed (the id counters' marks).
     stamp: Mutex<Option<Stamp>>,
     /// A simulated crash to come: how many more batches become durable before it.
@@ -126,8 +122,7 @@ impl Shared {
             largest_group: AtomicU64::new(0),
             commit_micros: AtomicU64::new(0),
             inline: false,
-            log_next: AtomicU64::new(1),
-            log_capacity: AtomicU64::new(super::LOG_CAPACITY),
+            log: Mutex::new(Log::new(Vec::new(), super::LOG_CAPACITY)),
             stamp: Mutex::new(None),
             crash_budget: Mutex::new(None),
             crashed: AtomicBool::new(false),
@@ -135,22 +130,22 @@ impl Shared {
         }
     }
 
-    /// Reads where the log ends, so the next entry follows the last one kept.
+    /// Reads the log's chunks, so the next entry follows the last one kept.
     pub(super) fn find_log_end(&self) -> Result<(), StoreError> {
-        let last = match &self.engine {
-            Engine::Memory(memory) => memory.last(Space::Events),
+        let chunks = match &self.engine {
+            Engine::Memory(memory) => memory.scan(Space::Events),
             Engine::Disk(disk) => disk
-                .last(Space::Events)
+                .scan(Space::Events)
                 .map_err(|cause| self.read_error(Space::Events, cause))?,
         };
-        let next = last.as_deref().and_then(sequence_of).map_or(1, |s| s + 1);
-        self.log_next.store(next, Ordering::Relaxed);
+        let mut log = lock(&self.log);
+        *log = Log::new(chunks.into_iter().map(|(key, _)| key), log.capacity());
         Ok(())
     }
 
     /// Sets how many entries the log keeps.
     pub(super) fn set_log_capacity(&self, entries: u64) {
-        self.log_capacity.store(entries.max(1), Ordering::Relaxed);
+        lock(&self.log).set_capacity(entries);
     }
 
     /// Sets the stamp called on each group's first batch.
@@ -158,44 +153,55 @@ impl Shared {
         *lock(&self.stamp) = Some(stamp);
     }
 
-    /// The log's entries from sequence `from` on, at most `limit`, as durable.
+    /// The log's entries from sequence `from` on, at most `limit`, as durable and kept.
     pub(super) fn log_from(
         &self,
         from: u64,
         limit: usize,
     ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
         self.refuse_if_poisoned()?;
-        let from = sequence_key(from);
-        let entries = match &self.engine {
-            Engine::Memory(memory) => memory.range_from(Space::Events, &from, limit),
-            Engine::Disk(disk) => disk
-                .range_from(Space::Events, &from, limit)
-                .map_err(|cause| self.read_error(Space::Events, cause))?,
+        let Some((mut key, shown)) = lock(&self.log).read_from(from) else {
+            return Ok(Vec::new());
         };
-        Ok(entries
-            .into_iter()
-            .filter_map(|(k, v)| sequence_of(&k).map(|s| (s, v)))
-            .collect())
-    }
-
-    /// Numbers the log entries of `batches` in order, as puts (each one past the log's
-    /// capacity also deleting the oldest); each batch's first number.
-    fn number(&self, batches: &mut [Batch]) -> Vec<u64> {
-        let capacity = self.log_capacity.load(Ordering::Relaxed);
-        batches
-            .iter_mut()
-            .map(|batch| {
-                let first = self.log_next.load(Ordering::Relaxed);
-                for value in batch.take_log() {
-                    let seq = self.log_next.fetch_add(1, Ordering::Relaxed);
-                    batch.put(Space::Events, sequence_key(seq), value);
-                    if seq > capacity {
-                        batch.delete(Space::Events, sequence_key(seq - capacity));
+        let mut entries = Vec::new();
+        // Chunks are read a few at a time: a read of one entry reads one chunk.
+        const CHUNKS: usize = 4;
+        'read: loop {
+            let chunks = match &self.engine {
+                Engine::Memory(memory) => memory.range_from(Space::Events, &key, CHUNKS),
+                Engine::Disk(disk) => disk
+                    .range_from(Space::Events, &key, CHUNKS)
+                    .map_err(|cause| self.read_error(Space::Events, cause))?,
+            };
+            let read = chunks.len();
+            for (chunk, value) in chunks {
+                let Some((first, count)) = log::chunk_of(&chunk) else {
+                    continue;
+                };
+                let values = log::decode(&value, count).map_err(|cause| {
+                    self.read_error(Space::Events, format!("from {first}: {cause}"))
+                })?;
+                for (seq, value) in (first..).zip(values) {
+                    if seq >= shown.end || entries.len() >= limit {
+                        break 'read;
+                    }
+                    if seq >= shown.start {
+                        entries.push((seq, value));
                     }
                 }
-                first
-            })
-            .collect()
+                key = log::chunk_key(first + u64::from(count), 0);
+            }
+            if read < CHUNKS {
+                break;
+            }
+        }
+        Ok(entries)
+    }
+
+    /// Numbers the log entries of `batches` in order, as one chunk (deleting the chunks
+    /// then past the log's capacity); each batch's first number.
+    fn number(&self, batches: &mut [Batch]) -> Vec<u64> {
+        lock(&self.log).append(batches)
     }
 
     /// Commit each batch alone, on its submitter's thread, as it is submitted.
@@ -398,6 +404,7 @@ impl Shared {
             .and_then(|()| self.sync(batches, epoch));
         match synced {
             Ok(true) => {
+                lock(&self.log).made_durable();
                 self.syncs.fetch_add(1, Ordering::Relaxed);
                 self.batches.fetch_add(count as u64, Ordering::Relaxed);
                 self.bytes.fetch_add(bytes, Ordering::Relaxed);

@@ -141,7 +141,7 @@ mod tests {
     use crate::runtime::{Runtime, Start};
     use std::sync::Arc;
 
-    use crate::store::{Batch, Faults, Space, Store, Syncing, VERSION_KEY};
+    use crate::store::{Batch, FORMAT_VERSION, Faults, Space, Store, Syncing, VERSION_KEY};
     use crate::subject::packed::Packed;
     use crate::subject::state::State;
 
@@ -182,7 +182,8 @@ mod tests {
     }
 
     /// A directory of version 1 is upgraded when it is opened: then every subject is
-    /// counted, found and expired as if version 2 had written it, and the version says 2.
+    /// counted, found and expired as if this version had written it, and the version
+    /// says so.
     #[tokio::test]
     async fn a_directory_of_version_one_is_upgraded_at_open() {
         let clock = ManualClock::default();
@@ -199,7 +200,7 @@ mod tests {
         assert!(store.scan(Space::Heads).unwrap().is_empty());
 
         let rt = open(store.clone(), &clock).await;
-        assert_eq!(store.format_version().unwrap(), 2);
+        assert_eq!(store.format_version().unwrap(), FORMAT_VERSION);
         assert_eq!(store.scan(Space::Heads).unwrap().len(), 2, "a and b");
         let stats = rt.stats().await;
         assert_eq!(
