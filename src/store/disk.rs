@@ -159,6 +159,21 @@ impl Disk {
         self.with(|open| entries(open.spaces[space.index()].prefix(prefix)))
     }
 
+    /// A space's keys, as written, in key order.
+    pub(super) fn keys(&self, space: Space) -> Result<Vec<Vec<u8>>, String> {
+        self.with(|open| {
+            open.spaces[space.index()]
+                .iter()
+                .map(|guard| {
+                    guard
+                        .key()
+                        .map(|k| k.to_vec())
+                        .map_err(|err| describe(&err))
+                })
+                .collect()
+        })
+    }
+
     /// A space's contents, as written, in key order.
     pub(super) fn scan(&self, space: Space) -> Result<Entries, String> {
         self.with(|open| open.scan(space))

@@ -88,6 +88,14 @@ impl Memory {
             .collect()
     }
 
+    /// A space's durable keys, in key order.
+    pub(super) fn keys(&self, space: Space) -> Vec<Vec<u8>> {
+        lock(&self.data).spaces[space.index()]
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     /// A space's durable contents, in key order.
     pub(super) fn scan(&self, space: Space) -> Entries {
         lock(&self.data).spaces[space.index()]

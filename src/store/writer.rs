@@ -133,13 +133,13 @@ impl Shared {
     /// Reads the log's chunks, so the next entry follows the last one kept.
     pub(super) fn find_log_end(&self) -> Result<(), StoreError> {
         let chunks = match &self.engine {
-            Engine::Memory(memory) => memory.scan(Space::Events),
+            Engine::Memory(memory) => memory.keys(Space::Events),
             Engine::Disk(disk) => disk
-                .scan(Space::Events)
+                .keys(Space::Events)
                 .map_err(|cause| self.read_error(Space::Events, cause))?,
         };
         let mut log = lock(&self.log);
-        *log = Log::new(chunks.into_iter().map(|(key, _)| key), log.capacity());
+        *log = Log::new(chunks, log.capacity());
         Ok(())
     }
 
