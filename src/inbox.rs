@@ -8,6 +8,9 @@
 //! A user ask that left the inbox is remembered by id with its subject (the most recent
 //! [`LEFT_REMEMBERED`]), so a late answer is told `already resolved` from what its
 //! subject remembers, not `unknown`. The subject keeps how and when; the inbox only where.
+//! On a data directory, the user asks that left before the runtime was opened are
+//! recalled from the durable event log, once, at the first answer the inbox does not
+//! know ([`Inbox::recall_left`]).
 
 use std::sync::{Arc, Mutex};
 
@@ -153,6 +156,8 @@ pub(crate) struct Inbox {
     left: Mutex<IndexMap<String, Arc<str>>>,
     /// The live stream.
     frames: broadcast::Sender<Frame>,
+    /// Set once the user asks that left before the runtime opened were recalled.
+    recalled: tokio::sync::OnceCell<()>,
 }
 
 impl Default for Inbox {
@@ -161,6 +166,7 @@ impl Default for Inbox {
             items: Mutex::new(IndexMap::new()),
             left: Mutex::new(IndexMap::new()),
             frames: broadcast::Sender::new(65_536),
+            recalled: tokio::sync::OnceCell::new(),
         }
     }
 }
@@ -208,6 +214,32 @@ impl Inbox {
     pub(crate) fn left(&self, id: &str) -> Option<Arc<str>> {
         let left = self.left.lock().unwrap_or_else(|p| p.into_inner());
         left.get(id).cloned()
+    }
+
+    /// Recall, once, the user asks that left before the runtime opened: `read` gives
+    /// them (id and subject, oldest first) and runs at the first call; later and
+    /// concurrent calls wait for that one. They are remembered as older than any that
+    /// left since, within [`LEFT_REMEMBERED`].
+    pub(crate) async fn recall_left<F, Fut>(&self, read: F)
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Vec<(String, Arc<str>)>>,
+    {
+        self.recalled
+            .get_or_init(|| async {
+                let before = read().await;
+                let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
+                let since = std::mem::take(&mut *left);
+                let mut all: IndexMap<String, Arc<str>> = before
+                    .into_iter()
+                    .filter(|(id, _)| !since.contains_key(id))
+                    .collect();
+                all.extend(since);
+                let over = all.len().saturating_sub(LEFT_REMEMBERED);
+                all.drain(..over);
+                *left = all;
+            })
+            .await;
     }
 
     /// One page, numbered from 1.

@@ -302,3 +302,50 @@ async fn an_open_reads_only_what_it_must_and_the_rest_when_touched() {
     assert_eq!(dropped, 1);
     rt.shutdown().await;
 }
+
+/// A user ask answered before a restart is still told `already resolved` by the answer
+/// door after it (the subject remembers how and when; the door finds the subject in
+/// the durable log), while an id never issued is still unknown.
+#[tokio::test]
+async fn an_answer_to_a_user_ask_resolved_before_a_restart_is_already_resolved() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let clock = ManualClock::default();
+    let open = |dir: std::path::PathBuf, clock: ManualClock| async move {
+        Builder::default()
+            .without_env()
+            .clock(clock)
+            .ids(Ids::sequential())
+            .data_dir(dir)
+            .register("approve", &[], |ctx, _, _| async move {
+                let answer = ctx.ask(Ask::user("approve?").expiry_at("1h")).await?;
+                Ok(json!({ "answer": answer }))
+            })
+            .build()
+            .await
+            .expect("opens")
+    };
+    let rt = open(dir.path().to_path_buf(), clock.clone()).await;
+    rt.run(Start::new("s", "approve")).await.expect("parks");
+    let id = rt.inbox(1, None).expect("a page").items[0].id.clone();
+    rt.answer(&id, json!("yes")).await.expect("answered");
+    rt.settle().await;
+    let again = rt.answer(&id, json!("no")).await;
+    assert!(
+        matches!(again, Err(parkway::AnswerError::AlreadyResolved { .. })),
+        "{again:?}"
+    );
+    rt.shutdown().await;
+
+    let rt = open(dir.path().to_path_buf(), clock.clone()).await;
+    let again = rt.answer(&id, json!("no")).await;
+    assert!(
+        matches!(&again, Err(parkway::AnswerError::AlreadyResolved { id: i, .. }) if *i == id),
+        "{again:?}"
+    );
+    let never = rt.answer("no-such-id", json!("no")).await;
+    assert!(
+        matches!(never, Err(parkway::AnswerError::Unknown { .. })),
+        "{never:?}"
+    );
+    rt.shutdown().await;
+}

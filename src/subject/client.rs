@@ -416,6 +416,18 @@ impl Hub {
     /// remembers how; else unknown (a caller ask never entered the inbox).
     pub(crate) async fn gone(self: &Arc<Self>, id: &str) -> AnswerError {
         let unknown = || AnswerError::Unknown { id: id.to_owned() };
+        if self.inbox.left(id).is_none()
+            && let Some(store) = &self.services.store
+        {
+            let store = store.clone();
+            self.inbox
+                .recall_left(|| async move {
+                    tokio::task::spawn_blocking(move || super::durable::left_in_log(&store))
+                        .await
+                        .unwrap_or_default()
+                })
+                .await;
+        }
         let Some(subject) = self.inbox.left(id) else {
             return unknown();
         };

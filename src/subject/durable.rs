@@ -18,6 +18,7 @@ use super::index;
 use super::packed::Packed;
 use super::state::State;
 use super::{Msg, Op};
+use crate::event::Event;
 use crate::record::RunRecord;
 use crate::store::{Batch, Space};
 
@@ -103,6 +104,40 @@ pub(crate) fn change(state: &mut State, effects: &[Effect]) -> Batch {
         }
     }
     batch
+}
+
+/// The user asks whose resolution the durable log holds, by id with their subject,
+/// oldest first: where the answer door finds the subject of one that left the inbox
+/// before the runtime was opened. A log that cannot be read recalls what it read.
+pub(crate) fn left_in_log(store: &crate::store::Store) -> Vec<(String, Arc<str>)> {
+    const PAGE: usize = 4096;
+    let mut left = Vec::new();
+    let mut from = 1;
+    loop {
+        let entries = match store.log_from(from, PAGE) {
+            Ok(entries) => entries,
+            Err(error) => {
+                tracing::warn!(%error, "the log could not be read to recall the user asks that left");
+                break;
+            }
+        };
+        let Some(&(last, _)) = entries.last() else {
+            break;
+        };
+        for (_, bytes) in &entries {
+            if let Ok(Event::AskResolved {
+                subject,
+                interaction,
+                to: crate::entry::To::User,
+                ..
+            }) = serde_json::from_slice(bytes)
+            {
+                left.push((interaction, Arc::from(subject)));
+            }
+        }
+        from = last + 1;
+    }
+    left
 }
 
 /// The retention horizon armed for `run`'s record among `effects`.
