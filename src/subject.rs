@@ -30,6 +30,7 @@ pub(crate) mod packed;
 pub(crate) mod records;
 pub(crate) mod registry;
 pub(crate) mod state;
+pub(crate) mod turn;
 pub(crate) mod upgrade;
 
 use std::sync::Arc;

@@ -87,6 +87,12 @@ impl Batch {
         self
     }
 
+    /// Adds `other`'s mutations and log entries after this batch's own.
+    pub(crate) fn append(&mut self, other: Batch) {
+        self.ops.extend(other.ops);
+        self.log.extend(other.log);
+    }
+
     /// The log entries waiting for their numbers, taken.
     pub(crate) fn take_log(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.log)

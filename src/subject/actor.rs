@@ -25,13 +25,14 @@ use super::effect::{Effect, Step};
 use super::hub::Hub;
 use super::registry::Stopped;
 use super::state::{After, Awaiting, Chains, Handled, Pending, Planned, State, Touch};
+use super::turn;
 use super::{Msg, Op};
 use crate::event::{Event, Resolution};
 use crate::jq::Limits;
 use crate::run::Ctx;
 use crate::run::activation::{self, Activation};
 use crate::run::port::Port;
-use crate::store::{Receipt, StoreError};
+use crate::store::{Batch, Receipt, StoreError};
 use crate::supervisor::{self, TimerKey};
 
 /// The actor type.
@@ -67,6 +68,9 @@ struct Tasks {
     /// but a step waits until the gate opens, when the start's change is acknowledged
     /// (`Effect::Live` applied), so no step runs for a run a crash could forget.
     starts: HashMap<Arc<str>, watch::Sender<bool>>,
+    /// The changes of this turn, one batch, handed to the store when the turn ends
+    /// (`Work::submit_turn`); their effects are the last entry of `unacked`.
+    turn: Option<Batch>,
 }
 
 impl ractor::Actor for Active {
@@ -140,6 +144,8 @@ impl ractor::Actor for Active {
                 (None, _) => Touch::Active,
             };
         }
+        // The turn's changes go to the store as one batch.
+        Work::new(&hub, &myself, &mut held.tasks).submit_turn(&state);
         // A draining actor's state is on its way to be stored, idle: a message queued
         // before the drain marker arms no idle check, which would outlive the state it
         // was for and wake the subject later for nothing. Otherwise, undecided (a change
@@ -321,16 +327,17 @@ impl<'a> Work<'a> {
         }
     }
 
-    /// Hand a transition's change to the store and hold its effects until it is durable;
-    /// without a store (a runtime in memory), apply them now. A transition that changed
-    /// nothing (only replies) needs no write, but still waits behind any change not yet
-    /// durable, so nothing it shows can be ahead of what is durable.
+    /// Add a transition's change to the turn's batch (handed to the store when the turn
+    /// ends) and hold its effects until it is durable; without a store (a runtime in
+    /// memory), apply them now. A transition that changed nothing (only replies) needs
+    /// no write, but still waits behind any change not yet durable, so nothing it shows
+    /// can be ahead of what is durable.
     fn commit(&mut self, state: &mut State, effects: Vec<Effect>) {
-        let Some(store) = &self.hub.services.store else {
+        if self.hub.services.store.is_none() {
             // Nothing is written in memory: what changed is not kept for a write.
             state.discard_unwritten();
             return self.apply(state, effects);
-        };
+        }
         let writes =
             state.has_unwritten() || effects.iter().any(|e| !matches!(e, Effect::Reply(_)));
         if !writes {
@@ -357,7 +364,28 @@ impl<'a> Work<'a> {
         let (start, held): (Vec<Effect>, Vec<Effect>) = effects
             .into_iter()
             .partition(|e| matches!(e, Effect::Activate(_)));
-        state.unacked.push_back(held);
+        // Changes of one turn are one batch, their effects one entry released by its
+        // acknowledgement, in order (their events are the batch's log entries, in order).
+        match (self.tasks.turn.as_mut(), state.unacked.back_mut()) {
+            (Some(turn), Some(last)) => {
+                turn.append(batch);
+                last.extend(held);
+            }
+            _ => {
+                self.tasks.turn = Some(batch);
+                state.unacked.push_back(held);
+            }
+        }
+        if !start.is_empty() {
+            self.apply(state, start);
+        }
+    }
+
+    /// Hand the turn's changes to the store, as one batch, if it made any.
+    fn submit_turn(&mut self, state: &State) {
+        let (Some(batch), Some(store)) = (self.tasks.turn.take(), &self.hub.services.store) else {
+            return;
+        };
         let hub = Arc::clone(self.hub);
         hub.services.inflight.add();
         let (me, subject) = (self.myself.clone(), Arc::clone(&state.name));
@@ -367,9 +395,6 @@ impl<'a> Work<'a> {
             batch,
             Box::new(move |result| acknowledge(&runtime, &hub, &me, &subject, result)),
         );
-        if !start.is_empty() {
-            self.apply(state, start);
-        }
     }
 
     /// The store acknowledged the oldest change not yet durable: release its effects.
@@ -474,9 +499,12 @@ impl<'a> Work<'a> {
                         kwargs: launch.kwargs,
                         extras: launch.extras,
                     };
-                    self.tasks
-                        .activations
-                        .insert(run, activation::spawn(activation));
+                    // What it sends this subject while polled in place is handled in
+                    // this turn, next (`super::turn`).
+                    let (handle, sent) =
+                        turn::capturing(&state.name, || activation::spawn(activation));
+                    self.tasks.activations.insert(run, handle);
+                    state.held.extend(sent);
                 }
                 Effect::Gone(run) => {
                     self.tasks.activations.remove(&run);

@@ -38,6 +38,12 @@ impl Hub {
         subject: &Arc<str>,
         msg: Msg,
     ) -> Result<(), Stopped> {
+        // An activation polled in place by this subject's actor: handled in its turn.
+        let Some(msg) = super::turn::offer(subject, msg) else {
+            // In flight as a message in a mailbox is: its handler gives the unit back.
+            self.services.inflight.add();
+            return Ok(());
+        };
         self.registry.send(self, subject, msg).await
     }
 

@@ -517,9 +517,9 @@ mod tests {
             let parked = rt.run(Start::new("s", "asker")).await.expect("parks");
             let id = parked.asks.as_ref().expect("asks")[0].id.clone();
             if crash {
-                // The resolution and the run's end are durable; the note that the
-                // receiver took the outcome, written after it, is lost.
-                store.crash_after(2);
+                // The resolution and the run's end (one turn, one batch) are durable;
+                // the note that the receiver took the outcome, written after it, is lost.
+                store.crash_after(1);
             }
             let resumed = rt.resume("s", &id, json!("yes")).await.expect("resumes");
             assert!(
@@ -622,6 +622,28 @@ mod tests {
         .expect("starts");
         assert_eq!(steps.load(Ordering::SeqCst), 1, "the step ran once");
         assert_eq!(parked.asks.expect("asks").len(), 1);
+        rt.shutdown().await;
+    }
+
+    /// A resume whose activation finishes in place is one batch with the run's end: the
+    /// activation's `Ended` is handled in the resume's turn (`super::super::turn`), not
+    /// a later one; then the note that the receiver took the outcome.
+    #[tokio::test]
+    async fn a_resume_and_the_end_it_causes_are_one_batch() {
+        let store = Store::memory_with(Syncing::Inline, Faults::default());
+        let rt = open(store.clone()).await;
+        let parked = rt.run(Start::new("s", "asker")).await.expect("parks");
+        let id = parked.asks.as_ref().expect("asks")[0].id.clone();
+        rt.settle().await;
+        let before = store.stats().batches;
+        let resumed = rt.resume("s", &id, json!("yes")).await.expect("resumes");
+        assert!(matches!(resumed, crate::Resumed::Outcome(_)), "{resumed:?}");
+        rt.settle().await;
+        assert_eq!(
+            store.stats().batches - before,
+            2,
+            "the resume with the run's end, then the delivery's note"
+        );
         rt.shutdown().await;
     }
 }
