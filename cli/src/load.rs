@@ -125,6 +125,9 @@ pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report
         bare::Bare::default()
     };
     let process_peak_rss = rss::peak();
+    // Closed as an embedder closes it: a data directory's memtables are flushed, so the
+    // next open of it replays nothing of the journal.
+    rt.shutdown().await;
 
     progress.set_phase(Phase::Done);
     let account = Account::balance(&client, &observed, &left, &stats, &prefilled.client);
