@@ -36,10 +36,10 @@ pub(super) fn chunk_of(key: &[u8]) -> Option<(u64, u32)> {
     Some((first, count))
 }
 
-/// The largest a chunk may be once decompressed: far above any group's events (a
-/// group's batches are each a subject's one change), and low enough that a damaged
-/// length cannot make a reader allocate without bound.
-const MAX_CHUNK: usize = 1 << 30;
+/// The most LZ4 can shrink a block by: a chunk whose size before compression claims
+/// more than this many times its compressed length is damaged, and is refused before
+/// anything is allocated for it.
+const MAX_RATIO: usize = 255;
 
 /// A chunk's value holding `entries`.
 pub(super) fn encode<'a>(entries: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
@@ -60,7 +60,7 @@ pub(super) fn decode(value: &[u8], count: u32) -> Result<Vec<Vec<u8>>, String> {
         .and_then(|b| <[u8; 4]>::try_from(b).ok())
         .map(u32::from_le_bytes)
         .ok_or("a chunk of the log is shorter than its size")?;
-    if usize::try_from(size).map_or(true, |size| size > MAX_CHUNK) {
+    if usize::try_from(size).map_or(true, |size| size > value.len().saturating_mul(MAX_RATIO)) {
         return Err(format!("a chunk of the log claims {size} bytes"));
     }
     let text = lz4_flex::decompress_size_prepended(value)
@@ -239,6 +239,9 @@ mod tests {
         assert!(decode(&[1, 2], 1).unwrap_err().contains("shorter"));
         let huge = [0xff, 0xff, 0xff, 0xff, 0];
         assert!(decode(&huge, 1).unwrap_err().contains("claims"));
+        // As compressible as anything can be, and still within the ratio allowed.
+        let zeros = vec![0u8; 1 << 20];
+        assert_eq!(decode(&encode([zeros.as_slice()]), 1).expect("reads"), [zeros]);
         assert_eq!(chunk_of(&chunk_key(7, 3)), Some((7, 3)));
         assert_eq!(chunk_of(&sequence_key(7)), None);
     }

@@ -132,12 +132,11 @@ impl Shared {
 
     /// Reads the log's chunks, so the next entry follows the last one kept.
     pub(super) fn find_log_end(&self) -> Result<(), StoreError> {
-        let chunks = match &self.engine {
-            Engine::Memory(memory) => memory.keys(Space::Events),
-            Engine::Disk(disk) => disk
-                .keys(Space::Events)
-                .map_err(|cause| self.read_error(Space::Events, cause))?,
-        };
+        let chunks = self.read(
+            Space::Events,
+            |m| m.keys(Space::Events),
+            |d| d.keys(Space::Events),
+        )?;
         let mut log = lock(&self.log);
         *log = Log::new(chunks, log.capacity());
         Ok(())
@@ -159,7 +158,6 @@ impl Shared {
         from: u64,
         limit: usize,
     ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-        self.refuse_if_poisoned()?;
         let Some((mut key, shown)) = lock(&self.log).read_from(from) else {
             return Ok(Vec::new());
         };
@@ -167,12 +165,7 @@ impl Shared {
         // Chunks are read a few at a time: a read of one entry reads one chunk.
         const CHUNKS: usize = 4;
         'read: loop {
-            let chunks = match &self.engine {
-                Engine::Memory(memory) => memory.range_from(Space::Events, &key, CHUNKS),
-                Engine::Disk(disk) => disk
-                    .range_from(Space::Events, &key, CHUNKS)
-                    .map_err(|cause| self.read_error(Space::Events, cause))?,
-            };
+            let chunks = self.range_from(Space::Events, &key, CHUNKS)?;
             let read = chunks.len();
             for (chunk, value) in chunks {
                 let Some((first, count)) = log::chunk_of(&chunk) else {
@@ -480,15 +473,24 @@ impl Shared {
         }
     }
 
-    /// One key's value.
-    pub(super) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    /// A read of `space`, refused on a poisoned store: `memory` on the memory engine,
+    /// `disk` on the disk engine, whose failure names the space.
+    fn read<T>(
+        &self,
+        space: Space,
+        memory: impl FnOnce(&Memory) -> T,
+        disk: impl FnOnce(&Disk) -> Result<T, String>,
+    ) -> Result<T, StoreError> {
         self.refuse_if_poisoned()?;
         match &self.engine {
-            Engine::Memory(memory) => Ok(memory.get(space, key)),
-            Engine::Disk(disk) => disk
-                .get(space, key)
-                .map_err(|cause| self.read_error(space, cause)),
+            Engine::Memory(engine) => Ok(memory(engine)),
+            Engine::Disk(engine) => disk(engine).map_err(|cause| self.read_error(space, cause)),
         }
+    }
+
+    /// One key's value.
+    pub(super) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.read(space, |m| m.get(space, key), |d| d.get(space, key))
     }
 
     /// Up to `limit` entries of a space from `from` on, in key order.
@@ -498,35 +500,25 @@ impl Shared {
         from: &[u8],
         limit: usize,
     ) -> Result<Entries, StoreError> {
-        self.refuse_if_poisoned()?;
-        match &self.engine {
-            Engine::Memory(memory) => Ok(memory.range_from(space, from, limit)),
-            Engine::Disk(disk) => disk
-                .range_from(space, from, limit)
-                .map_err(|cause| self.read_error(space, cause)),
-        }
+        self.read(
+            space,
+            |m| m.range_from(space, from, limit),
+            |d| d.range_from(space, from, limit),
+        )
     }
 
     /// A space's entries whose keys start with `prefix`, in key order.
     pub(super) fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, StoreError> {
-        self.refuse_if_poisoned()?;
-        match &self.engine {
-            Engine::Memory(memory) => Ok(memory.prefixed(space, prefix)),
-            Engine::Disk(disk) => disk
-                .prefixed(space, prefix)
-                .map_err(|cause| self.read_error(space, cause)),
-        }
+        self.read(
+            space,
+            |m| m.prefixed(space, prefix),
+            |d| d.prefixed(space, prefix),
+        )
     }
 
     /// A whole space, in key order.
     pub(super) fn scan(&self, space: Space) -> Result<Entries, StoreError> {
-        self.refuse_if_poisoned()?;
-        match &self.engine {
-            Engine::Memory(memory) => Ok(memory.scan(space)),
-            Engine::Disk(disk) => disk
-                .scan(space)
-                .map_err(|cause| self.read_error(space, cause)),
-        }
+        self.read(space, |m| m.scan(space), |d| d.scan(space))
     }
 
     /// A read failure of `space`.

@@ -366,15 +366,19 @@ impl<'a> Work<'a> {
             .partition(|e| matches!(e, Effect::Activate(_)));
         // Changes of one turn are one batch, their effects one entry released by its
         // acknowledgement, in order (their events are the batch's log entries, in order).
-        match (self.tasks.turn.as_mut(), state.unacked.back_mut()) {
-            (Some(turn), Some(last)) => {
+        let joined = match self.tasks.turn.as_mut() {
+            Some(turn) => {
                 turn.append(batch);
-                last.extend(held);
+                true
             }
-            _ => {
+            None => {
                 self.tasks.turn = Some(batch);
-                state.unacked.push_back(held);
+                false
             }
+        };
+        match state.unacked.back_mut() {
+            Some(last) if joined => last.extend(held),
+            _ => state.unacked.push_back(held),
         }
         if !start.is_empty() {
             self.apply(state, start);
@@ -416,6 +420,7 @@ impl<'a> Work<'a> {
                 // no step runs for a run whose start was not durable.
                 state.unacked.clear();
                 self.tasks.starts.clear();
+                self.tasks.turn = None;
             }
         }
     }
