@@ -241,7 +241,10 @@ mod tests {
         assert!(decode(&huge, 1).unwrap_err().contains("claims"));
         // As compressible as anything can be, and still within the ratio allowed.
         let zeros = vec![0u8; 1 << 20];
-        assert_eq!(decode(&encode([zeros.as_slice()]), 1).expect("reads"), [zeros]);
+        assert_eq!(
+            decode(&encode([zeros.as_slice()]), 1).expect("reads"),
+            [zeros]
+        );
         assert_eq!(chunk_of(&chunk_key(7, 3)), Some((7, 3)));
         assert_eq!(chunk_of(&sequence_key(7)), None);
     }
