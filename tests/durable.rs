@@ -303,6 +303,48 @@ async fn an_open_reads_only_what_it_must_and_the_rest_when_touched() {
     rt.shutdown().await;
 }
 
+/// A subject's wake may come early, never late: resolving the ask whose deadline was
+/// its earliest leaves its wake where it was, so after a restart the subject is read
+/// back at that earlier instant, finds nothing due, and its later deadline still fires.
+#[tokio::test]
+async fn an_early_wake_after_a_restart_is_harmless_and_the_later_deadline_fires() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::default();
+    let rt = open_two(dir.path(), &clock).await;
+    let first = rt.run(Start::new("s", "deploy")).await.unwrap();
+    clock.advance(Duration::from_secs(1800));
+    let second = rt.run(Start::new("s", "deploy")).await.unwrap();
+    let ask = first.asks.clone().unwrap()[0].id.clone();
+    rt.resume("s", &ask, json!("yes")).await.unwrap();
+    rt.shutdown().await;
+    drop(rt);
+
+    let rt = open_two(dir.path(), &clock).await;
+    assert_eq!(rt.stats().await.passive_subjects, 0, "nothing read at open");
+    // Past the first ask's old deadline: the subject is read back, nothing expires.
+    clock.advance(Duration::from_secs(1801));
+    rt.settle().await;
+    let stats = rt.stats().await;
+    assert_eq!(
+        (stats.passive_subjects, stats.caller_open),
+        (1, 1),
+        "{stats:?}"
+    );
+    assert_eq!(
+        rt.record(&second.run_id).await.map(|r| r.status),
+        Some(RunStatus::Parked)
+    );
+    // Past the second ask's deadline: it expires.
+    clock.advance(Duration::from_secs(1800));
+    rt.settle().await;
+    assert_eq!(rt.stats().await.caller_open, 0);
+    assert_eq!(
+        rt.record(&second.run_id).await.map(|r| r.status),
+        Some(RunStatus::Cancelled)
+    );
+    rt.shutdown().await;
+}
+
 /// A user ask answered before a restart is still told `already resolved` by the answer
 /// door after it (the subject remembers how and when; the door finds the subject in
 /// the durable log), while an id never issued is still unknown.

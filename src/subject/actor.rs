@@ -347,7 +347,7 @@ impl<'a> Work<'a> {
             }
             return;
         }
-        let batch = durable::change(state, &effects);
+        let batch = durable::change(state, &effects, self.hub.services.clock.now());
         // Activations start now: one shows nothing by starting, and what it does reaches
         // the subject (or another) as messages whose changes queue behind this one in
         // the store's one queue, so none is durable before it and they can share its

@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
@@ -35,13 +36,13 @@ pub(crate) struct KeptRecord {
     pub(crate) record: RunRecord,
 }
 
-/// The batch that makes `state`'s change with `effects` durable: the subject as it
+/// The batch that makes `state`'s change with `effects` at `now` durable: the subject as it
 /// stands (`super::index::write_subject`, which moves its wake), the run index, the
 /// records of runs that ended with their horizons, its events, and the outcomes handed
 /// to receivers.
-pub(crate) fn change(state: &mut State, effects: &[Effect]) -> Batch {
+pub(crate) fn change(state: &mut State, effects: &[Effect], now: DateTime<Utc>) -> Batch {
     let mut batch = Batch::new();
-    if let Err(error) = index::write_subject(state, &mut batch) {
+    if let Err(error) = index::write_subject(state, now, &mut batch) {
         // Not expected: the state was built from checked values.
         tracing::error!(subject = %state.name, %error, "a subject's state could not be written");
     }

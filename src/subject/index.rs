@@ -4,8 +4,9 @@
 //! - **Heads** (`Space::Heads`): what a subject counts against the ceilings and whether
 //!   it must be read at open (a run was executing, or it offers a user ask to the inbox).
 //!   An open sums the heads and reads only the subjects that must be read.
-//! - **Wakes** (`Space::Wakes`): a key per subject with timers, at its earliest deadline,
-//!   and one per ended run's record, at its retention horizon. The ticker reads them in
+//! - **Wakes** (`Space::Wakes`): a key per subject with timers, at or before its
+//!   earliest deadline (early is harmless, late never: [`wake_for`]), and one per ended
+//!   run's record, at its retention horizon. The ticker reads them in
 //!   deadline order, a window at a time, and reads a subject back when its wake comes
 //!   (its own timers are then armed again and fire through it).
 //! - **Runs** (`Space::Runs`): the subject of each run that has not ended, so a record
@@ -134,16 +135,21 @@ pub(crate) fn due_of(key: &[u8], value: &[u8]) -> Option<(DateTime<Utc>, Due)> {
     Some((at, due))
 }
 
-/// Write `state`'s change into `batch`: its wake moved to its earliest timer (noted in
+/// Write `state`'s change into `batch`: its wake moved if it must be (noted in
 /// `state.wake` before the rest is written, so the state read back knows which key its
-/// next change moves), the parts it changed (`State::write_parts`) and its head if it
-/// changed; or,
-/// when it holds nothing, the deletes of all of them. An error only if a part cannot be
-/// written (not expected: it was built from checked values).
-pub(crate) fn write_subject(state: &mut State, batch: &mut Batch) -> Result<(), serde_json::Error> {
+/// next change moves; see [`wake_for`]), the parts it changed (`State::write_parts`) and
+/// its head if it changed; or, when it holds nothing, the deletes of all of them. An
+/// error only if a part cannot be written (not expected: it was built from checked
+/// values).
+pub(crate) fn write_subject(
+    state: &mut State,
+    now: DateTime<Utc>,
+    batch: &mut Batch,
+) -> Result<(), serde_json::Error> {
     let name = Arc::clone(&state.name);
     let empty = state.is_empty();
-    let wake = if empty { None } else { state.earliest_timer() };
+    let earliest = if empty { None } else { state.earliest_timer() };
+    let wake = wake_for(state.wake, earliest, now, empty);
     if wake != state.wake {
         if let Some(old) = state.wake {
             batch.delete(Space::Wakes, subject_wake(old, &name));
@@ -165,6 +171,25 @@ pub(crate) fn write_subject(state: &mut State, batch: &mut Batch) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// Where a subject's wake should be, written at `written`, with its earliest timer at
+/// `earliest`, at `now`: a wake may come early (a subject read back by it finds nothing
+/// due, and its own timers are armed) but never late, so a wake written is kept while it
+/// is no later than the earliest timer and not yet passed. Most changes then move no
+/// wake (resolving the ask whose timer was the earliest would otherwise move it, two
+/// keys a resolution). A subject that holds nothing has none.
+fn wake_for(
+    written: Option<DateTime<Utc>>,
+    earliest: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    empty: bool,
+) -> Option<DateTime<Utc>> {
+    match written {
+        _ if empty => None,
+        Some(at) if at >= now && earliest.is_none_or(|e| at <= e) => Some(at),
+        _ => earliest,
+    }
 }
 
 /// How far ahead of the clock the ticker reads the wake index: what is due within it is
@@ -272,6 +297,34 @@ mod tests {
         let mut flags = head.to_bytes();
         flags[12] = 9;
         assert_eq!(Head::from_bytes(&flags), None);
+    }
+
+    #[test]
+    fn a_wake_comes_early_but_never_late() {
+        let at = |s| DateTime::from_timestamp(s, 0).unwrap_or_default();
+        let now = at(100);
+        // None written: the earliest timer, if any.
+        assert_eq!(wake_for(None, Some(at(150)), now, false), Some(at(150)));
+        assert_eq!(wake_for(None, None, now, false), None);
+        // Written before the earliest and not passed: kept.
+        assert_eq!(
+            wake_for(Some(at(120)), Some(at(150)), now, false),
+            Some(at(120))
+        );
+        assert_eq!(wake_for(Some(at(120)), None, now, false), Some(at(120)));
+        // Later than the earliest: moved to it.
+        assert_eq!(
+            wake_for(Some(at(200)), Some(at(150)), now, false),
+            Some(at(150))
+        );
+        // Passed: moved to the earliest, or dropped.
+        assert_eq!(
+            wake_for(Some(at(90)), Some(at(150)), now, false),
+            Some(at(150))
+        );
+        assert_eq!(wake_for(Some(at(90)), None, now, false), None);
+        // Holding nothing: none.
+        assert_eq!(wake_for(Some(at(120)), Some(at(150)), now, true), None);
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub(crate) async fn upgrade(hub: &Arc<Hub>, store: &Store) -> Result<(), String>
         // written afresh, the entries placed in the order they were kept in.
         state.wake = None;
         state.mark_all_unwritten();
-        index::write_subject(&mut state, writes.batch())
+        index::write_subject(&mut state, hub.services.clock.now(), writes.batch())
             .map_err(|e| format!("subject {}: {e}", state.name))?;
         for run in state.run_ids() {
             writes
