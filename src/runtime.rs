@@ -127,6 +127,8 @@ pub struct StoreStats {
     pub batches: u64,
     /// Bytes of keys and values in them.
     pub bytes: u64,
+    /// Keys written (puts and deletes) in them, the event log's chunks among them.
+    pub keys: u64,
     /// The most changes one sync made durable.
     pub largest_group: u64,
     /// Time spent writing and syncing the changes made durable, in all: divided by
@@ -981,6 +983,7 @@ impl Runtime {
                 syncs: s.syncs,
                 batches: s.batches,
                 bytes: s.bytes,
+                keys: s.keys,
                 largest_group: s.largest_group,
                 commit_time: Duration::from_micros(s.commit_micros),
             }

@@ -147,6 +147,8 @@ pub(crate) struct Stats {
     pub(crate) batches: u64,
     /// Bytes of keys and values in those batches.
     pub(crate) bytes: u64,
+    /// Mutations (puts and deletes) in those batches, the log's chunks among them.
+    pub(crate) keys: u64,
     /// The most batches one sync made durable.
     pub(crate) largest_group: u64,
     /// Microseconds spent writing and syncing those groups.

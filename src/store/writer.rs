@@ -77,6 +77,8 @@ pub(super) struct Shared {
     batches: AtomicU64,
     /// Bytes in those batches.
     bytes: AtomicU64,
+    /// Mutations (puts and deletes) in those batches.
+    keys: AtomicU64,
     /// The largest group synced.
     largest_group: AtomicU64,
     /// Microseconds spent writing and syncing groups that became durable.
@@ -119,6 +121,7 @@ impl Shared {
             syncs: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            keys: AtomicU64::new(0),
             largest_group: AtomicU64::new(0),
             commit_micros: AtomicU64::new(0),
             inline: false,
@@ -389,6 +392,7 @@ impl Shared {
             stamp(first);
         }
         let bytes: u64 = batches.iter().map(Batch::bytes).sum();
+        let keys: usize = batches.iter().map(Batch::len).sum();
         let count = batches.len();
         let started = std::time::Instant::now();
         let synced = self
@@ -401,6 +405,7 @@ impl Shared {
                 self.syncs.fetch_add(1, Ordering::Relaxed);
                 self.batches.fetch_add(count as u64, Ordering::Relaxed);
                 self.bytes.fetch_add(bytes, Ordering::Relaxed);
+                self.keys.fetch_add(keys as u64, Ordering::Relaxed);
                 self.largest_group
                     .fetch_max(count as u64, Ordering::Relaxed);
                 let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -565,6 +570,7 @@ impl Shared {
             syncs: self.syncs.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
+            keys: self.keys.load(Ordering::Relaxed),
             largest_group: self.largest_group.load(Ordering::Relaxed),
             commit_micros: self.commit_micros.load(Ordering::Relaxed),
         }

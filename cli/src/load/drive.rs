@@ -90,6 +90,8 @@ pub(crate) struct Client {
     pub(crate) delivered: u64,
     /// Resumes whose outcome was anything else (buffered, parked again, cancelled).
     pub(crate) delivered_other: u64,
+    /// Asks resumed (whatever their run did next).
+    pub(crate) resumed: u64,
     /// Waiting outcomes taken.
     pub(crate) taken: u64,
     /// Interactions cancelled.
@@ -222,6 +224,9 @@ impl Client {
             }
             VisitOutcome::Resolved { results } => {
                 for item in results {
+                    if matches!(item, ItemOutcome::Resumed { .. }) {
+                        self.resumed += 1;
+                    }
                     match item {
                         ItemOutcome::Resumed {
                             outcome: Some(Resumed::Outcome(record)),
@@ -249,6 +254,7 @@ impl Client {
         self.starts_cancelled += other.starts_cancelled;
         self.delivered += other.delivered;
         self.delivered_other += other.delivered_other;
+        self.resumed += other.resumed;
         self.taken += other.taken;
         self.cancelled += other.cancelled;
         for (kind, (n, message)) in other.errors {

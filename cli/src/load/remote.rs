@@ -172,7 +172,11 @@ pub async fn run(
     let settle_seconds = ended.elapsed().as_secs_f64();
     let left = list(&http, config).await;
     let prefilled_asks = prefill.asks();
-    let (started, idle) = (visits.started, visits.idle);
+    let did = report::Did {
+        started: visits.started,
+        idle: visits.idle,
+        resolved: visits.resumed + visits.cancelled.len() as u64,
+    };
     let mut seen = prefill;
     seen.add(visits);
     let account = tally::balance(&seen, &left);
@@ -184,8 +188,7 @@ pub async fn run(
         subject_prefix: prefix,
         doors_checked,
         prefilled_asks,
-        started,
-        idle,
+        did,
         errors: seen.errors,
         latencies: measured.latencies,
         seconds: measured.seconds,

@@ -196,6 +196,8 @@ pub struct Durable {
     pub largest_group: u64,
     /// Bytes written per measured visit.
     pub bytes_per_visit: f64,
+    /// Keys written (puts and deletes) per measured visit.
+    pub keys_per_visit: f64,
 }
 
 impl Durable {
@@ -204,6 +206,7 @@ impl Durable {
         let syncs = after.syncs.saturating_sub(before.syncs);
         let changes = after.batches.saturating_sub(before.batches);
         let bytes = after.bytes.saturating_sub(before.bytes);
+        let keys = after.keys.saturating_sub(before.keys);
         let per = |n: f64, d: f64| if d > 0.0 { n / d } else { 0.0 };
         Durable {
             syncs,
@@ -212,6 +215,7 @@ impl Durable {
             mean_group: per(changes as f64, syncs as f64),
             largest_group: after.largest_group,
             bytes_per_visit: per(bytes as f64, visits as f64),
+            keys_per_visit: per(keys as f64, visits as f64),
         }
     }
 }
@@ -273,12 +277,22 @@ pub struct Measured {
     /// Measured visits that applied nothing (nothing fitting in `$parked`, or a full
     /// subject).
     pub idle: u64,
+    /// Asks the measured visits resolved: resumed or cancelled (asks that expired are
+    /// resolved by the clock, not by a visit, and are not counted here).
+    pub resolved: u64,
+    /// `resolved` per second of the measured visits.
+    pub resolved_per_sec: f64,
 }
 
 impl Measured {
-    /// The figures of `latencies` over `seconds`, with the runs the visits `started` and
-    /// the visits that were `idle`.
-    pub(crate) fn new(latencies: &Latencies, seconds: f64, started: u64, idle: u64) -> Self {
+    /// The figures of `latencies` over `seconds`, with what the visits did: the runs
+    /// they started, how many were idle, and the asks they resolved.
+    pub(crate) fn new(latencies: &Latencies, seconds: f64, did: Did) -> Self {
+        let Did {
+            started,
+            idle,
+            resolved,
+        } = did;
         let h = &latencies.all();
         let visits = h.len();
         Measured {
@@ -298,6 +312,8 @@ impl Measured {
                 .collect(),
             started,
             idle,
+            resolved,
+            resolved_per_sec: per_sec(resolved, seconds),
         }
     }
 }
@@ -320,6 +336,17 @@ fn at(h: &Histogram<u64>, q: f64) -> u64 {
     }
 }
 
+/// What the measured visits did, as their visitors counted it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Did {
+    /// Runs started.
+    pub(crate) started: u64,
+    /// Visits that applied nothing.
+    pub(crate) idle: u64,
+    /// Asks resumed or cancelled.
+    pub(crate) resolved: u64,
+}
+
 /// The report's lines for the measured visits: count and rate, what they did, and their
 /// latencies, overall and by kind.
 impl fmt::Display for Measured {
@@ -338,8 +365,8 @@ impl fmt::Display for Measured {
         )?;
         writeln!(
             f,
-            "            {} runs started, {} visits applied nothing",
-            self.started, self.idle
+            "            {} runs started, {} visits applied nothing, {} asks resolved ({:.0}/s)",
+            self.started, self.idle, self.resolved, self.resolved_per_sec
         )?;
         writeln!(
             f,
@@ -391,7 +418,12 @@ impl Report {
             bare,
             store,
         } = parts;
-        let measured = Measured::new(&latencies, seconds, client.started, client.idle);
+        let did = Did {
+            started: client.started,
+            idle: client.idle,
+            resolved: client.resumed + client.cancelled,
+        };
+        let measured = Measured::new(&latencies, seconds, did);
         let (visits, rate) = (measured.visits, measured.visits_per_sec);
         let mut errors: BTreeMap<String, (u64, String)> = BTreeMap::new();
         for (kind, (n, message)) in client.errors.iter().chain(&prefilled.client.errors) {
@@ -484,13 +516,14 @@ impl fmt::Display for Report {
         if let Some(d) = &self.store {
             writeln!(
                 f,
-                "durable     {} syncs ({:.0}/s), {} changes, {:.1} per sync (largest {}), {:.0} bytes per visit",
+                "durable     {} syncs ({:.0}/s), {} changes, {:.1} per sync (largest {}), {:.0} bytes and {:.1} keys per visit",
                 d.syncs,
                 d.syncs_per_sec,
                 d.changes,
                 d.mean_group,
                 d.largest_group,
-                d.bytes_per_visit
+                d.bytes_per_visit,
+                d.keys_per_visit
             )?;
         }
         match self.overhead_ratio {

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::super::config::LoadConfig;
 use super::super::drive::Latencies;
+pub(crate) use super::super::report::Did;
 use super::super::report::{Account, Latency, Measured, per_sec};
 use super::tally::Tally;
 
@@ -102,8 +103,8 @@ pub(crate) struct Parts<'a> {
     pub(crate) subject_prefix: String,
     pub(crate) doors_checked: bool,
     pub(crate) prefilled_asks: u64,
-    pub(crate) started: u64,
-    pub(crate) idle: u64,
+    /// What the measured visits did.
+    pub(crate) did: Did,
     /// Failed requests of the prefill and the visits.
     pub(crate) errors: BTreeMap<String, (u64, String)>,
     pub(crate) latencies: Latencies,
@@ -125,8 +126,7 @@ impl RemoteReport {
             subject_prefix,
             doors_checked,
             prefilled_asks,
-            started,
-            idle,
+            did,
             errors,
             latencies,
             seconds,
@@ -134,7 +134,7 @@ impl RemoteReport {
             account,
             baseline,
         } = parts;
-        let measured = Measured::new(&latencies, seconds, started, idle);
+        let measured = Measured::new(&latencies, seconds, did);
         let (rate, p50, p99) = (measured.visits_per_sec, measured.p50_us, measured.p99_us);
         let vs = |f: &dyn Fn(&Baseline) -> f64, ours: f64| {
             baseline.as_ref().and_then(|b| ratio(ours, f(b)))

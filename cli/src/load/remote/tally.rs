@@ -33,6 +33,8 @@ pub(crate) struct Tally {
     pub(crate) delivered: Vec<String>,
     /// Resumes that handed back anything else.
     pub(crate) delivered_other: u64,
+    /// Asks resumed (whatever their run did next).
+    pub(crate) resumed: u64,
     /// Waiting outcomes taken.
     pub(crate) taken: Vec<String>,
     /// Asks cancelled.
@@ -85,6 +87,7 @@ impl Tally {
             }
             "resolved" => {
                 for item in reply.results {
+                    self.resumed += u64::from(item.op == "resumed");
                     match item.op.as_str() {
                         "resumed"
                             if item.outcome.as_ref().is_some_and(|o| {
@@ -120,6 +123,7 @@ impl Tally {
         self.starts_other += other.starts_other;
         self.delivered.extend(other.delivered);
         self.delivered_other += other.delivered_other;
+        self.resumed += other.resumed;
         self.taken.extend(other.taken);
         self.cancelled.extend(other.cancelled);
         for (kind, (n, message)) in other.errors {
