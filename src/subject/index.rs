@@ -178,7 +178,9 @@ pub(crate) fn write_subject(
 /// due, and its own timers are armed) but never late, so a wake written is kept while it
 /// is no later than the earliest timer and not yet passed. Most changes then move no
 /// wake (resolving the ask whose timer was the earliest would otherwise move it, two
-/// keys a resolution). A subject that holds nothing has none.
+/// keys a resolution). It is kept only while a timer remains: that timer's firing is a
+/// change, which moves a wake left behind, so a wake that has passed does not read its
+/// subject back at every open. A subject that holds nothing has none.
 fn wake_for(
     written: Option<DateTime<Utc>>,
     earliest: Option<DateTime<Utc>>,
@@ -187,7 +189,7 @@ fn wake_for(
 ) -> Option<DateTime<Utc>> {
     match written {
         _ if empty => None,
-        Some(at) if at >= now && earliest.is_none_or(|e| at <= e) => Some(at),
+        Some(at) if at >= now && earliest.is_some_and(|e| at <= e) => Some(at),
         _ => earliest,
     }
 }
@@ -311,7 +313,8 @@ mod tests {
             wake_for(Some(at(120)), Some(at(150)), now, false),
             Some(at(120))
         );
-        assert_eq!(wake_for(Some(at(120)), None, now, false), Some(at(120)));
+        // No timer left: none (nothing would move it once it passed).
+        assert_eq!(wake_for(Some(at(120)), None, now, false), None);
         // Later than the earliest: moved to it.
         assert_eq!(
             wake_for(Some(at(200)), Some(at(150)), now, false),
