@@ -43,6 +43,10 @@ pub struct ChildConfig {
     pub tasks: usize,
     /// How long an idle subject keeps its actor.
     pub passivate: Duration,
+    /// Stop starting operations this long after being ready, and wait to be killed
+    /// (for a kill by hand, whose moment may be late: what the workload keeps grows by
+    /// about 10 MB a second at 8 tasks). `None`: drive until killed.
+    pub drive_for: Option<Duration>,
 }
 
 /// The name of subject number `i`.
@@ -74,6 +78,9 @@ pub async fn drive(config: ChildConfig) -> String {
         return "the parent went away".to_owned();
     }
     let seq = Arc::new(AtomicU64::new(0));
+    let until = config
+        .drive_for
+        .and_then(|d| std::time::Instant::now().checked_add(d));
     let tasks: Vec<_> = (0..config.tasks.max(1))
         .map(|k| {
             let owned: Vec<String> = (0..config.subjects)
@@ -89,6 +96,7 @@ pub async fn drive(config: ChildConfig) -> String {
                     config.seed ^ (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
                 ),
                 owned,
+                until,
             };
             tokio::spawn(async move { task.run().await })
         })
@@ -122,6 +130,8 @@ struct Task {
     seq: Arc<AtomicU64>,
     rng: SmallRng,
     owned: Vec<String>,
+    /// When to stop starting operations (then wait to be killed).
+    until: Option<std::time::Instant>,
 }
 
 impl Task {
@@ -131,6 +141,13 @@ impl Task {
             return "no subject to drive".to_owned();
         }
         loop {
+            if self
+                .until
+                .is_some_and(|until| std::time::Instant::now() >= until)
+            {
+                // Idle, alive, until killed.
+                std::future::pending::<()>().await;
+            }
             let subject = self.owned[self.rng.random_range(0..self.owned.len())].clone();
             let entries = match self.rt.list(&subject).await {
                 Ok(entries) => entries,

@@ -51,6 +51,12 @@ pub struct CrashConfig {
     /// The program to run as the child, given `crash-child` and its arguments: the
     /// `parkway` binary.
     pub program: PathBuf,
+    /// Leave each child running until someone else kills it with `SIGKILL`
+    /// (`kill -9`), at a moment of their choosing, instead of killing it after a wait:
+    /// its pid is printed on standard error once it is ready. A child that ends any
+    /// other way stops the run with an error. The duration is how long the child
+    /// drives its workload before it only waits to be killed.
+    pub by_hand: Option<Duration>,
 }
 
 /// What a crash run saw.
@@ -290,6 +296,13 @@ fn run_child(
         .args(["--subjects", &config.subjects.to_string()])
         .args(["--tasks", &config.tasks.to_string()])
         .args(["--passivate-ms", &passivate.as_millis().to_string()])
+        .args(
+            config
+                .by_hand
+                .map(|d| ["--drive-for-ms".to_owned(), d.as_millis().to_string()])
+                .into_iter()
+                .flatten(),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -329,6 +342,9 @@ fn run_child(
             said.trim()
         )));
     }
+    if let Some(drive_for) = config.by_hand {
+        return await_kill(child, stderr, store, generation, drive_for);
+    }
     // The deliberate wait: the moment of the kill.
     std::thread::sleep(wait);
     if let Ok(Some(status)) = child.try_wait() {
@@ -349,6 +365,48 @@ fn run_child(
         let _ = t.join();
     }
     Ok(())
+}
+
+/// Wait for `child`, ready and driving `store`, to be killed by someone else with
+/// `SIGKILL`; any other end is an error naming it.
+fn await_kill(
+    mut child: std::process::Child,
+    stderr: Option<std::thread::JoinHandle<String>>,
+    store: &Path,
+    generation: u64,
+    drive_for: Duration,
+) -> Result<(), CrashError> {
+    let failed = |reason: String| CrashError::Child { generation, reason };
+    let pid = child.id();
+    eprintln!(
+        "parkway crash: child {generation} (pid {pid}) is driving {} for {}, then waits: kill it when you choose with: kill -9 {pid}",
+        store.display(),
+        humantime::format_duration(drive_for)
+    );
+    let status = child
+        .wait()
+        .map_err(|e| failed(format!("it could not be waited for: {e}")))?;
+    let said = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+    if killed(status) {
+        return Ok(());
+    }
+    Err(failed(format!(
+        "it ended without a SIGKILL ({status}); its stderr: {}",
+        said.trim()
+    )))
+}
+
+/// Whether `status` is that of a process ended by `SIGKILL`.
+#[cfg(unix)]
+fn killed(status: std::process::ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal() == Some(libc::SIGKILL)
+}
+
+/// Elsewhere there are no signals: any end is taken for the kill.
+#[cfg(not(unix))]
+fn killed(_: std::process::ExitStatus) -> bool {
+    true
 }
 
 /// Wait, at most `within`, until no open store holds the directory `store` (its lock

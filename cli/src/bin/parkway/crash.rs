@@ -38,6 +38,15 @@ pub(crate) struct Args {
     /// Keep the work directory after a clean run.
     #[arg(long)]
     keep: bool,
+    /// Leave each child running until you kill it with `kill -9 PID` (the pid is
+    /// printed once it is ready), at a moment of your choosing, instead of after a
+    /// random wait; the directory is then checked as after any kill.
+    #[arg(long)]
+    by_hand: bool,
+    /// With --by-hand: how long each child drives its workload before it only waits to
+    /// be killed (what it keeps grows by about 10 MB a second at 8 tasks).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    drive_for: Duration,
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
@@ -70,6 +79,9 @@ pub(crate) struct ChildArgs {
     /// How long an idle subject keeps its actor, in milliseconds.
     #[arg(long)]
     passivate_ms: u64,
+    /// Stop starting operations this many milliseconds after being ready.
+    #[arg(long)]
+    drive_for_ms: Option<u64>,
 }
 
 pub(crate) fn main(args: Args) -> ExitCode {
@@ -107,6 +119,7 @@ pub(crate) fn main(args: Args) -> ExitCode {
         max_wait: args.max_wait,
         ready_timeout: Duration::from_secs(60),
         program,
+        by_hand: args.by_hand.then_some(args.drive_for),
     };
     let quiet = args.quiet || args.json;
     let step = (args.kills / 10).max(1);
@@ -183,6 +196,7 @@ pub(crate) fn child_main(args: ChildArgs) -> ExitCode {
         subjects: args.subjects,
         tasks: args.tasks,
         passivate: Duration::from_millis(args.passivate_ms),
+        drive_for: args.drive_for_ms.map(Duration::from_millis),
     }));
     eprintln!("parkway crash-child: {why}");
     ExitCode::from(2)
