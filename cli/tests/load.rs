@@ -48,6 +48,14 @@ async fn a_small_run_loses_nothing() {
         assert!(n > 0, "no asks or outcomes {what}: {report}");
     }
     assert_eq!(a.asks_raised, a.resumed + a.cancelled + a.expired + a.open);
+    // The asks the visits resolved are the resumes and cancels the runtime reported (the
+    // prefill only starts runs; expiries are the clock's).
+    assert_eq!(
+        report.measured.resolved,
+        a.resumed + a.cancelled,
+        "{report}"
+    );
+    assert!(report.measured.resolved_per_sec > 0.0, "{report}");
     assert_eq!(a.outcomes, a.delivered + a.taken + a.dropped + a.waiting);
     // Idle subjects gave up their actors.
     assert_eq!(report.live_subjects, 0, "{report}");
@@ -68,6 +76,8 @@ async fn a_small_run_loses_nothing() {
         "lost",
         "bare_visits_per_sec",
         "overhead_ratio",
+        "resolved",
+        "resolved_per_sec",
     ] {
         assert!(json.get(field).is_some(), "--json lacks {field}");
     }

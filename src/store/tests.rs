@@ -210,6 +210,8 @@ fn acks_arrive_in_order_under_concurrent_submitters() {
         }
         let stats = store.stats();
         assert_eq!(stats.batches, THREADS * PER_THREAD);
+        // One put a batch, and no log entry to add a chunk.
+        assert_eq!(stats.keys, THREADS * PER_THREAD, "{stats:?}");
         assert!(stats.largest_group > 1, "no group formed: {stats:?}");
         assert!(stats.syncs < stats.batches, "{stats:?}");
         assert!(stats.mean_group() > 1.0, "{stats:?}");
