@@ -20,6 +20,7 @@
 
 mod batch;
 mod disk;
+mod journal;
 mod log;
 mod memory;
 mod space;
@@ -106,9 +107,9 @@ impl Drop for Handle {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some(thread) = thread {
-            // The last handle may be dropped by an ack, on the writer itself: it then
-            // finishes the queue and stops on its own.
-            if thread.thread().id() != std::thread::current().id() {
+            // The last handle may be dropped by an ack, on the writer itself (or its
+            // sync thread): it then finishes the queue and stops on its own.
+            if !self.shared.runs_here(&thread) {
                 // A writer that panicked has already lost its acks; there is nothing to add.
                 let _ = thread.join();
             }
@@ -134,8 +135,12 @@ pub(crate) enum Syncing {
 /// Failures a test injects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Faults {
-    /// Make the sync after this many successful ones fail (`Some(0)`: the first).
+    /// Make the sync after this many successful ones fail (`Some(0)`: the first), and
+    /// every one after it.
     pub(crate) fail_sync_after: Option<u64>,
+    /// Only that one sync fails: the engine would sync again after it (the store must
+    /// not acknowledge anything it did).
+    pub(crate) only_once: bool,
 }
 
 /// The store's figures since it was opened.
@@ -479,7 +484,7 @@ impl Store {
         self.handle.shared.close();
         let thread = writer::lock(&self.handle.thread).take();
         if let Some(thread) = thread
-            && thread.thread().id() != std::thread::current().id()
+            && !self.handle.shared.runs_here(&thread)
         {
             // A writer that panicked has already lost its acks; there is nothing to add.
             let _ = thread.join();

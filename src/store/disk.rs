@@ -9,9 +9,11 @@
 //!
 //! A group's batches are committed as one fjall write batch (one journal entry, one
 //! sequence number, each key's last mutation across the group, so a later batch wins
-//! over an earlier one), then one `persist(SyncData)`: a kill keeps a group whole or not
-//! at all. fjall is opened with manual journal persistence, so nothing is
-//! synced but by that call.
+//! over an earlier one) and flushed to the operating system (`persist(Buffer)`): a kill
+//! keeps a group whole or not at all. fjall is opened with manual journal persistence,
+//! so nothing is synced but by the sync, which syncs the journal files beside the engine
+//! (`super::journal`), holding none of its locks, so that the next group can be written
+//! meanwhile.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::ErrorKind;
@@ -21,6 +23,7 @@ use std::path::Path;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use super::batch::last_per_key;
+use super::journal::Journals;
 use super::{Batch, Entries, FORMAT_VERSION, Op, OpenError, Space, UPGRADES_FROM};
 
 /// The lock file's name in a data directory.
@@ -47,6 +50,8 @@ struct Open {
     spaces: Vec<Keyspace>,
     /// The database; its drop stops fjall's threads.
     db: Database,
+    /// Its journal files, synced beside it.
+    journals: Journals,
     /// The locked lock file, released when the store is dropped, after the database.
     _lock: File,
 }
@@ -90,6 +95,7 @@ impl Disk {
             open: std::sync::RwLock::new(Some(Open {
                 spaces,
                 db,
+                journals: Journals::new(data),
                 _lock: lock,
             })),
         })
@@ -181,17 +187,28 @@ impl Disk {
 }
 
 impl Open {
-    /// Commits a group's batches as one fjall batch, not yet synced: one journal entry
-    /// and one sequence number for the group, each key's last mutation only.
+    /// Commits a group's batches as one fjall batch and flushes it to the operating
+    /// system, not yet synced: one journal entry and one sequence number for the group,
+    /// each key's last mutation only.
     fn write(&self, batches: &[Batch]) -> Result<(), String> {
-        write_group(&self.db, &self.spaces, batches)
+        write_group(&self.db, &self.spaces, batches)?;
+        self.db
+            .persist(PersistMode::Buffer)
+            .map_err(|err| describe(&err))
     }
 
-    /// Syncs the journal: everything written is durable when it returns `Ok`.
+    /// Syncs the journal: everything written before the call is durable when it returns
+    /// `Ok`. The journal files are synced directly, holding none of the engine's locks;
+    /// if none is found, the engine syncs its own.
     fn sync(&self) -> Result<(), String> {
-        self.db
-            .persist(PersistMode::SyncData)
-            .map_err(|err| describe(&err))
+        match self.journals.sync() {
+            Ok(true) => Ok(()),
+            Ok(false) => self
+                .db
+                .persist(PersistMode::SyncData)
+                .map_err(|err| describe(&err)),
+            Err(err) => Err(err.to_string()),
+        }
     }
 
     /// One key's value, as written.

@@ -162,9 +162,14 @@ impl Log {
         firsts
     }
 
-    /// Everything numbered so far is durable.
-    pub(super) fn made_durable(&mut self) {
-        self.durable = self.next;
+    /// The number the next entry gets.
+    pub(super) fn end(&self) -> u64 {
+        self.next
+    }
+
+    /// Everything numbered before `end` is durable.
+    pub(super) fn made_durable(&mut self, end: u64) {
+        self.durable = self.durable.max(end);
     }
 
     /// The oldest number the log keeps when it ends before `end`.
@@ -262,13 +267,13 @@ mod tests {
         assert_eq!(group[0].ops().len(), 1, "one chunk, in the first batch");
         assert!(group[1].ops().is_empty());
         assert_eq!(log.read_from(1), None, "nothing is durable yet");
-        log.made_durable();
+        log.made_durable(log.end());
         assert_eq!(log.read_from(1), Some((chunk_key(1, 3), 1..4)));
 
         let mut next = [Batch::new()];
         next[0].append_log(b"d".to_vec());
         assert_eq!(log.append(&mut next), [4]);
-        log.made_durable();
+        log.made_durable(log.end());
         // Entry 1 is past the capacity, but its chunk still holds 2 and 3.
         assert_eq!(next[0].ops().len(), 1);
         assert_eq!(log.read_from(1), Some((chunk_key(1, 3), 2..5)));
@@ -276,7 +281,7 @@ mod tests {
         let mut last = [Batch::new()];
         last[0].append_log(b"e".to_vec()).append_log(b"f".to_vec());
         log.append(&mut last);
-        log.made_durable();
+        log.made_durable(log.end());
         assert!(
             last[0]
                 .ops()

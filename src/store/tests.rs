@@ -367,6 +367,7 @@ fn failed_sync_poisons_the_store() {
     let (_tmp, dir) = data_dir();
     let faults = Faults {
         fail_sync_after: Some(2),
+        ..Faults::default()
     };
     for store in [
         Store::memory_with(Syncing::Automatic, faults),
@@ -401,6 +402,72 @@ fn failed_sync_poisons_the_store() {
     }
 }
 
+/// On disk the writer writes a group while the sync thread syncs the one before: the
+/// acks still come once each, in submission order, groups form, and every acknowledged
+/// batch is there after a reopen.
+#[test]
+fn on_disk_overlapping_groups_are_acknowledged_in_order() {
+    let (_tmp, dir) = data_dir();
+    let store = Store::open(&dir).unwrap();
+    let (tx, rx) = mpsc::channel();
+    for wave in 0..20u32 {
+        for n in wave * 200..(wave + 1) * 200 {
+            store.submit(put(Space::Ids, &n.to_be_bytes(), b"v"), ack_to(&tx, n));
+        }
+        std::thread::yield_now();
+    }
+    drop(tx);
+    let results: Vec<_> = (0..4000)
+        .map(|_| rx.recv_timeout(WAIT).expect("every ack arrives"))
+        .collect();
+    assert_eq!(
+        results.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        (0..4000).collect::<Vec<_>>(),
+        "in submission order"
+    );
+    assert!(results.iter().all(|(_, r)| r.is_ok()));
+    let stats = store.stats();
+    assert_eq!(stats.batches, 4000);
+    assert!(stats.syncs < 4000, "no group formed: {stats:?}");
+    store.close();
+    drop(store);
+    let reopened = Store::open(&dir).unwrap();
+    assert_eq!(reopened.scan(Space::Ids).unwrap().len(), 4000);
+}
+
+/// On disk, groups the writer wrote while a sync failed are refused, in order, never
+/// acknowledged, though a later sync of the journal would have succeeded.
+#[test]
+fn on_disk_nothing_written_behind_a_failed_sync_is_acknowledged() {
+    let (_tmp, dir) = data_dir();
+    let store = Store::open_with(
+        &dir,
+        Faults {
+            fail_sync_after: Some(1),
+            only_once: true,
+        },
+    )
+    .unwrap();
+    durable(&store, put(Space::Ids, b"first", b"v")).unwrap();
+    let (tx, rx) = mpsc::channel();
+    for n in 0..500u32 {
+        store.submit(put(Space::Ids, &n.to_be_bytes(), b"v"), ack_to(&tx, n));
+    }
+    drop(tx);
+    let results: Vec<_> = (0..500)
+        .map(|_| rx.recv_timeout(WAIT).expect("every ack arrives"))
+        .collect();
+    assert_eq!(
+        results.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        (0..500).collect::<Vec<_>>(),
+        "in submission order"
+    );
+    let first = &results[0].1;
+    assert!(matches!(first, Err(StoreError::Sync { .. })), "{first:?}");
+    assert!(results.iter().all(|(_, r)| r.is_err()), "none acknowledged");
+    assert_eq!(store.stats().batches, 1);
+}
+
 /// A group queued behind a failed one is refused too, in order, never acknowledged.
 #[test]
 fn nothing_is_acknowledged_after_a_failure() {
@@ -408,6 +475,7 @@ fn nothing_is_acknowledged_after_a_failure() {
         Syncing::Manual,
         Faults {
             fail_sync_after: Some(0),
+            ..Faults::default()
         },
     );
     let (tx, rx) = mpsc::channel();

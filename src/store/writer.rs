@@ -6,12 +6,19 @@
 //! batches queue and form the next group, so groups grow with the load and a lone batch
 //! is synced at once (RocksDB's rule).
 //!
+//! On disk the writer thread only writes: it hands each group it wrote to a sync thread,
+//! which syncs everything handed since its last sync at once and then calls those acks,
+//! in order, while the writer writes the next group (`super::journal` says why the
+//! engine allows it). A group's cycle costs the longer of its write and the sync, not
+//! their sum.
+//!
 //! A failed write or sync poisons the store: the group's acks get the failure, every
 //! later ack gets `StoreError::Poisoned` naming it, and nothing is written after it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use super::disk::Disk;
 use super::log::{self, Log};
@@ -41,6 +48,46 @@ struct Pending {
     ack: Ack,
 }
 
+/// A group written to the engine, its acks waiting for it to be durable.
+struct Written {
+    /// Its batches, until the sync of an engine that takes them there (memory).
+    batches: Vec<Batch>,
+    /// Its acks, in submission order.
+    acks: Vec<Ack>,
+    /// Each batch's first log number.
+    firsts: Vec<u64>,
+    /// The log number after its last entry.
+    log_end: u64,
+    /// Bytes in its batches.
+    bytes: u64,
+    /// Mutations in its batches.
+    keys: u64,
+    /// When its write began.
+    started: Instant,
+}
+
+/// Where the writer thread hands each group it wrote to the sync thread.
+#[derive(Default)]
+struct Handoff {
+    /// The groups written and not yet taken by the sync thread.
+    state: Mutex<Handed>,
+    /// Wakes the sync thread when a group is handed or the writer stops.
+    ready: Condvar,
+    /// Wakes whoever waits for the sync thread to settle everything handed.
+    settled: Condvar,
+}
+
+/// The groups handed and not yet taken, oldest first.
+#[derive(Default)]
+struct Handed {
+    /// Written, not yet synced.
+    written: Vec<Written>,
+    /// The sync thread is syncing or settling groups it took.
+    busy: bool,
+    /// The writer stopped: nothing more comes.
+    closed: bool,
+}
+
 /// The FIFO between submitters and the committer.
 #[derive(Default)]
 struct Queue {
@@ -60,9 +107,14 @@ pub(super) struct Shared {
     queue: Mutex<Queue>,
     /// Wakes the writer when the queue fills or closes.
     filled: Condvar,
-    /// Held by whoever commits a group, from taking it to its last ack, so groups are
-    /// committed and acknowledged in the order they were taken.
+    /// Held by whoever commits a group, from taking it to its last ack (on disk, to its
+    /// hand-off to the sync thread, which settles groups in the order handed), so groups
+    /// are committed and acknowledged in the order they were taken.
     committing: Mutex<()>,
+    /// Between the writer and sync threads on disk.
+    handoff: Handoff,
+    /// The sync thread, once started.
+    sync_thread: std::sync::OnceLock<std::thread::ThreadId>,
     /// The failure that stopped the store.
     poison: Mutex<Option<Arc<StoreError>>>,
     /// Whether `poison` is set, read without the lock.
@@ -114,6 +166,8 @@ impl Shared {
             queue: Mutex::new(Queue::default()),
             filled: Condvar::new(),
             committing: Mutex::new(()),
+            handoff: Handoff::default(),
+            sync_thread: std::sync::OnceLock::new(),
             poison: Mutex::new(None),
             poisoned: AtomicBool::new(false),
             faults,
@@ -195,9 +249,12 @@ impl Shared {
     }
 
     /// Numbers the log entries of `batches` in order, as one chunk (deleting the chunks
-    /// then past the log's capacity); each batch's first number.
-    fn number(&self, batches: &mut [Batch]) -> Vec<u64> {
-        lock(&self.log).append(batches)
+    /// then past the log's capacity); each batch's first number, and the number after
+    /// the last.
+    fn number(&self, batches: &mut [Batch]) -> (Vec<u64>, u64) {
+        let mut log = lock(&self.log);
+        let firsts = log.append(batches);
+        (firsts, log.end())
     }
 
     /// Commit each batch alone, on its submitter's thread, as it is submitted.
@@ -311,30 +368,121 @@ impl Shared {
     }
 
     /// The writer thread: commit whatever is queued, as soon as it is, until closed and
-    /// empty.
+    /// empty. On disk, a sync thread beside it syncs each group while the next is
+    /// written (`super::journal`); in memory, the writer does both.
     fn run(&self) {
-        loop {
-            let mut queue = lock(&self.queue);
-            while queue.pending.is_empty() && !queue.closed {
-                queue = self
-                    .filled
-                    .wait(queue)
-                    .unwrap_or_else(PoisonError::into_inner);
-            }
-            if queue.pending.is_empty() {
-                return;
-            }
-            drop(queue);
+        if matches!(self.engine, Engine::Disk(_)) && self.run_with_syncer() {
+            return;
+        }
+        while self.wait_for_queued() {
             let _committing = lock(&self.committing);
             let (group, epoch) = self.take();
             self.commit(group, epoch);
         }
     }
 
-    /// Commits everything queued now, on the caller's thread; returns how many batches it
-    /// acknowledged durable.
+    /// Waits until something is queued; `false` once the queue is closed and empty.
+    fn wait_for_queued(&self) -> bool {
+        let mut queue = lock(&self.queue);
+        while queue.pending.is_empty() && !queue.closed {
+            queue = self
+                .filled
+                .wait(queue)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        !queue.pending.is_empty()
+    }
+
+    /// The writer thread on disk: writes each group and hands it to a sync thread, which
+    /// syncs whatever was handed since its last sync at once; `false` (nothing done) if
+    /// that thread could not start. Returns once both are done.
+    fn run_with_syncer(&self) -> bool {
+        let handoff = &self.handoff;
+        std::thread::scope(|scope| {
+            let syncer = std::thread::Builder::new()
+                .name("parkway-sync".into())
+                .spawn_scoped(scope, || self.sync_handed(handoff));
+            match syncer {
+                Ok(syncer) => {
+                    let _ = self.sync_thread.set(syncer.thread().id());
+                }
+                Err(error) => {
+                    tracing::warn!(store = %self.name, %error, "no sync thread: the writer syncs each group itself");
+                    return false;
+                }
+            }
+            while self.wait_for_queued() {
+                let _committing = lock(&self.committing);
+                let (group, _) = self.take();
+                if let Some(mut written) = self.write_group(group) {
+                    // Written into the engine: the batches are no longer needed.
+                    drop(std::mem::take(&mut written.batches));
+                    lock(&handoff.state).written.push(written);
+                    handoff.ready.notify_one();
+                }
+            }
+            lock(&handoff.state).closed = true;
+            handoff.ready.notify_one();
+            true
+        })
+    }
+
+    /// The sync thread: syncs the groups handed since its last sync, once, and settles
+    /// them in order; returns when the writer stopped and nothing is left. After a
+    /// failure, groups written before the writer saw it are refused, not synced.
+    fn sync_handed(&self, handoff: &Handoff) {
+        loop {
+            let mut handed = lock(&handoff.state);
+            while handed.written.is_empty() && !handed.closed {
+                handed = handoff
+                    .ready
+                    .wait(handed)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            if handed.written.is_empty() {
+                return;
+            }
+            let groups = std::mem::take(&mut handed.written);
+            handed.busy = true;
+            drop(handed);
+            let synced = match self.refusal() {
+                Some(refused) => Err(refused),
+                None => self.injected().and_then(|()| self.sync(Vec::new(), 0)),
+            };
+            self.settle(groups, synced);
+            lock(&handoff.state).busy = false;
+            handoff.settled.notify_all();
+        }
+    }
+
+    /// Waits until the sync thread has settled every group handed to it. The caller
+    /// holds `committing`, so no more are handed meanwhile.
+    fn wait_for_handed(&self) {
+        let mut handed = lock(&self.handoff.state);
+        while handed.busy || !handed.written.is_empty() {
+            handed = self
+                .handoff
+                .settled
+                .wait(handed)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Whether the calling thread is the writer `thread` or its sync thread (an ack,
+    /// which must not wait for the writer to stop).
+    pub(super) fn runs_here(&self, thread: &JoinHandle<()>) -> bool {
+        let here = std::thread::current().id();
+        thread.thread().id() == here || self.sync_thread.get() == Some(&here)
+    }
+
+    /// Commits everything queued now, on the caller's thread, after whatever the writer
+    /// thread took before; returns how many batches it acknowledged durable. Not to be
+    /// called from an ack.
     pub(super) fn sync_now(&self) -> usize {
         let _committing = lock(&self.committing);
+        // On disk, the groups the writer thread handed to its sync thread are
+        // acknowledged first.
+        self.wait_for_handed();
         let (group, epoch) = self.take();
         self.commit(group, epoch)
     }
@@ -368,64 +516,103 @@ impl Shared {
 
     /// [`Shared::commit`] of a group no crash cuts.
     fn commit_group(&self, group: Vec<Pending>, epoch: u64) -> usize {
-        if group.is_empty() {
+        let Some(mut written) = self.write_group(group) else {
             return 0;
+        };
+        let batches = std::mem::take(&mut written.batches);
+        let synced = self.injected().and_then(|()| self.sync(batches, epoch));
+        self.settle(vec![written], synced)
+    }
+
+    /// Numbers, stamps and writes a group, not yet durable; `None` if it was refused (a
+    /// poisoned store) or failed, its acks told.
+    fn write_group(&self, group: Vec<Pending>) -> Option<Written> {
+        if group.is_empty() {
+            return None;
         }
         let (mut batches, acks): (Vec<Batch>, Vec<Ack>) =
             group.into_iter().map(|p| (p.batch, p.ack)).unzip();
-        if let Some(first) = lock(&self.poison).clone() {
-            let err = StoreError::Poisoned {
-                store: Arc::clone(&self.name),
-                first,
-            };
+        if let Some(err) = self.refusal() {
             for ack in acks {
                 ack(Err(err.clone()));
             }
-            return 0;
+            return None;
         }
+        let started = Instant::now();
         // Numbered and stamped as committed: in commit order, and after every batch of
         // the group was made. The stamp goes on the first batch, written first: an engine
         // that keeps a batch written before a crash (on disk, a journal write the kill
         // did not undo) has kept the stamp too.
-        let firsts = self.number(&mut batches);
+        let (firsts, log_end) = self.number(&mut batches);
         if let (Some(stamp), Some(first)) = (lock(&self.stamp).as_ref(), batches.first_mut()) {
             stamp(first);
         }
-        let bytes: u64 = batches.iter().map(Batch::bytes).sum();
-        let keys: usize = batches.iter().map(Batch::len).sum();
-        let count = batches.len();
-        let started = std::time::Instant::now();
-        let synced = self
-            .write(&batches)
-            .and_then(|()| self.injected())
-            .and_then(|()| self.sync(batches, epoch));
+        let written = Written {
+            bytes: batches.iter().map(Batch::bytes).sum(),
+            keys: batches.iter().map(|b| b.len() as u64).sum(),
+            batches,
+            acks,
+            firsts,
+            log_end,
+            started,
+        };
+        match self.write(&written.batches) {
+            Ok(()) => Some(written),
+            Err(err) => {
+                self.fail(vec![written], &err);
+                None
+            }
+        }
+    }
+
+    /// Tells the acks of `groups`, written in this order, the fate of the sync that
+    /// covered them all; how many batches it acknowledged durable.
+    fn settle(&self, groups: Vec<Written>, synced: Result<bool, StoreError>) -> usize {
         match synced {
             Ok(true) => {
-                lock(&self.log).made_durable();
+                let Some(last) = groups.last() else {
+                    return 0;
+                };
+                lock(&self.log).made_durable(last.log_end);
+                let count: usize = groups.iter().map(|g| g.acks.len()).sum();
                 self.syncs.fetch_add(1, Ordering::Relaxed);
                 self.batches.fetch_add(count as u64, Ordering::Relaxed);
-                self.bytes.fetch_add(bytes, Ordering::Relaxed);
-                self.keys.fetch_add(keys as u64, Ordering::Relaxed);
                 self.largest_group
                     .fetch_max(count as u64, Ordering::Relaxed);
-                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                let micros =
+                    u64::try_from(groups[0].started.elapsed().as_micros()).unwrap_or(u64::MAX);
                 self.commit_micros.fetch_add(micros, Ordering::Relaxed);
-                for (ack, log) in acks.into_iter().zip(firsts) {
-                    ack(Ok(Receipt { log }));
+                for group in groups {
+                    self.bytes.fetch_add(group.bytes, Ordering::Relaxed);
+                    self.keys.fetch_add(group.keys, Ordering::Relaxed);
+                    for (ack, log) in group.acks.into_iter().zip(group.firsts) {
+                        ack(Ok(Receipt { log }));
+                    }
                 }
                 count
             }
             // Lost in a crash: no one is told, as no one would be.
             Ok(false) => 0,
             Err(err) => {
-                tracing::error!(store = %self.name, error = %err, "store stopped: nothing is acknowledged after a failed write or sync");
-                *lock(&self.poison) = Some(Arc::new(err.clone()));
-                self.poisoned.store(true, Ordering::Release);
-                for ack in acks {
-                    ack(Err(err.clone()));
-                }
+                self.fail(groups, &err);
                 0
             }
+        }
+    }
+
+    /// Stops the store after `err`, a failed write or sync, and tells the acks of
+    /// `groups`.
+    fn fail(&self, groups: Vec<Written>, err: &StoreError) {
+        {
+            let mut poison = lock(&self.poison);
+            if poison.is_none() {
+                tracing::error!(store = %self.name, error = %err, "store stopped: nothing is acknowledged after a failed write or sync");
+                *poison = Some(Arc::new(err.clone()));
+            }
+        }
+        self.poisoned.store(true, Ordering::Release);
+        for ack in groups.into_iter().flat_map(|g| g.acks) {
+            ack(Err(err.clone()));
         }
     }
 
@@ -444,10 +631,12 @@ impl Shared {
     fn injected(&self) -> Result<(), StoreError> {
         let attempt = self.attempts.fetch_add(1, Ordering::Relaxed);
         match self.faults.fail_sync_after {
-            Some(after) if attempt >= after => Err(StoreError::Sync {
-                store: Arc::clone(&self.name),
-                cause: format!("injected failure of sync {}", attempt + 1),
-            }),
+            Some(after) if attempt == after || (attempt > after && !self.faults.only_once) => {
+                Err(StoreError::Sync {
+                    store: Arc::clone(&self.name),
+                    cause: format!("injected failure of sync {}", attempt + 1),
+                })
+            }
             _ => Ok(()),
         }
     }
@@ -469,13 +658,17 @@ impl Shared {
     /// The refusal of a read on a poisoned store: on disk it could see what was written
     /// and never made durable.
     fn refuse_if_poisoned(&self) -> Result<(), StoreError> {
-        match lock(&self.poison).clone() {
-            Some(first) => Err(StoreError::Poisoned {
+        self.refusal().map_or(Ok(()), Err)
+    }
+
+    /// What everything is told once a failure stopped the store, naming it.
+    fn refusal(&self) -> Option<StoreError> {
+        lock(&self.poison)
+            .clone()
+            .map(|first| StoreError::Poisoned {
                 store: Arc::clone(&self.name),
                 first,
-            }),
-            None => Ok(()),
-        }
+            })
     }
 
     /// A read of `space`, refused on a poisoned store: `memory` on the memory engine,
@@ -574,5 +767,51 @@ impl Shared {
             largest_group: self.largest_group.load(Ordering::Relaxed),
             commit_micros: self.commit_micros.load(Ordering::Relaxed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Faults;
+
+    /// A group the writer wrote before it saw a failed sync reaches the sync thread
+    /// after it: the sync thread refuses it rather than sync it and acknowledge it.
+    #[test]
+    fn the_sync_thread_refuses_a_group_handed_after_a_failure() {
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let disk = Disk::open(&tmp.path().join("data")).expect("opens");
+        let shared = Shared::new(Arc::from("data"), Engine::Disk(disk), Faults::default());
+        let failure = StoreError::Sync {
+            store: Arc::from("data"),
+            cause: "an earlier sync failed".to_owned(),
+        };
+        shared.fail(Vec::new(), &failure);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let written = Written {
+            batches: Vec::new(),
+            acks: vec![Box::new(move |fate| {
+                let _ = tx.send(fate);
+            })],
+            firsts: vec![1],
+            log_end: 1,
+            bytes: 0,
+            keys: 0,
+            started: Instant::now(),
+        };
+        {
+            let mut handed = lock(&shared.handoff.state);
+            handed.written.push(written);
+            handed.closed = true;
+        }
+        shared.sync_handed(&shared.handoff);
+        let fate = rx.try_recv().expect("the ack was called");
+        assert!(
+            matches!(&fate, Err(StoreError::Poisoned { first, .. }) if first.to_string().contains("an earlier sync failed")),
+            "{fate:?}"
+        );
+        assert_eq!(shared.stats().syncs, 0, "nothing was synced");
+        assert_eq!(shared.attempts.load(Ordering::Relaxed), 0, "nor tried");
+        shared.release();
     }
 }

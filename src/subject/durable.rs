@@ -485,6 +485,7 @@ mod tests {
     async fn a_failed_sync_stops_the_runtime_and_acknowledges_nothing() {
         let faults = Faults {
             fail_sync_after: Some(0),
+            ..Faults::default()
         };
         let store = Store::memory_with(Syncing::Inline, faults);
         let rt = open(store.clone()).await;
