@@ -406,3 +406,24 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "no message".to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The engine keeps its journals where `super::journal` looks for them, so a sync
+    /// syncs the journal files itself rather than fall back to the engine's own sync
+    /// (an engine upgrade that moved them fails here).
+    #[test]
+    fn the_sync_finds_the_engine_s_journal_files() {
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let disk = Disk::open(&tmp.path().join("store")).expect("opens");
+        let mut batch = Batch::new();
+        batch.put(Space::Ids, "k", "v");
+        disk.write(std::slice::from_ref(&batch)).expect("writes");
+        let found = disk.with(|open| open.journals.sync().map_err(|err| err.to_string()));
+        assert_eq!(found, Ok(true), "no journal file found");
+        disk.sync().expect("syncs");
+        disk.close(true);
+    }
+}
