@@ -13,7 +13,8 @@
 //! their sum.
 //!
 //! A failed write or sync poisons the store: the group's acks get the failure, every
-//! later ack gets `StoreError::Poisoned` naming it, and nothing is written after it.
+//! later ack gets `StoreError::Poisoned` naming it, and nothing is written once the
+//! writer has seen it (nor synced: a group written in the moment before is refused).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
