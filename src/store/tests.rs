@@ -23,6 +23,20 @@ fn ack_to<T: Send + 'static>(tx: &mpsc::Sender<(T, Result<(), StoreError>)>, tag
     })
 }
 
+/// The fates of `count` acks tagged `0..count`, checked to arrive in that order.
+fn acks_in_order(
+    rx: &mpsc::Receiver<(u32, Result<(), StoreError>)>,
+    count: u32,
+) -> Vec<Result<(), StoreError>> {
+    (0..count)
+        .map(|expected| {
+            let (tag, fate) = rx.recv_timeout(WAIT).expect("every ack arrives");
+            assert_eq!(tag, expected, "acks in submission order");
+            fate
+        })
+        .collect()
+}
+
 /// Submits `batch` and waits for its ack.
 fn durable(store: &Store, batch: Batch) -> Result<(), StoreError> {
     let (tx, rx) = mpsc::channel();
@@ -417,15 +431,8 @@ fn on_disk_overlapping_groups_are_acknowledged_in_order() {
         std::thread::yield_now();
     }
     drop(tx);
-    let results: Vec<_> = (0..4000)
-        .map(|_| rx.recv_timeout(WAIT).expect("every ack arrives"))
-        .collect();
-    assert_eq!(
-        results.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
-        (0..4000).collect::<Vec<_>>(),
-        "in submission order"
-    );
-    assert!(results.iter().all(|(_, r)| r.is_ok()));
+    let results = acks_in_order(&rx, 4000);
+    assert!(results.iter().all(Result::is_ok));
     let stats = store.stats();
     assert_eq!(stats.batches, 4000);
     assert!(stats.syncs < 4000, "no group formed: {stats:?}");
@@ -454,17 +461,10 @@ fn on_disk_nothing_written_behind_a_failed_sync_is_acknowledged() {
         store.submit(put(Space::Ids, &n.to_be_bytes(), b"v"), ack_to(&tx, n));
     }
     drop(tx);
-    let results: Vec<_> = (0..500)
-        .map(|_| rx.recv_timeout(WAIT).expect("every ack arrives"))
-        .collect();
-    assert_eq!(
-        results.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
-        (0..500).collect::<Vec<_>>(),
-        "in submission order"
-    );
-    let first = &results[0].1;
+    let results = acks_in_order(&rx, 500);
+    let first = &results[0];
     assert!(matches!(first, Err(StoreError::Sync { .. })), "{first:?}");
-    assert!(results.iter().all(|(_, r)| r.is_err()), "none acknowledged");
+    assert!(results.iter().all(Result::is_err), "none acknowledged");
     assert_eq!(store.stats().batches, 1);
 }
 
