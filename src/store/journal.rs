@@ -8,14 +8,14 @@
 //! journal files themselves, which holds no lock of the engine's: the writer thread
 //! writes the next group while the sync thread syncs the last (`super::writer`).
 //!
-//! Which files: fjall keeps its journals in its folder as `<n>.jnl`, numbered upwards,
-//! and writes only to the highest. Each sync syncs every journal numbered at or above
-//! the highest that the sync before it saw, so what was flushed before a rotation is
-//! synced even if the rotation came between two syncs (fjall syncs a journal as it seals
-//! it, too). Where no journal file is found (an engine that laid them out otherwise), the
-//! sync falls back to the engine's own `persist(SyncData)`, which is always right.
+//! Which files: fjall keeps its journals in its folder as `<n>.jnl`. Each sync syncs
+//! every journal file the folder holds, so what was flushed before a rotation is synced
+//! however the rotation fell between two syncs (a sealed journal, which fjall synced as
+//! it sealed it, costs a sync with nothing to write). Where no journal file is found (an
+//! engine that laid them out otherwise), the sync falls back to the engine's own
+//! `persist(SyncData)`, which is always right.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
 use std::path::PathBuf;
@@ -34,9 +34,7 @@ pub(super) struct Journals {
 /// The journals a sync found.
 #[derive(Default)]
 struct Files {
-    /// The highest journal number the last sync saw: lower ones are sealed and synced.
-    from: u64,
-    /// The journals numbered from `from` on, open for syncing.
+    /// Every journal file the folder held at the last sync, by number, open for syncing.
     open: BTreeMap<u64, File>,
 }
 
@@ -49,37 +47,38 @@ impl Journals {
         }
     }
 
-    /// Syncs every journal numbered from the last sync's highest on: everything flushed
-    /// to them before the call is durable when it returns `Ok(true)`. `Ok(false)` if the
-    /// folder holds no journal file, so nothing was synced.
+    /// Syncs every journal file in the folder: everything flushed to them before the
+    /// call is durable when it returns `Ok(true)`. `Ok(false)` if the folder holds no
+    /// journal file, so nothing was synced.
     pub(super) fn sync(&self) -> std::io::Result<bool> {
         let mut files = lock(&self.files);
+        let mut present = BTreeSet::new();
         for entry in std::fs::read_dir(&self.folder)? {
             let entry = entry?;
             let Some(number) = journal_number(&entry.file_name()) else {
                 continue;
             };
-            if number < files.from || files.open.contains_key(&number) {
-                continue;
-            }
-            match OpenOptions::new().write(true).open(entry.path()) {
-                Ok(file) => {
-                    files.open.insert(number, file);
+            if let std::collections::btree_map::Entry::Vacant(slot) = files.open.entry(number) {
+                match OpenOptions::new().write(true).open(entry.path()) {
+                    Ok(file) => {
+                        slot.insert(file);
+                    }
+                    // Deleted since it was listed: its contents were flushed into
+                    // tables, which the engine synced before it deleted the journal.
+                    Err(err) if err.kind() == ErrorKind::NotFound => continue,
+                    Err(err) => return Err(err),
                 }
-                // Deleted since it was listed: its contents were flushed into tables,
-                // which the engine synced before it deleted the journal.
-                Err(err) if err.kind() == ErrorKind::NotFound => {}
-                Err(err) => return Err(err),
             }
+            present.insert(number);
         }
-        let Some(&highest) = files.open.keys().next_back() else {
+        // Journals the engine deleted since the last sync are let go.
+        files.open.retain(|number, _| present.contains(number));
+        if files.open.is_empty() {
             return Ok(false);
-        };
+        }
         for file in files.open.values() {
             file.sync_data()?;
         }
-        files.open.retain(|&number, _| number >= highest);
-        files.from = highest;
         Ok(true)
     }
 }
@@ -103,7 +102,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sync_keeps_the_journals_from_the_highest_it_saw() {
+    fn a_sync_syncs_every_journal_file_the_folder_holds() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let journals = Journals::new(dir.path().to_path_buf());
         assert!(!journals.sync().expect("syncs"), "no journal yet");
@@ -111,14 +110,20 @@ mod tests {
         std::fs::write(dir.path().join("lock"), b"").expect("writes");
         assert!(journals.sync().expect("syncs"));
         std::fs::write(dir.path().join("4.jnl"), b"b").expect("writes");
-        assert!(journals.sync().expect("syncs"));
-        let files = lock(&journals.files);
-        assert_eq!(files.from, 4);
-        assert_eq!(files.open.keys().copied().collect::<Vec<_>>(), vec![4]);
-        drop(files);
-        // A journal numbered below the highest seen is sealed: it is not opened again.
+        // Even one numbered below the others is synced.
         std::fs::write(dir.path().join("2.jnl"), b"c").expect("writes");
         assert!(journals.sync().expect("syncs"));
-        assert_eq!(lock(&journals.files).open.len(), 1);
+        let open = |journals: &Journals| {
+            lock(&journals.files)
+                .open
+                .keys()
+                .copied()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(open(&journals), vec![2, 3, 4]);
+        // A journal the engine deleted is let go.
+        std::fs::remove_file(dir.path().join("3.jnl")).expect("removes");
+        assert!(journals.sync().expect("syncs"));
+        assert_eq!(open(&journals), vec![2, 4]);
     }
 }
