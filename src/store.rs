@@ -9,9 +9,12 @@
 //!   what is pending, so [`Store::crash`] can drop the pending.
 //! - `disk`: the fjall engine behind [`Store::open`], with the lock file and the format
 //!   version.
+//! - `journal`: the engine's journal files, which the disk store's sync thread syncs
+//!   itself, beside the engine's lock, while the writer writes the next group.
 //!
 //! A caller submits a [`Batch`] with an [`Ack`] and goes on; the ack is called once,
-//! from the writer, when the batch is durable or when it never will be. Acks are called
+//! from the writer (on disk, its sync thread), when the batch is durable or when it
+//! never will be. Acks are called
 //! in submission order. A failed sync poisons the store: that group's acks and every
 //! later one get an error, and nothing is acknowledged after it.
 //!
@@ -346,8 +349,8 @@ impl Store {
         })
     }
 
-    /// Queues `batch`; `on_durable` is called once, from the writer, when it is durable
-    /// or failed. Never blocks on the disk.
+    /// Queues `batch`; `on_durable` is called once, from the writer (on disk, its sync
+    /// thread), when it is durable or failed. Never blocks on the disk.
     pub(crate) fn submit(&self, batch: Batch, on_durable: Ack) {
         self.handle.shared.submit(batch, on_durable);
     }
