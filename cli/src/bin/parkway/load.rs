@@ -72,7 +72,9 @@ pub(crate) struct Args {
     #[arg(long)]
     quiet: bool,
     /// Keep the runtime's state durable in this directory (new or empty), as an
-    /// embedder with a data directory does; without it the runtime runs in memory.
+    /// embedder with a data directory does; without it the runtime runs in memory. (To
+    /// kill a durable load with kill -9 when you choose and have every acknowledged
+    /// operation checked, use `parkway crash --by-hand`.)
     #[arg(long, value_name = "DIR")]
     data: Option<std::path::PathBuf>,
     /// Visit a live `parkway serve` at this address (http://HOST:PORT) over HTTP instead
