@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::writer::lock;
@@ -34,8 +34,9 @@ pub(super) struct Journals {
 /// The journals a sync found.
 #[derive(Default)]
 struct Files {
-    /// Every journal file the folder held at the last sync, by number, open for syncing.
-    open: BTreeMap<u64, File>,
+    /// Every journal file the folder held at the last sync, by number: its path and the
+    /// file, open for syncing.
+    open: BTreeMap<u64, (PathBuf, File)>,
 }
 
 impl Journals {
@@ -49,24 +50,26 @@ impl Journals {
 
     /// Syncs every journal file in the folder: everything flushed to them before the
     /// call is durable when it returns `Ok(true)`. `Ok(false)` if the folder holds no
-    /// journal file, so nothing was synced.
+    /// journal file, so nothing was synced. A failure names the file.
     pub(super) fn sync(&self) -> std::io::Result<bool> {
         let mut files = lock(&self.files);
         let mut present = BTreeSet::new();
-        for entry in std::fs::read_dir(&self.folder)? {
-            let entry = entry?;
+        let listing = |err| naming(&self.folder, "listing", err);
+        for entry in std::fs::read_dir(&self.folder).map_err(listing)? {
+            let entry = entry.map_err(listing)?;
             let Some(number) = journal_number(&entry.file_name()) else {
                 continue;
             };
             if let std::collections::btree_map::Entry::Vacant(slot) = files.open.entry(number) {
-                match OpenOptions::new().write(true).open(entry.path()) {
+                let path = entry.path();
+                match OpenOptions::new().write(true).open(&path) {
                     Ok(file) => {
-                        slot.insert(file);
+                        slot.insert((path, file));
                     }
                     // Deleted since it was listed: its contents were flushed into
                     // tables, which the engine synced before it deleted the journal.
                     Err(err) if err.kind() == ErrorKind::NotFound => continue,
-                    Err(err) => return Err(err),
+                    Err(err) => return Err(naming(&path, "opening", err)),
                 }
             }
             present.insert(number);
@@ -76,11 +79,17 @@ impl Journals {
         if files.open.is_empty() {
             return Ok(false);
         }
-        for file in files.open.values() {
-            file.sync_data()?;
+        for (path, file) in files.open.values() {
+            file.sync_data()
+                .map_err(|err| naming(path, "syncing", err))?;
         }
         Ok(true)
     }
+}
+
+/// `err`, met `doing` the journal file (or folder) at `path`, saying so.
+fn naming(path: &Path, doing: &str, err: std::io::Error) -> std::io::Error {
+    std::io::Error::new(err.kind(), format!("{doing} {}: {err}", path.display()))
 }
 
 /// The number of a journal file's name, `<n>.jnl`.
@@ -125,5 +134,15 @@ mod tests {
         std::fs::remove_file(dir.path().join("3.jnl")).expect("removes");
         assert!(journals.sync().expect("syncs"));
         assert_eq!(open(&journals), vec![2, 4]);
+    }
+
+    #[test]
+    fn a_failure_names_what_it_was_doing_and_where() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let gone = dir.path().join("gone");
+        let err = Journals::new(gone.clone()).sync().expect_err("no folder");
+        let text = err.to_string();
+        assert!(text.starts_with("listing "), "{text}");
+        assert!(text.contains(&gone.display().to_string()), "{text}");
     }
 }
