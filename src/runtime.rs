@@ -131,8 +131,10 @@ pub struct StoreStats {
     pub keys: u64,
     /// The most changes one sync made durable.
     pub largest_group: u64,
-    /// Time spent writing and syncing the changes made durable, in all: divided by
-    /// `syncs`, the mean commit latency.
+    /// For each sync, the time from the start of the write of the first group it made
+    /// durable to its acknowledgement, summed: divided by `syncs`, the mean commit
+    /// latency. On disk a group is written while the one before it syncs, so the sum can
+    /// exceed the time elapsed.
     pub commit_time: Duration,
 }
 

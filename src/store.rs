@@ -14,9 +14,9 @@
 //!
 //! A caller submits a [`Batch`] with an [`Ack`] and goes on; the ack is called once,
 //! from the writer (on disk, its sync thread), when the batch is durable or when it
-//! never will be. Acks are called
-//! in submission order. A failed sync poisons the store: that group's acks and every
-//! later one get an error, and nothing is acknowledged after it.
+//! never will be. Acks are called in submission order. A failed sync poisons the store:
+//! that group's acks and every later one get an error, and nothing is acknowledged after
+//! it.
 //!
 //! This module is a leaf: it knows keys and bytes, not subjects, runs or doors. What a
 //! subject's change becomes in bytes is its caller's business.
@@ -159,7 +159,8 @@ pub(crate) struct Stats {
     pub(crate) keys: u64,
     /// The most batches one sync made durable.
     pub(crate) largest_group: u64,
-    /// Microseconds spent writing and syncing those groups.
+    /// For each sync, microseconds from the start of the write of the first group it
+    /// covered to its acks, summed (`StoreStats::commit_time`).
     pub(crate) commit_micros: u64,
 }
 

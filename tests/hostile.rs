@@ -352,6 +352,7 @@ async fn hostile_expressions_end_within_bounds_and_leave_the_runtime_answering()
     canaries(&rt, "nothing").await;
     let baseline = peak_rss();
     let held_before = ALLOCATED.current_usage() as u64;
+    ALLOCATED.reset_peak_usage();
 
     let deep = deep_input();
     let cases = corpus();

@@ -134,7 +134,8 @@ pub(super) struct Shared {
     keys: AtomicU64,
     /// The largest group synced.
     largest_group: AtomicU64,
-    /// Microseconds spent writing and syncing groups that became durable.
+    /// For each sync, microseconds from the start of the write of the first group it
+    /// covered to its acks, summed.
     commit_micros: AtomicU64,
     /// Each batch is committed alone, on its submitter's thread, as it is submitted.
     inline: bool,

@@ -149,7 +149,7 @@ pub(crate) fn write_subject(
     let name = Arc::clone(&state.name);
     let empty = state.is_empty();
     let earliest = if empty { None } else { state.earliest_timer() };
-    let wake = wake_for(state.wake, earliest, now, empty);
+    let wake = wake_for(state.wake, earliest, now);
     if wake != state.wake {
         if let Some(old) = state.wake {
             batch.delete(Space::Wakes, subject_wake(old, &name));
@@ -180,15 +180,13 @@ pub(crate) fn write_subject(
 /// wake (resolving the ask whose timer was the earliest would otherwise move it, two
 /// keys a resolution). It is kept only while a timer remains: that timer's firing is a
 /// change, which moves a wake left behind, so a wake that has passed does not read its
-/// subject back at every open. A subject that holds nothing has none.
+/// subject back at every open. A subject that holds nothing has no timer, so no wake.
 fn wake_for(
     written: Option<DateTime<Utc>>,
     earliest: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
-    empty: bool,
 ) -> Option<DateTime<Utc>> {
     match written {
-        _ if empty => None,
         Some(at) if at >= now && earliest.is_some_and(|e| at <= e) => Some(at),
         _ => earliest,
     }
@@ -306,28 +304,17 @@ mod tests {
         let at = |s| DateTime::from_timestamp(s, 0).unwrap_or_default();
         let now = at(100);
         // None written: the earliest timer, if any.
-        assert_eq!(wake_for(None, Some(at(150)), now, false), Some(at(150)));
-        assert_eq!(wake_for(None, None, now, false), None);
+        assert_eq!(wake_for(None, Some(at(150)), now), Some(at(150)));
+        assert_eq!(wake_for(None, None, now), None);
         // Written before the earliest and not passed: kept.
-        assert_eq!(
-            wake_for(Some(at(120)), Some(at(150)), now, false),
-            Some(at(120))
-        );
+        assert_eq!(wake_for(Some(at(120)), Some(at(150)), now), Some(at(120)));
         // No timer left: none (nothing would move it once it passed).
-        assert_eq!(wake_for(Some(at(120)), None, now, false), None);
+        assert_eq!(wake_for(Some(at(120)), None, now), None);
         // Later than the earliest: moved to it.
-        assert_eq!(
-            wake_for(Some(at(200)), Some(at(150)), now, false),
-            Some(at(150))
-        );
+        assert_eq!(wake_for(Some(at(200)), Some(at(150)), now), Some(at(150)));
         // Passed: moved to the earliest, or dropped.
-        assert_eq!(
-            wake_for(Some(at(90)), Some(at(150)), now, false),
-            Some(at(150))
-        );
-        assert_eq!(wake_for(Some(at(90)), None, now, false), None);
-        // Holding nothing: none.
-        assert_eq!(wake_for(Some(at(120)), Some(at(150)), now, true), None);
+        assert_eq!(wake_for(Some(at(90)), Some(at(150)), now), Some(at(150)));
+        assert_eq!(wake_for(Some(at(90)), None, now), None);
     }
 
     #[test]
