@@ -65,6 +65,10 @@ struct Written {
     keys: u64,
     /// When its write began.
     started: Instant,
+    /// Not written: what its acks are told (its own failed write, or the refusal of a
+    /// poisoned store). It still goes the way of a written group, so its acks are
+    /// called after those of every group taken before it.
+    failed: Option<StoreError>,
 }
 
 /// Where the writer thread hands each group it wrote to the sync thread.
@@ -417,7 +421,9 @@ impl Shared {
                 let _committing = lock(&self.committing);
                 let (group, _) = self.take();
                 if let Some(mut written) = self.write_group(group) {
-                    // Written into the engine: the batches are no longer needed.
+                    // Written into the engine (or refused): the batches are no longer
+                    // needed. A refused group is handed too, so the sync thread calls
+                    // every ack, in submission order.
                     drop(std::mem::take(&mut written.batches));
                     lock(&handoff.state).written.push(written);
                     handoff.ready.notify_one();
@@ -447,6 +453,8 @@ impl Shared {
             let groups = std::mem::take(&mut handed.written);
             handed.busy = true;
             drop(handed);
+            // A refused group was handed after the poison was set, so it is refused
+            // here with every group handed beside it.
             let synced = match self.refusal() {
                 Some(refused) => Err(refused),
                 None => self.injected().and_then(|()| self.sync(Vec::new(), 0)),
@@ -521,13 +529,19 @@ impl Shared {
         let Some(mut written) = self.write_group(group) else {
             return 0;
         };
+        if let Some(err) = written.failed.clone() {
+            self.fail(vec![written], &err);
+            return 0;
+        }
         let batches = std::mem::take(&mut written.batches);
         let synced = self.injected().and_then(|()| self.sync(batches, epoch));
         self.settle(vec![written], synced)
     }
 
-    /// Numbers, stamps and writes a group, not yet durable; `None` if it was refused (a
-    /// poisoned store) or failed, its acks told.
+    /// Numbers, stamps and writes a group, not yet durable; `None` if it is empty. A
+    /// group refused (a poisoned store) or whose write failed (which poisons the store)
+    /// comes back with `failed` set and its acks not yet called: whoever settles groups
+    /// calls them in turn, so refusals keep submission order too.
     fn write_group(&self, group: Vec<Pending>) -> Option<Written> {
         if group.is_empty() {
             return None;
@@ -535,10 +549,16 @@ impl Shared {
         let (mut batches, acks): (Vec<Batch>, Vec<Ack>) =
             group.into_iter().map(|p| (p.batch, p.ack)).unzip();
         if let Some(err) = self.refusal() {
-            for ack in acks {
-                ack(Err(err.clone()));
-            }
-            return None;
+            return Some(Written {
+                batches: Vec::new(),
+                acks,
+                firsts: Vec::new(),
+                log_end: 0,
+                bytes: 0,
+                keys: 0,
+                started: Instant::now(),
+                failed: Some(err),
+            });
         }
         let started = Instant::now();
         // Numbered and stamped as committed: in commit order, and after every batch of
@@ -549,7 +569,7 @@ impl Shared {
         if let (Some(stamp), Some(first)) = (lock(&self.stamp).as_ref(), batches.first_mut()) {
             stamp(first);
         }
-        let written = Written {
+        let mut written = Written {
             bytes: batches.iter().map(Batch::bytes).sum(),
             keys: batches.iter().map(|b| b.len() as u64).sum(),
             batches,
@@ -557,14 +577,14 @@ impl Shared {
             firsts,
             log_end,
             started,
+            failed: None,
         };
-        match self.write(&written.batches) {
-            Ok(()) => Some(written),
-            Err(err) => {
-                self.fail(vec![written], &err);
-                None
-            }
+        if let Err(err) = self.write(&written.batches) {
+            // Poisoned now, so nothing is written after it; its acks are told in turn.
+            self.poison_with(&err);
+            written.failed = Some(err);
         }
+        Some(written)
     }
 
     /// Tells the acks of `groups`, written in this order, the fate of the sync that
@@ -603,8 +623,19 @@ impl Shared {
     }
 
     /// Stops the store after `err`, a failed write or sync, and tells the acks of
-    /// `groups`.
+    /// `groups`, in order: a group that failed on its own is told its own failure.
     fn fail(&self, groups: Vec<Written>, err: &StoreError) {
+        self.poison_with(err);
+        for group in groups {
+            let told = group.failed.unwrap_or_else(|| err.clone());
+            for ack in group.acks {
+                ack(Err(told.clone()));
+            }
+        }
+    }
+
+    /// Stops the store after `err`; only the first failure is kept as the poison.
+    fn poison_with(&self, err: &StoreError) {
         {
             let mut poison = lock(&self.poison);
             if poison.is_none() {
@@ -613,9 +644,6 @@ impl Shared {
             }
         }
         self.poisoned.store(true, Ordering::Release);
-        for ack in groups.into_iter().flat_map(|g| g.acks) {
-            ack(Err(err.clone()));
-        }
     }
 
     /// Hands the group to the engine, not yet durable.
@@ -800,6 +828,7 @@ mod tests {
             bytes: 0,
             keys: 0,
             started: Instant::now(),
+            failed: None,
         };
         {
             let mut handed = lock(&shared.handoff.state);
@@ -814,6 +843,73 @@ mod tests {
         );
         assert_eq!(shared.stats().syncs, 0, "nothing was synced");
         assert_eq!(shared.attempts.load(Ordering::Relaxed), 0, "nor tried");
+        shared.release();
+    }
+
+    /// A group whose own write failed, handed behind one written before it, is told its
+    /// own failure after the earlier group is refused: acks keep submission order, and
+    /// each is told what happened to its own batch. Before, the writer called a refused
+    /// group's acks itself, ahead of the groups the sync thread had not settled.
+    #[test]
+    fn refusals_reach_their_acks_in_the_order_handed() {
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let disk = Disk::open(&tmp.path().join("data")).expect("opens");
+        let shared = Shared::new(Arc::from("data"), Engine::Disk(disk), Faults::default());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let group = |tag: u32, failed: Option<StoreError>| {
+            let tx = tx.clone();
+            Written {
+                batches: Vec::new(),
+                acks: vec![Box::new(move |fate| {
+                    let _ = tx.send((tag, fate));
+                })],
+                firsts: vec![1],
+                log_end: 1,
+                bytes: 0,
+                keys: 0,
+                started: Instant::now(),
+                failed,
+            }
+        };
+        let write_failed = StoreError::Write {
+            store: Arc::from("data"),
+            cause: "no space left on device".to_owned(),
+        };
+        let earlier = group(0, None);
+        shared.poison_with(&write_failed);
+        let failed = group(1, Some(write_failed));
+        let refused = shared.write_group(vec![Pending {
+            batch: Batch::new(),
+            ack: Box::new(move |fate| {
+                let _ = tx.send((2, fate));
+            }),
+        }]);
+        let refused = refused.expect("a refused group is handed, not told at once");
+        assert!(rx.try_recv().is_err(), "no ack was called yet");
+        {
+            let mut handed = lock(&shared.handoff.state);
+            handed.written.extend([earlier, failed, refused]);
+            handed.closed = true;
+        }
+        shared.sync_handed(&shared.handoff);
+        let fates: Vec<_> = rx.try_iter().collect();
+        assert_eq!(
+            fates.iter().map(|(tag, _)| *tag).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
+        assert!(
+            matches!(&fates[0].1, Err(StoreError::Poisoned { .. })),
+            "{fates:?}"
+        );
+        assert!(
+            matches!(&fates[1].1, Err(StoreError::Write { .. })),
+            "{fates:?}"
+        );
+        assert!(
+            matches!(&fates[2].1, Err(StoreError::Poisoned { .. })),
+            "{fates:?}"
+        );
+        assert_eq!(shared.stats().syncs, 0, "nothing was synced");
         shared.release();
     }
 }
