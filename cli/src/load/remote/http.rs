@@ -407,13 +407,17 @@ impl Http {
                 )));
             }
         }
-        for _ in &starts {
+        // The first cancel meets the long ask, the oldest, which cannot have expired: it
+        // must cancel exactly one. The later ones clear the short asks, which a busy
+        // server may have let expire first (then there is nothing to cancel).
+        for (n, _) in starts.iter().enumerate() {
             let doing = format!("a cancel through door {}", workload::SWEEP);
             let reply = self
                 .visit(Op::Cancel, probe, &serde_json::json!({"op": "cancel"}))
                 .await
                 .map_err(|f| self.refusal(&doing, f))?;
-            if reply.cancelled.len() != 1 {
+            let expected = if n == 0 { 1..=1 } else { 0..=1 };
+            if !expected.contains(&reply.cancelled.len()) {
                 return Err(LoadError::Workload(format!(
                     "{base} does not serve the load's workload: {doing} cancelled {} asks where the load's cancels one; serve it with --targets {TARGETS_FILE}",
                     reply.cancelled.len()
