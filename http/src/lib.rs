@@ -227,6 +227,15 @@ fn build(
         .with_state(face)
 }
 
+/// The token of an `Authorization: Bearer <token>` value. The scheme is matched
+/// whatever its case (`bearer`, `BEARER`), as RFC 9110 says of every auth scheme.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start())
+}
+
 /// Let a request through only with a bearer token that carries `scope`: 401 without
 /// a known token, 403 with one lacking the scope.
 async fn guard(
@@ -238,8 +247,7 @@ async fn guard(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(bearer);
     let Some(scopes) = token.and_then(|t| face.tokens.scopes(t.as_bytes())) else {
         let mut response = ApiError::new(
             StatusCode::UNAUTHORIZED,
