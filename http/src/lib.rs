@@ -21,10 +21,8 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layout: `lib.rs` builds the router and checks tokens; `server.rs` is the accept loop
-//! and its bounds; one file per group of doors (`doors`, `visits`, `runs`, `subjects`,
-//! `inbox`), `streams.rs` for the SSE streams, `metrics.rs`, `ops.rs` (health),
-//! `openapi.rs`, `page.rs` (the inbox page) and `test_mode.rs`.
+//! Layout: `lib.rs` builds the router and checks tokens; `server.rs` is [`serve`], the
+//! accept loop and its bounds; the rest is as `ARCHITECTURE.md` maps it.
 //!
 //! The surface, its status codes and its scopes are described in `docs/http.md`.
 
