@@ -70,7 +70,9 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// counters appear in that router's `/metrics`.
 ///
 /// ```no_run
-/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn run(
+/// #     stop_signal: impl std::future::Future<Output = ()> + Send + 'static,
+/// # ) -> Result<(), Box<dyn std::error::Error>> {
 /// use parkway_http::{Options, Scope, Tokens, router, serve};
 /// let runtime = parkway::Runtime::builder().build().await?;
 /// let tokens = Tokens::none().with("a-long-admin-token-0001", &[Scope::Admin]);
@@ -79,7 +81,7 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 /// let shutdown = options.shutdown.clone();
 /// tokio::spawn(async move {
-///     let _ = tokio::signal::ctrl_c().await;
+///     stop_signal.await;
 ///     shutdown.begin();
 /// });
 /// serve(listener, app, &options).await;
