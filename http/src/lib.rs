@@ -4,19 +4,25 @@
 //! The inbox page is served at `/inbox`.
 //!
 //! [`router`] builds an axum [`Router`] over a [`Runtime`], for an embedder to serve
-//! beside its own routes; `parkway serve` on the command line serves it on its own. A
+//! beside its own routes; [`serve`] serves it (the embedder's routes merged in, if any)
+//! with timeouts for slow heads and idle connections and a cap on open ones, which
+//! `axum::serve` does not have; `parkway serve` on the command line does the same. A
 //! project that depends on `parkway` alone compiles none of this.
 //!
 //! ```no_run
-//! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
-//! use parkway_http::{Options, Scope, Tokens, router};
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use parkway_http::{Options, Scope, Tokens, router, serve};
 //! let runtime = parkway::Runtime::builder().build().await?;
 //! let tokens = Tokens::none().with("a-long-admin-token-0001", &[Scope::Admin, Scope::Visit]);
-//! let app = router(runtime, tokens, Options::default());
+//! let options = Options::default();
+//! let app = router(runtime, tokens, options.clone());
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-//! axum::serve(listener, app).await?;
+//! serve(listener, app, &options).await;
 //! # Ok(()) }
 //! ```
+//!
+//! Layout: `lib.rs` builds the router and checks tokens; `server.rs` is [`serve`], the
+//! accept loop and its bounds; the rest is as `ARCHITECTURE.md` maps it.
 //!
 //! The surface, its status codes and its scopes are described in `docs/http.md`.
 
@@ -30,6 +36,7 @@ pub mod openapi;
 mod ops;
 mod page;
 mod runs;
+mod server;
 mod streams;
 mod subjects;
 pub mod test_mode;
@@ -50,6 +57,7 @@ use tower_http::timeout::TimeoutLayer;
 pub use auth::{MIN_TOKEN_LEN, Scope, Tokens, TokensError};
 pub use body::JsonBody;
 pub use error::ApiError;
+pub use server::serve;
 pub use test_mode::{TestMode, test_router};
 
 /// The server's bounds.
@@ -65,32 +73,54 @@ pub struct Options {
     pub max_wait: Duration,
     /// How often a stream sends a keep-alive comment. Default 15 s.
     pub keep_alive: Duration,
-    /// The most streams open at once (503 past it). Default 1024.
+    /// The most streams open at once (503 past it). Default 256: half the connections
+    /// [`serve`] keeps open by default, so that streams never take them all.
     pub max_streams: usize,
+    /// How long [`serve`] gives a client to send a request's line and headers whole:
+    /// from the connection's start for its first request, from the first byte of each
+    /// later one. Past it the connection is closed. Default 10 s.
+    pub header_read_timeout: Duration,
+    /// How long [`serve`] keeps a connection open with no request in flight after a
+    /// response, waiting for the next request's first byte. A connection with a request
+    /// in flight (a long poll, a stream) is never idle. Default 60 s.
+    pub idle_timeout: Duration,
+    /// The most connections [`serve`] keeps open. At the cap, a new connection closes
+    /// the one with no request in flight that has waited longest, or is closed at once
+    /// when each has a request in flight; both are logged and counted in `/metrics`.
+    /// Default 512, below the usual limit of 1024 open files.
+    pub max_connections: usize,
+    /// The longest request URI, path and query (414 past it). Default 8 KiB.
+    pub max_uri_bytes: usize,
+    /// The largest request line and headers together that [`serve`] reads (431 past
+    /// it, and past 100 headers). Default 64 KiB; never less than 8 KiB.
+    pub max_head_bytes: usize,
     /// Ends every open stream once begun: a stream never ends on its own, and a
     /// graceful shutdown waits for every response to end.
     pub shutdown: Shutdown,
+    /// The connections' counters of [`serve`], for `/metrics`: clones share them.
+    pub(crate) connections: Arc<server::Counters>,
 }
 
 /// The start of a server's graceful shutdown, for its streams: once [`Shutdown::begin`]
 /// is called, every open stream ends (its client resumes elsewhere with
 /// `Last-Event-ID`) and a stream opened after it ends at once. Clones share one state.
 ///
+/// [`serve`] stops accepting once it begins, and returns when every connection is
+/// closed.
+///
 /// ```no_run
-/// # async fn serve(
+/// # async fn run(
 /// #     app: axum::Router,
 /// #     options: parkway_http::Options,
 /// #     stop_signal: impl std::future::Future<Output = ()> + Send + 'static,
 /// # ) {
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await.unwrap();
 /// let shutdown = options.shutdown.clone();
-/// axum::serve(listener, app)
-///     .with_graceful_shutdown(async move {
-///         stop_signal.await;
-///         shutdown.begin();
-///     })
-///     .await
-///     .unwrap();
+/// tokio::spawn(async move {
+///     stop_signal.await;
+///     shutdown.begin();
+/// });
+/// parkway_http::serve(listener, app, &options).await;
 /// # }
 /// ```
 #[derive(Debug, Clone)]
@@ -126,8 +156,14 @@ impl Default for Options {
             request_timeout: Duration::from_secs(30),
             max_wait: Duration::from_secs(60),
             keep_alive: Duration::from_secs(15),
-            max_streams: 1024,
+            max_streams: 256,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 512,
+            max_uri_bytes: 8 << 10,
+            max_head_bytes: 64 << 10,
             shutdown: Shutdown::default(),
+            connections: Arc::default(),
         }
     }
 }
@@ -205,6 +241,7 @@ fn build(
         .route("/v1/interactions/{id}/answer", post(inbox::answer));
     let timeout = face.options.request_timeout;
     let max_body = face.options.max_body_bytes;
+    let max_uri = face.options.max_uri_bytes;
     let timed = Router::new()
         .merge(guarded(Scope::Admin, admin))
         .merge(guarded(Scope::Visit, visit))
@@ -224,7 +261,36 @@ fn build(
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn(move |request: Request, next: Next| {
+            uri_capped(max_uri, request, next)
+        }))
         .with_state(face)
+}
+
+/// Refuse a request whose URI (path and query) is over `max` bytes: 414.
+async fn uri_capped(max: usize, request: Request, next: Next) -> Response {
+    let length = request
+        .uri()
+        .path_and_query()
+        .map_or(0, |p| p.as_str().len());
+    if length > max {
+        return ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!("the request's URI is {length} bytes long, over this server's {max}"),
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// The token of an `Authorization: Bearer <token>` value. The scheme is matched
+/// whatever its case (`bearer`, `BEARER`), as RFC 9110 says of every auth scheme.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start())
 }
 
 /// Let a request through only with a bearer token that carries `scope`: 401 without
@@ -238,8 +304,7 @@ async fn guard(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(bearer);
     let Some(scopes) = token.and_then(|t| face.tokens.scopes(t.as_bytes())) else {
         let mut response = ApiError::new(
             StatusCode::UNAUTHORIZED,

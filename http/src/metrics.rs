@@ -1,5 +1,6 @@
 //! `/metrics` in the Prometheus text format: visits through this face by door and
-//! result, open asks, the caps in use, the store's commits, and stream subscribers.
+//! result, open asks, the caps in use, the store's commits, stream subscribers, and
+//! the connections of [`crate::serve`].
 //!
 //! The format is a handful of text lines, written here; label values are escaped as
 //! the format says (`\`, `"` and newlines).
@@ -247,6 +248,7 @@ pub(crate) async fn metrics(State(face): State<Arc<Face>>) -> impl IntoResponse 
         "parkway_stream_subscribers {}",
         face.metrics.subscribers.load(Ordering::Relaxed)
     );
+    connections(&mut out, &face.options);
     (
         [(
             header::CONTENT_TYPE,
@@ -254,6 +256,58 @@ pub(crate) async fn metrics(State(face): State<Arc<Face>>) -> impl IntoResponse 
         )],
         out,
     )
+}
+
+/// The connections of [`crate::serve`]: open, their cap, shed and timed out.
+fn connections(out: &mut String, options: &crate::Options) {
+    let counters = &options.connections;
+    let read = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+    family(
+        out,
+        "parkway_connections_open",
+        "gauge",
+        "Connections open now.",
+    );
+    let _ = writeln!(out, "parkway_connections_open {}", read(&counters.open));
+    family(
+        out,
+        "parkway_connections_limit",
+        "gauge",
+        "The most connections kept open.",
+    );
+    let _ = writeln!(out, "parkway_connections_limit {}", options.max_connections);
+    family(
+        out,
+        "parkway_connections_shed_total",
+        "counter",
+        "Connections shed at the cap: an open one with no request closed to admit a new one (evicted), or a new one closed at once, every open one busy (refused).",
+    );
+    let _ = writeln!(
+        out,
+        "parkway_connections_shed_total{{how=\"evicted\"}} {}",
+        read(&counters.evicted)
+    );
+    let _ = writeln!(
+        out,
+        "parkway_connections_shed_total{{how=\"refused\"}} {}",
+        read(&counters.refused)
+    );
+    family(
+        out,
+        "parkway_connections_timed_out_total",
+        "counter",
+        "Connections closed for a request head not sent whole in time (head), or kept alive with no request past the idle timeout (idle).",
+    );
+    let _ = writeln!(
+        out,
+        "parkway_connections_timed_out_total{{phase=\"head\"}} {}",
+        read(&counters.head_timeouts)
+    );
+    let _ = writeln!(
+        out,
+        "parkway_connections_timed_out_total{{phase=\"idle\"}} {}",
+        read(&counters.idle_timeouts)
+    );
 }
 
 #[cfg(test)]

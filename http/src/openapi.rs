@@ -82,6 +82,11 @@ fn operation(
         ("403", "the token lacks the scope"),
         ("408", "the request took too long"),
         ("413", "the body is too large"),
+        ("414", "the URI is too long"),
+        (
+            "431",
+            "the request line and headers are too large, or too many",
+        ),
         ("503", "the runtime cannot take work (Retry-After)"),
     ] {
         answers.entry(code).or_insert_with(|| error(description));

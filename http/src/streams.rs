@@ -6,7 +6,9 @@
 //! the stream subscribes to the live events before it reads the log, skips live events
 //! it already sent, and goes back to the log whenever it fell behind the live channel.
 //! An `n` older than the log's window gets an explicit `reset` frame naming the oldest
-//! number kept, and the stream goes on from there. Without an id, a stream starts now.
+//! number kept, and the stream goes on from there; an `n` past the log's newest entry
+//! gets a `reset` naming the newest, and the stream goes on after it. Without an id, a
+//! stream starts now.
 //! A runtime in memory keeps no log: its frames carry no id, and a resume gets `reset`.
 
 use std::collections::HashMap;
@@ -40,16 +42,23 @@ pub(crate) fn last_event_id(
     headers: &HeaderMap,
     query: &HashMap<String, String>,
 ) -> Result<Option<u64>, ApiError> {
-    let text = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| query.get("last_event_id").cloned());
+    let (text, field) = match headers.get("last-event-id") {
+        Some(value) => {
+            let text = value.to_str().map_err(|_| {
+                ApiError::field(
+                    "Last-Event-ID",
+                    "the last event id is not an event number (it holds bytes other than visible ASCII)",
+                )
+            })?;
+            (Some(text.to_owned()), "Last-Event-ID")
+        }
+        None => (query.get("last_event_id").cloned(), "last_event_id"),
+    };
     match text.as_deref().map(str::trim) {
         None | Some("") => Ok(None),
         Some(t) => t.parse::<u64>().map(Some).map_err(|_| {
             ApiError::field(
-                "last_event_id",
+                field,
                 format!("the last event id {t:?} is not an event number"),
             )
         }),
@@ -173,16 +182,7 @@ async fn feed(
     drop(plain);
     let mut last = match after {
         None => None,
-        Some(n) => {
-            if let Some(oldest) = oldest
-                && n.saturating_add(1) < oldest
-            {
-                send(reset(n, oldest)).await?;
-                Some(oldest - 1)
-            } else {
-                Some(n)
-            }
-        }
+        Some(n) => Some(place(&runtime, n, oldest, &send).await?),
     };
     if let Some(from) = last {
         last = Some(catch_up(&runtime, from, framer, &send).await?);
@@ -217,6 +217,62 @@ async fn feed(
                 }
             }
             Err(RecvError::Closed) => return Ok(()),
+        }
+    }
+}
+
+/// Where a stream resumed after `n` starts: after `n` itself when the log holds what
+/// follows it. An `n` older than the log's window is told so with a `reset` frame and
+/// the stream goes on from the `oldest` entry kept; an `n` past the log's newest entry
+/// (a client that read another log, or one from before a restore) is told so too, and
+/// the stream goes on after the newest entry (0 when the log is empty: from the first).
+async fn place<F, Fut>(
+    runtime: &Runtime,
+    n: u64,
+    oldest: Option<u64>,
+    send: &F,
+) -> Result<u64, Gone>
+where
+    F: Fn(SseEvent) -> Fut,
+    Fut: std::future::Future<Output = Result<(), Gone>>,
+{
+    if let Some(oldest) = oldest
+        && n.saturating_add(1) < oldest
+    {
+        send(reset(n, oldest)).await?;
+        return Ok(oldest - 1);
+    }
+    if n == 0 || holds(runtime, n)? {
+        return Ok(n);
+    }
+    // Past the end: the newest entry is the last number the log holds, below `n`
+    // (numbers have no gaps), found with one single-entry read per halving.
+    let newest = match oldest {
+        None => 0,
+        Some(mut held) => {
+            let mut missing = n;
+            while missing - held > 1 {
+                let middle = held + (missing - held) / 2;
+                if holds(runtime, middle)? {
+                    held = middle;
+                } else {
+                    missing = middle;
+                }
+            }
+            held
+        }
+    };
+    send(ahead(n, newest)).await?;
+    Ok(newest)
+}
+
+/// Whether the log holds entry `n` or one after it.
+fn holds(runtime: &Runtime, n: u64) -> Result<bool, Gone> {
+    match runtime.event_log(n, 1) {
+        Ok(page) => Ok(!page.is_empty()),
+        Err(error) => {
+            tracing::error!(%error, "a stream could not read the event log");
+            Err(Gone)
         }
     }
 }
@@ -278,6 +334,26 @@ fn reset(requested: u64, oldest: u64) -> SseEvent {
             "requested": requested,
             "oldest": oldest,
             "message": format!("events after {requested} are no longer kept; the stream goes on from {oldest}"),
+        })
+        .to_string(),
+    )
+}
+
+/// The frame that says the client's place is past the log's newest entry.
+fn ahead(requested: u64, newest: u64) -> SseEvent {
+    let message = match newest {
+        0 => format!(
+            "there is no event {requested}: the log is empty; the stream goes on from its first event"
+        ),
+        _ => format!(
+            "there is no event {requested}: the log's newest is {newest}; the stream goes on after it"
+        ),
+    };
+    SseEvent::default().event("reset").data(
+        json!({
+            "requested": requested,
+            "newest": newest,
+            "message": message,
         })
         .to_string(),
     )

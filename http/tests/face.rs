@@ -59,6 +59,38 @@ async fn health_is_open_and_everything_else_needs_a_token_with_its_scope() {
     s.stop().await;
 }
 
+/// `Authorization: bearer <token>` was refused with 401: the scheme is case-insensitive
+/// (RFC 9110), so a client that writes it in lower case must be let in.
+#[tokio::test]
+async fn the_bearer_scheme_is_matched_whatever_its_case() {
+    let s = Server::start().await;
+    for scheme in ["bearer", "BEARER", "Bearer", "beaRer"] {
+        let response = s
+            .client
+            .get(format!("{}/v1/doors", s.url))
+            .header("Authorization", format!("{scheme}  {ADMIN}"))
+            .send()
+            .await
+            .expect("answers");
+        assert_eq!(response.status().as_u16(), 200, "{scheme}");
+    }
+    for refused in [
+        format!("Basic {ADMIN}"),
+        format!("Bearer{ADMIN}"),
+        ADMIN.to_owned(),
+    ] {
+        let response = s
+            .client
+            .get(format!("{}/v1/doors", s.url))
+            .header("Authorization", refused.as_str())
+            .send()
+            .await
+            .expect("answers");
+        assert_eq!(response.status().as_u16(), 401, "{refused}");
+    }
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn doors_are_saved_listed_read_and_deleted_and_every_problem_is_named() {
     let s = Server::start().await;

@@ -63,9 +63,9 @@ impl Server {
             .await
             .expect("binds");
         let url = format!("http://{}", listener.local_addr().expect("bound"));
-        let app = router(runtime.clone(), tokens(), options);
+        let app = router(runtime.clone(), tokens(), options.clone());
         let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
+            parkway_http::serve(listener, app, &options).await;
         });
         let client = reqwest::Client::builder()
             .timeout(BOUND)

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use axum::Router;
 use parkway::sim::{Notes, Scenario, ScenarioError, Scripts};
@@ -39,6 +40,73 @@ pub(crate) struct Args {
     /// start): a client restarting the server passes the time it had reached.
     #[arg(long, value_name = "TIME", requires = "test_scenario")]
     test_now: Option<String>,
+    /// How long a client has to send a request's line and headers whole: from the
+    /// connection's start, and from the first byte of each later request on it.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    header_read_timeout: Duration,
+    /// How long a kept-alive connection with no request in flight stays open (a long
+    /// poll or a stream is a request in flight, never idle).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    idle_timeout: Duration,
+    /// The most connections open at once; at the cap a new one closes the one waiting
+    /// longest with no request in flight. Default 512, or fewer to stay 128 below the
+    /// process's open-file limit.
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+}
+
+/// File descriptors left for everything but connections: the data directory's files,
+/// the listener, the standard streams.
+const RESERVED_FILES: u64 = 128;
+
+/// The server's options from the flags: every problem named.
+fn options(args: &Args) -> Result<Options, String> {
+    let mut problems = Vec::new();
+    if args.header_read_timeout.is_zero() {
+        problems.push("--header-read-timeout must be more than 0".to_owned());
+    }
+    if args.idle_timeout.is_zero() {
+        problems.push("--idle-timeout must be more than 0".to_owned());
+    }
+    if args.max_connections == Some(0) {
+        problems.push("--max-connections must be at least 1".to_owned());
+    }
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    let mut options = Options::default();
+    options.header_read_timeout = args.header_read_timeout;
+    options.idle_timeout = args.idle_timeout;
+    match (args.max_connections, open_file_limit()) {
+        (Some(n), _) => options.max_connections = n,
+        (None, Some(limit)) if limit < options.max_connections as u64 + RESERVED_FILES => {
+            let fit = limit.saturating_sub(RESERVED_FILES).max(1);
+            options.max_connections = usize::try_from(fit).unwrap_or(1);
+            eprintln!(
+                "parkway serve: at most {} connections, to stay {RESERVED_FILES} below the open-file limit ({limit})",
+                options.max_connections
+            );
+        }
+        (None, _) => {}
+    }
+    Ok(options)
+}
+
+/// The process's soft limit of open files, where there is one.
+#[cfg(unix)]
+fn open_file_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given, nothing else.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    (read == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+}
+
+#[cfg(not(unix))]
+fn open_file_limit() -> Option<u64> {
+    None
 }
 
 /// Run `parkway serve`.
@@ -156,12 +224,12 @@ async fn test_mode(
 }
 
 async fn serve(args: Args) -> Result<(), String> {
+    let options = options(&args)?;
     let tokens = tokens(args.tokens.as_ref())?;
-    let options = Options::default();
     let shutdown = options.shutdown.clone();
     let (runtime, app) = match &args.test_scenario {
-        Some(path) => test_mode(&args, path, tokens, options).await?,
-        None => plain(&args, tokens, options).await?,
+        Some(path) => test_mode(&args, path, tokens, options.clone()).await?,
+        None => plain(&args, tokens, options.clone()).await?,
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -170,17 +238,15 @@ async fn serve(args: Args) -> Result<(), String> {
         .local_addr()
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
     eprintln!("parkway serve: listening on http://{bound}");
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            stop_signal().await;
-            // The streams never end on their own: end them, or the server waits on them.
-            shutdown.begin();
-        })
-        .await
-        .map_err(|e| format!("the server failed: {e}"));
+    tokio::spawn(async move {
+        stop_signal().await;
+        // Stops accepting, and ends the streams, which never end on their own.
+        shutdown.begin();
+    });
+    parkway_http::serve(listener, app, &options).await;
     runtime.shutdown().await;
     eprintln!("parkway serve: stopped");
-    served
+    Ok(())
 }
 
 /// The runtime and router of a plain server: the data directory, the targets file.
