@@ -6,7 +6,8 @@
 //!
 //! A kind (`kind()` on each error) is the error's variant in snake case; an error about
 //! one interaction id takes the id problem's kind (`unknown`, `wrong_status`,
-//! `reserved_key`, `duplicate`, `too_deep`, `already_resolved`). Kinds are what the
+//! `reserved_key`, `duplicate`, `too_deep`, `already_resolved`); an error about the data
+//! directory takes the [`StoreFault`]'s (`corrupt`, `unreadable`). Kinds are what the
 //! simulation's transcripts and the load tool's report print, so they do not change
 //! when a message's wording does. The kinds of the errors defined beside their
 //! operations ([`VisitError`], [`SaveError`], [`AnswerError`]) are given here too, so
@@ -34,6 +35,81 @@ impl<T: std::fmt::Display> std::fmt::Display for Problems<T> {
             write!(f, "{p}")?;
         }
         Ok(())
+    }
+}
+
+/// A read of the data directory that an operation needed and could not make: the data
+/// is damaged, or the store could not read it. The operation changed nothing, and a
+/// subject that cannot be read back is never written over (`docs/durability.md`,
+/// "Damage met while serving").
+///
+/// Damage also marks the runtime unhealthy ([`Runtime::health`](crate::Runtime::health)):
+/// what was acknowledged may be unreadable, but it is never reported as never having
+/// existed.
+#[derive(Debug, Clone, PartialEq, Eq, Error, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StoreFault {
+    /// The data read is damaged: a table block whose checksum does not match, bytes the
+    /// engine or parkway cannot decode.
+    #[error("the data directory is damaged: keyspace {keyspace}{}: {detail}", at_key(.key))]
+    Corrupt {
+        /// The keyspace read, by its name on disk (`subjects`, `records`, …).
+        keyspace: String,
+        /// The key read, as text, if the read named one.
+        key: Option<String>,
+        /// What was found.
+        detail: String,
+    },
+    /// The store could not read the data, and not for damage (the disk or the system
+    /// refused the read); it may succeed later.
+    #[error("the data directory could not be read: keyspace {keyspace}: {detail}")]
+    Unreadable {
+        /// The keyspace read, by its name on disk.
+        keyspace: String,
+        /// What the store said.
+        detail: String,
+    },
+}
+
+/// ` at key "…"` for a key, or nothing.
+fn at_key(key: &Option<String>) -> String {
+    key.as_ref()
+        .map(|k| format!(" at key {k:?}"))
+        .unwrap_or_default()
+}
+
+impl StoreFault {
+    /// The fault's stable kind: `corrupt` or `unreadable`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreFault::Corrupt { .. } => "corrupt",
+            StoreFault::Unreadable { .. } => "unreadable",
+        }
+    }
+
+    /// The keyspace the failed read was of.
+    pub fn keyspace(&self) -> &str {
+        match self {
+            StoreFault::Corrupt { keyspace, .. } | StoreFault::Unreadable { keyspace, .. } => {
+                keyspace
+            }
+        }
+    }
+
+    /// Whether the data read is damaged (rather than not readable for now).
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, StoreFault::Corrupt { .. })
+    }
+
+    /// Damage found by parkway itself in `keyspace` at `key`: a value it wrote and cannot
+    /// decode.
+    pub(crate) fn corrupt(keyspace: &str, key: &str, detail: impl Into<String>) -> StoreFault {
+        StoreFault::Corrupt {
+            keyspace: keyspace.to_owned(),
+            key: Some(key.to_owned()),
+            detail: detail.into(),
+        }
     }
 }
 
@@ -249,6 +325,9 @@ pub enum StartError {
     /// The runtime is shut down (or shutting down): nothing more is taken.
     #[error("the runtime is shut down")]
     Stopped,
+    /// The subject could not be read back from the data directory; nothing was started.
+    #[error("{0}")]
+    Store(StoreFault),
     /// The idempotency key is empty or longer than [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES).
     #[error("the idempotency key is {why}")]
     InvalidIdempotencyKey {
@@ -353,6 +432,9 @@ pub enum ResumeError {
     /// The runtime is shut down (or shutting down): nothing more is taken.
     #[error("the runtime is shut down")]
     Stopped,
+    /// The subject could not be read back from the data directory; nothing changed.
+    #[error("{0}")]
+    Store(StoreFault),
 }
 
 /// Why a take returned no result.
@@ -378,6 +460,9 @@ pub enum TakeError {
     /// The runtime is shut down (or shutting down): nothing more is taken.
     #[error("the runtime is shut down")]
     Stopped,
+    /// The subject could not be read back from the data directory; nothing changed.
+    #[error("{0}")]
+    Store(StoreFault),
 }
 
 /// Why a cancel was refused; nothing changed.
@@ -394,6 +479,32 @@ pub enum CancelError {
     /// The runtime is shut down (or shutting down): nothing more is taken.
     #[error("the runtime is shut down")]
     Stopped,
+    /// The subject could not be read back from the data directory; nothing changed.
+    #[error("{0}")]
+    Store(StoreFault),
+}
+
+/// Why [`Runtime::try_record`](crate::Runtime::try_record) could not say where a run
+/// stands.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// The runtime is shut down (or shutting down).
+    #[error("the runtime is shut down")]
+    Stopped,
+    /// The run's record, or its subject, could not be read back from the data directory.
+    #[error("{0}")]
+    Store(StoreFault),
+}
+
+impl RecordError {
+    /// The error's stable kind: `stopped`, or the fault's.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RecordError::Stopped => "stopped",
+            RecordError::Store(fault) => fault.kind(),
+        }
+    }
 }
 
 /// Why a runtime could not be built.
@@ -471,6 +582,7 @@ impl StartError {
             StartError::NotAnObject { .. } => "not_an_object",
             StartError::TooDeep { .. } => "too_deep",
             StartError::Stopped => "stopped",
+            StartError::Store(fault) => fault.kind(),
             StartError::InvalidIdempotencyKey { .. } => "invalid_idempotency_key",
             StartError::IdempotencyKeyInUse { .. } => "idempotency_key_in_use",
             StartError::IdempotencyKeyReused { .. } => "idempotency_key_reused",
@@ -486,6 +598,7 @@ impl ResumeError {
             ResumeError::EmptySubject => "empty_subject",
             ResumeError::Refused(problem) => problem.kind(),
             ResumeError::Stopped => "stopped",
+            ResumeError::Store(fault) => fault.kind(),
         }
     }
 }
@@ -499,6 +612,7 @@ impl TakeError {
             TakeError::Refused(problem) => problem.kind(),
             TakeError::Failed { .. } => "failed",
             TakeError::Stopped => "stopped",
+            TakeError::Store(fault) => fault.kind(),
         }
     }
 }
@@ -514,6 +628,7 @@ impl CancelError {
                 _ => "refused",
             },
             CancelError::Stopped => "stopped",
+            CancelError::Store(fault) => fault.kind(),
         }
     }
 }

@@ -144,6 +144,10 @@ pub enum AnswerError {
     /// The runtime is shut down (or shutting down): nothing more is taken.
     #[error("the runtime is shut down")]
     Stopped,
+    /// The ask's subject could not be read back from the data directory; nothing
+    /// changed.
+    #[error("{0}")]
+    Store(crate::error::StoreFault),
 }
 
 /// The inbox's state: pending user asks in the order raised, and the frame stream.
@@ -283,6 +287,7 @@ impl AnswerError {
             AnswerError::Invalid { .. } => "invalid",
             AnswerError::BadPage => "bad_page",
             AnswerError::Stopped => "stopped",
+            AnswerError::Store(fault) => fault.kind(),
         }
     }
 }

@@ -29,6 +29,7 @@
 //! - [`Clock`], [`Ids`], [`Settings`]: the seams time, identifiers and tunables come in by.
 //! - [`sim`]: scenario files and seeded random workloads on virtual time, checked
 //!   against a reference model.
+//! - [`check`]: a data directory read whole to find damage, changing nothing in it.
 //! - `bench`: internals the benchmarks and the load tool reach (hidden, not API).
 //!
 //! # A first run
@@ -58,12 +59,14 @@
 mod ask;
 #[doc(hidden)]
 pub mod bench;
+pub mod check;
 mod clock;
 mod depth;
 mod door;
 mod entry;
 mod error;
 mod event;
+mod health;
 mod ids;
 mod inbox;
 mod jq;
@@ -100,10 +103,11 @@ pub use door::saved::SaveProblem;
 pub use door::spec::{Kind as DoorKind, Spec as DoorSpec};
 pub use entry::{Entry, Status, To};
 pub use error::{
-    AskError, BuildError, CancelError, CtxError, IdProblem, LogError, Problems, ResumeError,
-    RunError, StartError, Suspension, TakeError,
+    AskError, BuildError, CancelError, CtxError, IdProblem, LogError, Problems, RecordError,
+    ResumeError, RunError, StartError, StoreFault, Suspension, TakeError,
 };
 pub use event::{Event, Logged, Resolution, Settled};
+pub use health::Health;
 pub use ids::Ids;
 pub use inbox::{
     AnswerError, AnswerProblem, DEFAULT_PAGE_SIZE, Frame, InboxItem, MAX_PAGE_SIZE, Page,

@@ -15,7 +15,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::depth;
 use crate::entry::Entry;
 use crate::error::{
-    BuildError, CancelError, Problems, ResumeError, RunError, StartError, TakeError,
+    BuildError, CancelError, Problems, RecordError, ResumeError, RunError, StartError, TakeError,
 };
 use crate::event::Event;
 use crate::ids::Ids;
@@ -540,7 +540,11 @@ impl Runtime {
         let spec = match self.keyed(start)? {
             Keyed::Start(spec) => spec,
             Keyed::Started(run) => {
-                return self.hub().record(&run).await.ok_or(StartError::Stopped);
+                return match self.hub().record(&run).await {
+                    Ok(Some(record)) => Ok(record),
+                    Ok(None) => Err(StartError::Stopped),
+                    Err(why) => Err(why.or(StartError::Stopped, StartError::Store)),
+                };
             }
         };
         let key = spec.key.as_ref().map(|k| k.name.clone());
@@ -604,8 +608,34 @@ impl Runtime {
     /// lives and for the retention horizon (`INTERACTIONS_WAITING_RETENTION`) after it
     /// ends, then dropped with a `record_dropped` event; `None` for an unknown run or one
     /// past that horizon.
+    ///
+    /// A record the data directory holds and cannot read (it is damaged) is `None` here
+    /// too, the damage logged and tallied in [`Runtime::health`];
+    /// [`Runtime::try_record`] tells the two apart, as a client must be told.
     pub async fn record(&self, run_id: &str) -> Option<RunRecord> {
-        self.hub().record(run_id).await
+        self.try_record(run_id).await.ok().flatten()
+    }
+
+    /// [`Runtime::record`], with what kept it from reading the record: `Ok(None)` only
+    /// for a run never started or dropped at its horizon, never for one whose record or
+    /// subject the data directory cannot read ([`RecordError::Store`]).
+    pub async fn try_record(&self, run_id: &str) -> Result<Option<RunRecord>, RecordError> {
+        if self.hub().services.is_closed() {
+            return Err(RecordError::Stopped);
+        }
+        self.hub()
+            .record(run_id)
+            .await
+            .map_err(|why| why.or(RecordError::Stopped, RecordError::Store))
+    }
+
+    /// Whether the runtime has met damage in its data directory: a read that met it
+    /// failed its operation with [`StoreFault::Corrupt`](crate::StoreFault::Corrupt), was
+    /// logged, and is counted here. The runtime goes on serving what it can read; it does
+    /// not become healthy again while it lives (`docs/durability.md`, "Damage met while
+    /// serving").
+    pub fn health(&self) -> crate::Health {
+        self.hub().services.damage.health()
     }
 
     /// Start a run with no receiver; returns its id at once.
@@ -665,7 +695,10 @@ impl Runtime {
             resumer: None,
             reply,
         });
-        match acked.await.map_err(|_| ResumeError::Stopped)? {
+        let acked = acked
+            .await
+            .map_err(|why| why.or(ResumeError::Stopped, ResumeError::Store))?;
+        match acked {
             Ok(_) => Ok(()),
             Err(problem) => Err(ResumeError::Refused(problem)),
         }
@@ -904,6 +937,7 @@ impl Runtime {
         {
             Ok(()) => Ok(()),
             Err(ResumeError::Stopped) => Err(crate::AnswerError::Stopped),
+            Err(ResumeError::Store(fault)) => Err(crate::AnswerError::Store(fault)),
             // Answered or gone between the look-up and the resume.
             Err(_) => Err(self.hub().gone(interaction).await),
         }

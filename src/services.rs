@@ -250,6 +250,8 @@ pub(crate) struct Services {
     /// Background tasks a shutdown waits for: the `submit` door's record writers, the
     /// deliveries of the supervisor's answers.
     pub(crate) tasks: Tasks,
+    /// The damage met in the data directory (`Runtime::health`).
+    pub(crate) damage: crate::health::Damage,
 }
 
 impl Services {
@@ -275,6 +277,7 @@ impl Services {
             closing: Notify::new(),
             tasks: Tasks::default(),
             store: None,
+            damage: crate::health::Damage::default(),
         }
     }
 

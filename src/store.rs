@@ -9,6 +9,8 @@
 //!   what is pending, so [`Store::crash`] can drop the pending.
 //! - `disk`: the fjall engine behind [`Store::open`], with the lock file and the format
 //!   version.
+//! - `reader`: a directory opened to be read whole and changed in nothing (`parkway
+//!   check`).
 //! - `journal`: the engine's journal files, which the disk store's sync thread syncs
 //!   itself, beside the engine's lock, while the writer writes the next group.
 //!
@@ -26,6 +28,7 @@ mod disk;
 mod journal;
 mod log;
 mod memory;
+mod reader;
 mod space;
 mod writer;
 
@@ -37,6 +40,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub(crate) use batch::{Batch, Op};
+pub(crate) use reader::Reader;
 pub(crate) use space::{
     Space, instant_key, instant_of, name_of, named_key, sequence_key, sequence_of,
 };
@@ -203,7 +207,7 @@ pub(crate) enum StoreError {
         /// The failure that poisoned it.
         first: Arc<StoreError>,
     },
-    /// A read failed.
+    /// A read failed, and not for damage: the disk or the system refused it.
     #[error("store {store}: reading {space} failed: {cause}")]
     Read {
         /// The directory, or `memory`.
@@ -213,6 +217,46 @@ pub(crate) enum StoreError {
         /// What the engine said.
         cause: String,
     },
+    /// A read met damaged data: a table block whose checksum does not match, or bytes
+    /// the engine cannot decode. The store goes on; what it read there is lost to it.
+    #[error("store {store}: keyspace {space} is damaged{}: {detail}", at_key(key.as_deref()))]
+    Corrupt {
+        /// The directory, or `memory`.
+        store: Arc<str>,
+        /// The space read, by its name on disk.
+        space: &'static str,
+        /// The key read (a key, or where a range began), if the read named one.
+        key: Option<Vec<u8>>,
+        /// What was found, in words.
+        detail: String,
+    },
+}
+
+/// The entries of a chunk of the log, from its key and value, or what is wrong with it.
+pub(crate) fn chunk_entries(key: &[u8], value: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let (_, count) = log::chunk_of(key).ok_or("the key is not a chunk's")?;
+    log::decode(value, count)
+}
+
+/// ` at key "…"` for a key read, as text (bytes that are not UTF-8 shown escaped).
+pub(crate) fn at_key(key: Option<&[u8]>) -> String {
+    match key {
+        Some(key) => format!(" at key {}", key_text(key)),
+        None => String::new(),
+    }
+}
+
+/// A key as quoted text: UTF-8 as is, escaped where needed, any other byte as `\xNN`.
+pub(crate) fn key_text(key: &[u8]) -> String {
+    let mut text = String::from("\"");
+    for chunk in key.utf8_chunks() {
+        text.extend(chunk.valid().escape_debug());
+        for byte in chunk.invalid() {
+            text.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    text.push('"');
+    text
 }
 
 /// Why [`Store::open`] refused a directory. Nothing is left open, and nothing in the
@@ -283,6 +327,12 @@ pub(crate) enum OpenError {
         path: PathBuf,
         /// What the system said.
         source: std::io::Error,
+    },
+    /// A directory opened only to be read holds no store (no `data/` folder).
+    #[error("store directory {path} holds no parkway store")]
+    NoStore {
+        /// The data directory.
+        path: PathBuf,
     },
 }
 

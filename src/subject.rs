@@ -22,6 +22,7 @@
 
 pub(crate) mod actor;
 pub(crate) mod client;
+pub(crate) mod decode;
 pub(crate) mod durable;
 pub(crate) mod effect;
 pub(crate) mod hub;

@@ -1,14 +1,16 @@
 //! Errors as HTTP answers: a status and `{"error": {"kind", "message", …}}`, where
 //! `kind` is the library error's stable kind, so a client can branch on it.
 //!
-//! A message names what was wrong in the request; nothing internal (a path, a store's
-//! failure) reaches a client: such errors are logged and answered with a generic text.
+//! A message names what was wrong in the request; nothing internal (a path) reaches a
+//! client. Damage met in the data directory is answered as `corrupt` naming the keyspace
+//! and the key, never as an unknown id or a runtime shut down.
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use parkway::{
-    AnswerError, CancelError, IdProblem, ResumeError, SaveError, StartError, TakeError, VisitError,
+    AnswerError, CancelError, IdProblem, RecordError, ResumeError, SaveError, StartError,
+    StoreFault, TakeError, VisitError,
 };
 use serde_json::{Map, Value, json};
 
@@ -63,6 +65,27 @@ impl ApiError {
             "the runtime is shut down",
         )
     }
+
+    /// The data directory could not be read for the request: `corrupt` (500, naming the
+    /// keyspace and the key: the data is damaged, and what it held is neither lost
+    /// nor unknown to the client), or `unreadable` (503, try again). The server's
+    /// paths are not in it.
+    pub fn store(fault: &StoreFault) -> ApiError {
+        let status = if fault.is_corrupt() {
+            StatusCode::INTERNAL_SERVER_ERROR
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        };
+        let mut error = ApiError::new(status, fault.kind(), fault.to_string());
+        if let Ok(Value::Object(fields)) = serde_json::to_value(fault) {
+            for (k, v) in fields {
+                if k != "kind" && !v.is_null() {
+                    error.extra.insert(k, v);
+                }
+            }
+        }
+        error
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -109,6 +132,7 @@ impl From<StartError> for ApiError {
         let status = match &e {
             StartError::UnknownTarget(_) => StatusCode::NOT_FOUND,
             StartError::Stopped => return ApiError::stopped(),
+            StartError::Store(fault) => return ApiError::store(fault),
             StartError::IdempotencyKeyInUse { .. } | StartError::IdempotencyKeyReused { .. } => {
                 StatusCode::CONFLICT
             }
@@ -127,6 +151,7 @@ impl From<ResumeError> for ApiError {
         match &e {
             ResumeError::Refused(problem) => id_error(problem),
             ResumeError::Stopped => ApiError::stopped(),
+            ResumeError::Store(fault) => ApiError::store(fault),
             _ => ApiError::new(StatusCode::BAD_REQUEST, e.kind(), e.to_string()),
         }
     }
@@ -137,6 +162,7 @@ impl From<TakeError> for ApiError {
         match &e {
             TakeError::Refused(problem) => id_error(problem),
             TakeError::Stopped => ApiError::stopped(),
+            TakeError::Store(fault) => ApiError::store(fault),
             _ => ApiError::new(StatusCode::BAD_REQUEST, e.kind(), e.to_string()),
         }
     }
@@ -172,6 +198,7 @@ impl From<CancelError> for ApiError {
                 ApiError::new(status, e.kind(), e.to_string()).with("problems", json!(listed))
             }
             CancelError::Stopped => ApiError::stopped(),
+            CancelError::Store(fault) => ApiError::store(fault),
             _ => ApiError::new(StatusCode::BAD_REQUEST, e.kind(), e.to_string()),
         }
     }
@@ -184,6 +211,7 @@ impl From<VisitError> for ApiError {
             VisitError::Broken { .. } => StatusCode::CONFLICT,
             VisitError::InputTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             VisitError::Stopped => return ApiError::stopped(),
+            VisitError::Store(fault) => return ApiError::store(fault),
             _ => StatusCode::BAD_REQUEST,
         };
         let error = ApiError::new(status, e.kind(), e.to_string());
@@ -216,6 +244,7 @@ impl From<AnswerError> for ApiError {
             AnswerError::Unknown { .. } => StatusCode::NOT_FOUND,
             AnswerError::AlreadyResolved { .. } => StatusCode::CONFLICT,
             AnswerError::Stopped => return ApiError::stopped(),
+            AnswerError::Store(fault) => return ApiError::store(fault),
             _ => StatusCode::BAD_REQUEST,
         };
         let error = ApiError::new(status, e.kind(), e.to_string());
@@ -229,6 +258,15 @@ impl From<AnswerError> for ApiError {
             }
             AnswerError::BadPage => error.with("field", json!("page")),
             _ => error,
+        }
+    }
+}
+
+impl From<RecordError> for ApiError {
+    fn from(e: RecordError) -> ApiError {
+        match &e {
+            RecordError::Store(fault) => ApiError::store(fault),
+            _ => ApiError::stopped(),
         }
     }
 }

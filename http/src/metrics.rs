@@ -237,6 +237,25 @@ pub(crate) async fn metrics(State(face): State<Arc<Face>>) -> impl IntoResponse 
         );
         let _ = writeln!(out, "parkway_store_largest_batch {}", store.largest_group);
     }
+    let health = rt.health();
+    family(
+        &mut out,
+        "parkway_store_damaged_reads_total",
+        "counter",
+        "Reads that met damage in the data directory (each failed its request as corrupt).",
+    );
+    let _ = writeln!(
+        out,
+        "parkway_store_damaged_reads_total {}",
+        health.damaged_reads
+    );
+    family(
+        &mut out,
+        "parkway_healthy",
+        "gauge",
+        "1 while no damage was met in the data directory, 0 once some was (/readyz is then 503).",
+    );
+    let _ = writeln!(out, "parkway_healthy {}", u8::from(health.is_healthy()));
     family(
         &mut out,
         "parkway_stream_subscribers",

@@ -87,6 +87,10 @@ fn operation(
             "431",
             "the request line and headers are too large, or too many",
         ),
+        (
+            "500",
+            "the data directory is damaged where the request read (`corrupt`, naming the keyspace)",
+        ),
         ("503", "the runtime cannot take work (Retry-After)"),
     ] {
         answers.entry(code).or_insert_with(|| error(description));
@@ -586,7 +590,10 @@ pub fn document() -> Value {
     );
     paths.insert(
         "/readyz".to_owned(),
-        open("readyz", "The runtime takes work."),
+        open(
+            "readyz",
+            "The runtime takes work: 503 `stopped` once it is shut down, 503 `corrupt` once it met damage in its data directory.",
+        ),
     );
     let mut schemas = s.take();
     schemas.insert(

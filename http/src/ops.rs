@@ -14,10 +14,25 @@ pub(crate) async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// `GET /readyz`: 200 while the runtime takes work, 503 once it is shut down.
+/// `GET /readyz`: 200 while the runtime takes work; 503 once it is shut down, or once it
+/// has met damage in its data directory (`kind: corrupt`, naming the first damage met),
+/// so that a balancer sends its traffic elsewhere.
 pub(crate) async fn readyz(State(face): State<Arc<Face>>) -> Result<Json<Value>, ApiError> {
     if face.runtime.is_shut_down() {
         return Err(ApiError::stopped());
+    }
+    let health = face.runtime.health();
+    if !health.is_healthy() {
+        let reason = health
+            .first_damage
+            .map(|fault| fault.to_string())
+            .unwrap_or_else(|| "the data directory is damaged".to_owned());
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "corrupt",
+            format!("not ready: {reason}"),
+        )
+        .with("damaged_reads", json!(health.damaged_reads)));
     }
     Ok(Json(json!({"status": "ready"})))
 }

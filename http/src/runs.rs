@@ -52,7 +52,7 @@ pub(crate) async fn read(
     let mut events = face.runtime.events();
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let record = face.runtime.record(&id).await.ok_or_else(unknown)?;
+        let record = face.runtime.try_record(&id).await?.ok_or_else(unknown)?;
         if record.status != RunStatus::Running {
             return Ok(Json(record));
         }

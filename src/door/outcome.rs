@@ -123,6 +123,9 @@ pub enum VisitError {
     /// The runtime is shut down (or shutting down): nothing more is taken.
     #[error("the runtime is shut down")]
     Stopped,
+    /// The subject could not be read back from the data directory; nothing was applied.
+    #[error("{0}")]
+    Store(crate::error::StoreFault),
 }
 
 impl VisitError {
@@ -134,7 +137,7 @@ impl VisitError {
             | VisitError::InputTooLarge { door, .. }
             | VisitError::InputTooDeep { door, .. }
             | VisitError::Refused { door, .. } => door,
-            VisitError::Stopped | VisitError::EmptySubject => "",
+            VisitError::Stopped | VisitError::EmptySubject | VisitError::Store(_) => "",
         }
     }
 }
@@ -150,6 +153,7 @@ impl VisitError {
             VisitError::InputTooDeep { .. } => "input_too_deep",
             VisitError::Refused { .. } => "refused",
             VisitError::Stopped => "stopped",
+            VisitError::Store(fault) => fault.kind(),
         }
     }
 }

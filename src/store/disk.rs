@@ -124,14 +124,14 @@ impl Disk {
     }
 
     /// Runs `f` on the open engine, or refuses if it is closed.
-    fn with<T>(&self, f: impl FnOnce(&Open) -> Result<T, String>) -> Result<T, String> {
+    fn with<T, E: From<String>>(&self, f: impl FnOnce(&Open) -> Result<T, E>) -> Result<T, E> {
         let open = self
             .open
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match open.as_ref() {
             Some(open) => f(open),
-            None => Err(CLOSED.to_owned()),
+            None => Err(E::from(CLOSED.to_owned())),
         }
     }
 
@@ -146,7 +146,7 @@ impl Disk {
     }
 
     /// One key's value, as written.
-    pub(super) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    pub(super) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure> {
         self.with(|open| open.get(space, key))
     }
 
@@ -156,17 +156,17 @@ impl Disk {
         space: Space,
         from: &[u8],
         limit: usize,
-    ) -> Result<Entries, String> {
+    ) -> Result<Entries, ReadFailure> {
         self.with(|open| open.range_from(space, from, limit))
     }
 
     /// A space's entries whose keys start with `prefix`, as written, in key order.
-    pub(super) fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, String> {
-        self.with(|open| entries(open.spaces[space.index()].prefix(prefix)))
+    pub(super) fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, ReadFailure> {
+        self.with(|open| read_entries(open.spaces[space.index()].prefix(prefix)))
     }
 
     /// A space's keys, as written, in key order.
-    pub(super) fn keys(&self, space: Space) -> Result<Vec<Vec<u8>>, String> {
+    pub(super) fn keys(&self, space: Space) -> Result<Vec<Vec<u8>>, ReadFailure> {
         self.with(|open| {
             open.spaces[space.index()]
                 .iter()
@@ -174,14 +174,14 @@ impl Disk {
                     guard
                         .key()
                         .map(|k| k.to_vec())
-                        .map_err(|err| describe(&err))
+                        .map_err(|err| ReadFailure::of(&err))
                 })
                 .collect()
         })
     }
 
     /// A space's contents, as written, in key order.
-    pub(super) fn scan(&self, space: Space) -> Result<Entries, String> {
+    pub(super) fn scan(&self, space: Space) -> Result<Entries, ReadFailure> {
         self.with(|open| open.scan(space))
     }
 }
@@ -212,21 +212,21 @@ impl Open {
     }
 
     /// One key's value, as written.
-    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure> {
         self.spaces[space.index()]
             .get(key)
             .map(|value| value.map(|v| v.to_vec()))
-            .map_err(|err| describe(&err))
+            .map_err(|err| ReadFailure::of(&err))
     }
 
     /// Up to `limit` of a space's entries from `from` on, as written, in key order.
-    fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Result<Entries, String> {
-        entries(self.spaces[space.index()].range(from..).take(limit))
+    fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Result<Entries, ReadFailure> {
+        read_entries(self.spaces[space.index()].range(from..).take(limit))
     }
 
     /// A space's contents, as written, in key order.
-    fn scan(&self, space: Space) -> Result<Entries, String> {
-        entries(self.spaces[space.index()].iter())
+    fn scan(&self, space: Space) -> Result<Entries, ReadFailure> {
+        read_entries(self.spaces[space.index()].iter())
     }
 }
 
@@ -251,6 +251,17 @@ fn entries(iter: impl Iterator<Item = fjall::Guard>) -> Result<Entries, String> 
             .into_inner()
             .map(|(k, v)| (k.to_vec(), v.to_vec()))
             .map_err(|err| describe(&err))
+    })
+    .collect()
+}
+
+/// [`entries`], its failure classified.
+fn read_entries(iter: impl Iterator<Item = fjall::Guard>) -> Result<Entries, ReadFailure> {
+    iter.map(|guard| {
+        guard
+            .into_inner()
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .map_err(|err| ReadFailure::of(&err))
     })
     .collect()
 }
@@ -395,6 +406,83 @@ fn describe(err: &fjall::Error) -> String {
         fjall::Error::Poisoned => "the engine stopped after an earlier failure".to_owned(),
         fjall::Error::Locked => "the engine's own lock is held".to_owned(),
         other => format!("{other:?}"),
+    }
+}
+
+/// Why a read of an open store failed: the data read is damaged, or the engine could not
+/// read it (the disk, the system).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ReadFailure {
+    /// The engine met bytes it cannot decode: a block whose checksum does not match, an
+    /// unknown tag, a block that does not decompress, a file cut short.
+    pub(super) damaged: bool,
+    /// What the engine said, in words.
+    pub(super) cause: String,
+}
+
+impl ReadFailure {
+    /// A fjall error, classified.
+    pub(super) fn of(err: &fjall::Error) -> ReadFailure {
+        use fjall::LsmError as Lsm;
+        let damaged = match err {
+            fjall::Error::Storage(Lsm::Io(io)) | fjall::Error::Io(io) => {
+                // A table cut short, or bytes the system itself calls invalid.
+                matches!(io.kind(), ErrorKind::UnexpectedEof | ErrorKind::InvalidData)
+            }
+            fjall::Error::Storage(_)
+            | fjall::Error::Decompress(_)
+            | fjall::Error::InvalidTrailer
+            | fjall::Error::InvalidTag(_)
+            | fjall::Error::Unrecoverable
+            | fjall::Error::JournalRecovery(_) => true,
+            _ => false,
+        };
+        ReadFailure {
+            damaged,
+            cause: describe_read(err),
+        }
+    }
+}
+
+/// A store that is closed is not damaged.
+impl From<String> for ReadFailure {
+    fn from(cause: String) -> ReadFailure {
+        ReadFailure {
+            damaged: false,
+            cause,
+        }
+    }
+}
+
+/// A read's failure in words: damage is said as what was found, not as the engine's type.
+fn describe_read(err: &fjall::Error) -> String {
+    use fjall::LsmError as Lsm;
+    match err {
+        fjall::Error::Storage(Lsm::ChecksumMismatch { .. }) => {
+            "a table block's checksum does not match its bytes".to_owned()
+        }
+        fjall::Error::Storage(Lsm::Decompress(_)) | fjall::Error::Decompress(_) => {
+            "a table block does not decompress".to_owned()
+        }
+        fjall::Error::Storage(Lsm::InvalidTag((what, tag)))
+        | fjall::Error::InvalidTag((what, tag)) => {
+            format!("a table holds an unknown {what} tag ({tag})")
+        }
+        fjall::Error::Storage(Lsm::InvalidTrailer) | fjall::Error::InvalidTrailer => {
+            "a table's trailer is damaged".to_owned()
+        }
+        fjall::Error::Storage(Lsm::InvalidHeader(what)) => {
+            format!("a table's {what} header is damaged")
+        }
+        fjall::Error::Storage(Lsm::Utf8(e)) => format!("a table holds invalid text: {e}"),
+        fjall::Error::Storage(Lsm::Unrecoverable) | fjall::Error::Unrecoverable => {
+            "a table's files cannot be read back".to_owned()
+        }
+        fjall::Error::Storage(Lsm::InvalidVersion(v)) => {
+            format!("a table is of an unknown format version ({v})")
+        }
+        fjall::Error::Storage(Lsm::Io(io)) => io.to_string(),
+        other => describe(other),
     }
 }
 

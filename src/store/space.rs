@@ -96,6 +96,18 @@ impl Space {
     pub(crate) fn index(self) -> usize {
         self as usize
     }
+
+    /// Whether the space's keys are [`named_key`]s: a subject's name, then the rest.
+    pub(crate) fn has_named_keys(self) -> bool {
+        matches!(
+            self,
+            Space::Undelivered
+                | Space::Entries
+                | Space::RunStates
+                | Space::Resolved
+                | Space::Groups
+        )
+    }
 }
 
 /// The key of a sequence number: eight bytes, big-endian, so keys sort as the numbers do.

@@ -21,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::disk::Disk;
+use super::disk::{Disk, ReadFailure};
 use super::log::{self, Log};
 use super::memory::Memory;
 use super::{Ack, Batch, Entries, Faults, Receipt, Space, Stamp, Stats, StoreError};
@@ -197,6 +197,7 @@ impl Shared {
     pub(super) fn find_log_end(&self) -> Result<(), StoreError> {
         let chunks = self.read(
             Space::Events,
+            None,
             |m| m.keys(Space::Events),
             |d| d.keys(Space::Events),
         )?;
@@ -234,8 +235,13 @@ impl Shared {
                 let Some((first, count)) = log::chunk_of(&chunk) else {
                     continue;
                 };
-                let values = log::decode(&value, count).map_err(|cause| {
-                    self.read_error(Space::Events, format!("from {first}: {cause}"))
+                let values = log::decode(&value, count).map_err(|cause| StoreError::Corrupt {
+                    store: Arc::clone(&self.name),
+                    space: Space::Events.name(),
+                    key: Some(chunk.clone()),
+                    detail: format!(
+                        "the chunk of the log from entry {first} does not decode: {cause}"
+                    ),
                 })?;
                 for (seq, value) in (first..).zip(values) {
                     if seq >= shown.end || entries.len() >= limit {
@@ -706,19 +712,27 @@ impl Shared {
     fn read<T>(
         &self,
         space: Space,
+        key: Option<&[u8]>,
         memory: impl FnOnce(&Memory) -> T,
-        disk: impl FnOnce(&Disk) -> Result<T, String>,
+        disk: impl FnOnce(&Disk) -> Result<T, ReadFailure>,
     ) -> Result<T, StoreError> {
         self.refuse_if_poisoned()?;
         match &self.engine {
             Engine::Memory(engine) => Ok(memory(engine)),
-            Engine::Disk(engine) => disk(engine).map_err(|cause| self.read_error(space, cause)),
+            Engine::Disk(engine) => {
+                disk(engine).map_err(|failure| self.failed(space, key, failure))
+            }
         }
     }
 
     /// One key's value.
     pub(super) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.read(space, |m| m.get(space, key), |d| d.get(space, key))
+        self.read(
+            space,
+            Some(key),
+            |m| m.get(space, key),
+            |d| d.get(space, key),
+        )
     }
 
     /// Up to `limit` entries of a space from `from` on, in key order.
@@ -730,6 +744,7 @@ impl Shared {
     ) -> Result<Entries, StoreError> {
         self.read(
             space,
+            Some(from),
             |m| m.range_from(space, from, limit),
             |d| d.range_from(space, from, limit),
         )
@@ -739,6 +754,7 @@ impl Shared {
     pub(super) fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, StoreError> {
         self.read(
             space,
+            Some(prefix),
             |m| m.prefixed(space, prefix),
             |d| d.prefixed(space, prefix),
         )
@@ -746,7 +762,21 @@ impl Shared {
 
     /// A whole space, in key order.
     pub(super) fn scan(&self, space: Space) -> Result<Entries, StoreError> {
-        self.read(space, |m| m.scan(space), |d| d.scan(space))
+        self.read(space, None, |m| m.scan(space), |d| d.scan(space))
+    }
+
+    /// A failed read of `space` (at `key`, if it named one): damage, or another failure.
+    fn failed(&self, space: Space, key: Option<&[u8]>, failure: ReadFailure) -> StoreError {
+        if failure.damaged {
+            StoreError::Corrupt {
+                store: Arc::clone(&self.name),
+                space: space.name(),
+                key: key.map(<[u8]>::to_vec),
+                detail: failure.cause,
+            }
+        } else {
+            self.read_error(space, failure.cause)
+        }
     }
 
     /// A read failure of `space`.

@@ -13,7 +13,7 @@ use super::actor;
 use super::effect::Step;
 use super::hub::Hub;
 use super::records::Found;
-use super::registry::{Spawner, Stopped};
+use super::registry::{Spawner, Stopped, Undelivered};
 use super::state::State;
 use super::{Ack, Msg, Op};
 use crate::ask::Ask;
@@ -37,7 +37,7 @@ impl Hub {
         self: &Arc<Self>,
         subject: &Arc<str>,
         msg: Msg,
-    ) -> Result<(), Stopped> {
+    ) -> Result<(), Undelivered> {
         // An activation polled in place by this subject's actor: handled in its turn.
         let Some(msg) = super::turn::offer(subject, msg) else {
             // In flight as a message in a mailbox is: its handler gives the unit back.
@@ -48,15 +48,16 @@ impl Hub {
     }
 
     /// Send the operation `op` makes with a reply channel, and await the reply;
-    /// `Stopped` if the runtime stops first.
+    /// `Stopped` if the runtime stops first, the fault if the subject cannot be read
+    /// back.
     pub(crate) async fn request<T>(
         self: &Arc<Self>,
         subject: &Arc<str>,
         op: impl FnOnce(oneshot::Sender<T>) -> Op,
-    ) -> Result<T, Stopped> {
+    ) -> Result<T, Undelivered> {
         let (reply, rx) = oneshot::channel();
         self.send(subject, Msg::Op(op(reply))).await?;
-        rx.await.map_err(|_| Stopped)
+        rx.await.map_err(|_| Undelivered::Stopped)
     }
 
     /// A step at the clock's now, for reading an idle subject's state.
@@ -168,7 +169,7 @@ impl Hub {
             reply,
         })
         .await
-        .map_err(|_| StartError::Stopped)
+        .map_err(|why| why.or(StartError::Stopped, StartError::Store))
     }
 
     /// Start a run and wait for the record its first activation ends with.
@@ -190,12 +191,14 @@ impl Hub {
         if self.services.is_closed() {
             return Err(StartError::Stopped);
         }
-        if let Some(entries) = self.registry.read_idle(self, subject, State::list) {
+        let failed = |why: Undelivered| why.or(StartError::Stopped, StartError::Store);
+        let idle = self.registry.read_idle(self, subject, State::list);
+        if let Some(entries) = idle.map_err(failed)? {
             return Ok(entries);
         }
         self.request(subject, |reply| Op::List { reply })
             .await
-            .map_err(|_| StartError::Stopped)
+            .map_err(failed)
     }
 
     /// Resume the ask `interaction` with `payload`, with a receiver for the outcome.
@@ -218,7 +221,10 @@ impl Hub {
             resumer,
             reply,
         });
-        match acked.await.map_err(|_| ResumeError::Stopped)? {
+        let acked = acked
+            .await
+            .map_err(|why| why.or(ResumeError::Stopped, ResumeError::Store))?;
+        match acked {
             Err(problem) => Err(ResumeError::Refused(problem)),
             Ok(Ack::Buffered { remaining }) => Ok(Resumed::Buffered {
                 status: Buffered::Buffered,
@@ -246,7 +252,10 @@ impl Hub {
             taker,
             reply,
         });
-        match taken.await.map_err(|_| TakeError::Stopped)? {
+        let taken = taken
+            .await
+            .map_err(|why| why.or(TakeError::Stopped, TakeError::Store))?;
+        match taken {
             Err(problem) => Err(TakeError::Refused(problem)),
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(TakeError::Failed {
@@ -272,7 +281,7 @@ impl Hub {
             reply,
         })
         .await
-        .map_err(|_| CancelError::Stopped)?
+        .map_err(|why| why.or(CancelError::Stopped, CancelError::Store))?
         .map_err(|p| CancelError::Refused(Problems(p)))
     }
 
@@ -295,7 +304,7 @@ impl Hub {
         };
         self.send(subject, msg)
             .await
-            .map_err(|_| VisitError::Stopped)?;
+            .map_err(|why| why.or(VisitError::Stopped, VisitError::Store))?;
         match rx.await.map_err(|_| VisitError::Stopped)? {
             Ok(applied) => applied.outcome().await,
             Err(problems) => Err(self.refused(
@@ -388,33 +397,44 @@ impl Hub {
     }
 
     /// The record of `run`: where it stands now if it lives (read from its subject, which
-    /// is not woken if passive), or how it ended, within the retention horizon.
-    pub(crate) async fn record(self: &Arc<Self>, run: &str) -> Option<RunRecord> {
+    /// is not woken if passive), or how it ended, within the retention horizon; `None`
+    /// for a run never started or past the horizon. A record or subject the store holds
+    /// and cannot read is the fault, never `None`.
+    pub(crate) async fn record(
+        self: &Arc<Self>,
+        run: &str,
+    ) -> Result<Option<RunRecord>, Undelivered> {
         let found = match self.records.find(run) {
             Some(found) => found,
             // Not touched since the store was opened: the store says where it is.
-            None => super::durable::find_stored(self, run)?,
+            None => match super::durable::find_stored(self, run)? {
+                Some(found) => found,
+                None => return Ok(None),
+            },
         };
         let subject = match found {
-            Found::Ended(record) => return Some(*record),
+            Found::Ended(record) => return Ok(Some(*record)),
             Found::Live(subject) => subject,
         };
         let live = match self
             .registry
-            .read_idle(self, &subject, |state| state.record_of(run))
+            .read_idle(self, &subject, |state| state.record_of(run))?
         {
             Some(record) => record,
-            None => self
+            None => match self
                 .request(&subject, |reply| Op::Record {
                     run: run.to_owned(),
                     reply,
                 })
                 .await
-                .ok()
-                .flatten(),
+            {
+                Ok(record) => record,
+                Err(Undelivered::Stopped) => None,
+                Err(fault) => return Err(fault),
+            },
         };
         // A run that ended meanwhile has its record kept.
-        live.or_else(|| self.records.get_ended(run))
+        Ok(live.or_else(|| self.records.get_ended(run)))
     }
 
     /// Why the answer door refuses an answer to `id`, which is not pending: already
@@ -438,19 +458,21 @@ impl Hub {
             return unknown();
         };
         let step = self.step();
-        let recalled = match self
+        let failed = |why: Undelivered| why.or(AnswerError::Stopped, AnswerError::Store);
+        let idle = self
             .registry
-            .read_idle(self, &subject, |state| state.recall(&step, id))
-        {
-            Some(recalled) => recalled,
-            None => {
+            .read_idle(self, &subject, |state| state.recall(&step, id));
+        let recalled = match idle {
+            Ok(Some(recalled)) => recalled,
+            Err(why) => return failed(why),
+            Ok(None) => {
                 let recalled = self.request(&subject, |reply| Op::Recall {
                     interaction: id.to_owned(),
                     reply,
                 });
                 match recalled.await {
                     Ok(recalled) => recalled,
-                    Err(Stopped) => return AnswerError::Stopped,
+                    Err(why) => return failed(why),
                 }
             }
         };
@@ -545,7 +567,7 @@ impl Spawner for Hub {
         actor::spawn(Arc::clone(this), state)
     }
 
-    fn load(this: &Arc<Self>, subject: &Arc<str>) -> Result<Option<Box<State>>, String> {
+    fn load(this: &Arc<Self>, subject: &Arc<str>) -> Result<Option<Box<State>>, Undelivered> {
         super::durable::load(this, subject)
     }
 }

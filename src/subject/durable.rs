@@ -17,8 +17,10 @@ use super::effect::{Effect, Step};
 use super::hub::Hub;
 use super::index;
 use super::packed::Packed;
-use super::state::State;
+use super::registry::Undelivered;
+use super::state::{State, Unread};
 use super::{Msg, Op};
+use crate::error::StoreFault;
 use crate::event::Event;
 use crate::record::RunRecord;
 use crate::store::{Batch, Space};
@@ -266,41 +268,79 @@ fn recover_in_place(hub: &Arc<Hub>, state: &mut State) -> Result<(), String> {
 
 /// Read `subject` back from the store on its first touch (`Spawner::load`), recovered
 /// in place. `None` when the store does not hold it.
-pub(crate) fn load(hub: &Arc<Hub>, subject: &Arc<str>) -> Result<Option<Box<State>>, String> {
+///
+/// A subject whose state cannot be read (damage, or a read the store refused) is the
+/// fault, tallied by the services (damage marks the runtime unhealthy); nothing is made
+/// in its place, so nothing writes over it.
+pub(crate) fn load(hub: &Arc<Hub>, subject: &Arc<str>) -> Result<Option<Box<State>>, Undelivered> {
     let Some(store) = &hub.services.store else {
         return Ok(None);
     };
-    let Some(mut state) = State::read_parts(store, subject)? else {
+    let damage = &hub.services.damage;
+    let read = State::read_parts(store, subject).map_err(|unread| match unread {
+        Unread::Store(err) => damage
+            .read_failed(&err)
+            .map_or(Undelivered::Stopped, Undelivered::Store),
+        Unread::Damaged(fault) => {
+            damage.met(&fault);
+            Undelivered::Store(fault)
+        }
+    });
+    let Some(mut state) = read? else {
         return Ok(None);
     };
-    recover_in_place(hub, &mut state)?;
+    recover_in_place(hub, &mut state).map_err(|detail| {
+        let fault = StoreFault::corrupt(Space::Heads.name(), subject, detail);
+        damage.met(&fault);
+        Undelivered::Store(fault)
+    })?;
     Ok(Some(state))
 }
 
 /// Where the store says `run`'s record is, for a run no subject read back since the
-/// store was opened has told of: its kept record if it ended, its subject if not.
-pub(crate) fn find_stored(hub: &Arc<Hub>, run: &str) -> Option<super::records::Found> {
+/// store was opened has told of: its kept record if it ended, its subject if not; `None`
+/// if the store holds neither. A read that fails, or a kept record that does not decode,
+/// is the fault (tallied): a damaged record is not a run that never was.
+pub(crate) fn find_stored(
+    hub: &Arc<Hub>,
+    run: &str,
+) -> Result<Option<super::records::Found>, Undelivered> {
     use super::records::Found;
-    let store = hub.services.store.as_ref()?;
-    let read = |space| match store.get(space, run.as_bytes()) {
-        Ok(found) => found,
-        Err(error) => {
-            tracing::error!(%run, %error, "a run's record could not be looked up");
-            None
-        }
+    let Some(store) = hub.services.store.as_ref() else {
+        return Ok(None);
     };
-    if let Some(bytes) = read(Space::Records) {
+    let damage = &hub.services.damage;
+    let read = |space| {
+        store.get(space, run.as_bytes()).map_err(|err| {
+            damage
+                .read_failed(&err)
+                .map_or(Undelivered::Stopped, Undelivered::Store)
+        })
+    };
+    let damaged = |space: Space, what: String| {
+        let fault = StoreFault::corrupt(space.name(), run, what);
+        damage.met(&fault);
+        Undelivered::Store(fault)
+    };
+    if let Some(bytes) = read(Space::Records)? {
         return match serde_json::from_slice::<KeptRecord>(&bytes) {
-            Ok(kept) => Some(Found::Ended(Box::new(kept.record))),
-            Err(error) => {
-                tracing::error!(%run, %error, "a kept record cannot be read back");
-                None
-            }
+            Ok(kept) => Ok(Some(Found::Ended(Box::new(kept.record)))),
+            Err(error) => Err(damaged(
+                Space::Records,
+                format!("the kept record of run {run} does not decode: {error}"),
+            )),
         };
     }
-    let subject = read(Space::Runs)?;
-    let subject = std::str::from_utf8(&subject).ok()?;
-    Some(Found::Live(Arc::from(subject)))
+    let Some(subject) = read(Space::Runs)? else {
+        return Ok(None);
+    };
+    match std::str::from_utf8(&subject) {
+        Ok(subject) => Ok(Some(Found::Live(Arc::from(subject)))),
+        Err(error) => Err(damaged(
+            Space::Runs,
+            format!("the subject of run {run} is not text: {error}"),
+        )),
+    }
 }
 
 /// How many entries an open reads at a time from a space it walks whole.
@@ -403,11 +443,15 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
     for name in &offering {
         hub.registry
             .load_passive(hub, name)
-            .map_err(|_| format!("subject {name} cannot be read back"))?;
+            .map_err(|why| match why {
+                Undelivered::Store(fault) => format!("subject {name} cannot be read back: {fault}"),
+                Undelivered::Stopped => STOPPED.to_owned(),
+            })?;
     }
     let mut recovered = Vec::new();
     for name in &replay {
-        let state = State::read_parts(&store, name)?
+        let state = State::read_parts(&store, name)
+            .map_err(|e| format!("subject {name} cannot be read back: {e}"))?
             .ok_or_else(|| format!("subject {name} has a head and no state"))?;
         hub.registry.restore(name, state);
         let (reply, done) = oneshot::channel();

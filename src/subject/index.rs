@@ -233,6 +233,7 @@ impl Pager {
                 Ok(chunk) => chunk,
                 Err(error) => {
                     tracing::error!(%error, "the wake index could not be read");
+                    hub.services.damage.read_failed(&error);
                     return Some(now.checked_add_signed(WINDOW).unwrap_or(now));
                 }
             };
@@ -240,6 +241,11 @@ impl Pager {
             for (key, value) in chunk {
                 let Some((at, due)) = due_of(&key, &value) else {
                     tracing::error!(key = ?key, "a damaged wake is skipped");
+                    hub.services.damage.met(&crate::error::StoreFault::corrupt(
+                        Space::Wakes.name(),
+                        &crate::health::shown_key(Space::Wakes.name(), &key),
+                        "a wake does not decode",
+                    ));
                     self.from = next_key(key);
                     continue;
                 };

@@ -21,6 +21,7 @@ use tokio::sync::Notify;
 use super::Msg;
 use super::packed::Packed;
 use super::state::State;
+use crate::error::StoreFault;
 use crate::services::{Services, Tasks};
 use tokio::task::JoinHandle;
 
@@ -46,6 +47,33 @@ enum Passive {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stopped;
 
+/// Why a message was not delivered to its subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Undelivered {
+    /// The runtime is stopping.
+    Stopped,
+    /// The subject's state could not be read back (damage, or a read the store refused);
+    /// nothing was made in its place.
+    Store(StoreFault),
+}
+
+impl From<Stopped> for Undelivered {
+    fn from(Stopped: Stopped) -> Undelivered {
+        Undelivered::Stopped
+    }
+}
+
+impl Undelivered {
+    /// The operation's own error: `stopped` for a stopping runtime, `store` with the
+    /// fault otherwise.
+    pub(crate) fn or<E>(self, stopped: E, store: impl FnOnce(StoreFault) -> E) -> E {
+        match self {
+            Undelivered::Stopped => stopped,
+            Undelivered::Store(fault) => store(fault),
+        }
+    }
+}
+
 /// What the registry needs of whoever sends through it: the services, and how to start
 /// a subject's actor over a state. The hub is the one spawner; the registry names neither
 /// it nor the actor, so neither imports the other through it.
@@ -56,14 +84,24 @@ pub(crate) trait Spawner: Send + Sync + 'static {
     /// Read `subject` back from the store on its first touch, recovered (its timers
     /// armed again, its runs known). `None`
     /// when the store does not hold it (or there is no store); an error when it holds it
-    /// and it cannot be read back.
-    fn load(this: &Arc<Self>, subject: &Arc<str>) -> Result<Option<Box<State>>, String>;
+    /// and it cannot be read back (the fault already tallied and logged).
+    fn load(this: &Arc<Self>, subject: &Arc<str>) -> Result<Option<Box<State>>, Undelivered>;
 
     /// Spawn the actor of a subject over `state`, with its task.
     fn spawn(
         this: &Arc<Self>,
         state: Box<State>,
     ) -> impl Future<Output = Result<(ActorRef<Msg>, JoinHandle<()>), Stopped>> + Send;
+}
+
+/// The fault of a passive subject whose packed state does not unpack: it is kept in
+/// memory, not in the store, but it is the subject's state all the same.
+fn unpack_fault(subject: &str, e: &dyn std::fmt::Display) -> StoreFault {
+    StoreFault::corrupt(
+        "subjects",
+        subject,
+        format!("its state kept in memory does not unpack: {e}"),
+    )
 }
 
 /// Every subject, active or passive.
@@ -96,9 +134,9 @@ impl Registry {
         hub: &Arc<S>,
         subject: &Arc<str>,
         mut msg: Msg,
-    ) -> Result<(), Stopped> {
+    ) -> Result<(), Undelivered> {
         if hub.services().is_closed() {
-            return Err(Stopped);
+            return Err(Undelivered::Stopped);
         }
         // Handed on with the message once it is in a mailbox; given back if this future
         // is dropped first or the message cannot be delivered.
@@ -119,7 +157,7 @@ impl Registry {
         }
         loop {
             if hub.services().is_closed() {
-                return Err(Stopped);
+                return Err(Undelivered::Stopped);
             }
             let changed = self.changed.notified();
             tokio::pin!(changed);
@@ -158,11 +196,12 @@ impl Registry {
                         let state = Box::new(State::new(Arc::clone(subject)));
                         self.spawn(hub, subject, state).await?;
                     }
-                    Err(error) => {
-                        tracing::error!(%subject, %error, "a subject could not be read back from the store");
+                    // Nothing is made in its place: the slot is left empty, so the
+                    // next touch reads it again and fails the same way.
+                    Err(why) => {
                         self.slots.remove(subject);
                         self.changed.notify_waiters();
-                        return Err(Stopped);
+                        return Err(why);
                     }
                 },
                 // Unpacked outside the map's lock, the slot `Busy` meanwhile.
@@ -171,11 +210,12 @@ impl Registry {
                     Err(e) => {
                         // Not expected (the text was written from a state); the state is
                         // kept, and every message to the subject fails loudly.
-                        tracing::error!(%subject, error = %e, "a passive subject's state could not be unpacked");
+                        let fault = unpack_fault(subject, &e);
+                        hub.services().damage.met(&fault);
                         self.slots
                             .insert(Arc::clone(subject), Slot::Passive(Passive::Packed(packed)));
                         self.changed.notify_waiters();
-                        return Err(Stopped);
+                        return Err(Undelivered::Store(fault));
                     }
                 },
             }
@@ -201,25 +241,31 @@ impl Registry {
     /// it or is on its way, so the read goes to the actor in order with its other
     /// messages, or when the packed state cannot be read back (the message path then
     /// reports it).
+    ///
+    /// A subject the store holds and cannot read back is the error: it is not read as
+    /// empty.
     pub(crate) fn read_idle<S: Spawner, T>(
         &self,
         hub: &Arc<S>,
         subject: &Arc<str>,
         read: impl FnOnce(&State) -> T,
-    ) -> Option<T> {
+    ) -> Result<Option<T>, Undelivered> {
         // One the store holds and no message has touched yet is read back first.
         if hub.services().store.is_some() {
-            self.load_passive(hub, subject).ok()?;
+            self.load_passive(hub, subject)?;
         }
         // Copied under the map's lock, unpacked outside it.
         let packed = match self.slots.get(subject).as_deref() {
-            None => return Some(read(&State::new(Arc::clone(subject)))),
-            Some(Slot::Passive(Passive::Plain(state))) => return Some(read(state)),
+            None => return Ok(Some(read(&State::new(Arc::clone(subject))))),
+            Some(Slot::Passive(Passive::Plain(state))) => return Ok(Some(read(state))),
             Some(Slot::Passive(Passive::Packed(packed))) => packed.clone(),
-            Some(Slot::Live(_) | Slot::Busy) => return None,
+            Some(Slot::Live(_) | Slot::Busy) => return Ok(None),
         };
-        let state = packed.unpack(Arc::clone(subject)).ok()?;
-        Some(read(&state))
+        // One that does not unpack is reported by the message path.
+        Ok(packed
+            .unpack(Arc::clone(subject))
+            .ok()
+            .map(|state| read(&state)))
     }
 
     /// Spawn `subject`'s actor over `state`; its slot is `Busy` until then.
@@ -256,12 +302,12 @@ impl Registry {
     /// Read `subject` back from the store, if it holds it and no slot does, and keep it
     /// passive (an actor is spawned only when a message comes). Its slot is `Busy`
     /// meanwhile, so a message racing this waits for it. An error when it cannot be read
-    /// back (logged; the slot stays empty, so the next touch tries again).
+    /// back (tallied and logged; the slot stays empty, so the next touch tries again).
     pub(crate) fn load_passive<S: Spawner>(
         &self,
         hub: &Arc<S>,
         subject: &Arc<str>,
-    ) -> Result<(), Stopped> {
+    ) -> Result<(), Undelivered> {
         // The usual case, a subject in a slot, needs only a read of the map.
         if self.slots.contains_key(subject) {
             return Ok(());
@@ -287,10 +333,9 @@ impl Registry {
                 self.slots.remove(subject);
                 Ok(())
             }
-            Err(error) => {
-                tracing::error!(%subject, %error, "a subject could not be read back from the store");
+            Err(why) => {
                 self.slots.remove(subject);
-                Err(Stopped)
+                Err(why)
             }
         };
         self.changed.notify_waiters();

@@ -33,6 +33,7 @@ use crate::supervisor::{Timer, TimerKey};
 use crate::target::Target;
 
 mod parts;
+pub(crate) use parts::{Unread, check_part};
 #[cfg(test)]
 mod tests;
 mod tracked;

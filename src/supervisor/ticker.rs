@@ -114,10 +114,18 @@ fn drop_record(
         return;
     }
     let s = &hub.services;
+    // A record the store cannot read is not dropped: its damage is tallied, and what
+    // is there is left for the operator.
     let kept = hub.records.retire(&run)
         || s.store
             .as_ref()
-            .is_some_and(|store| matches!(store.get(Space::Records, run.as_bytes()), Ok(Some(_))));
+            .is_some_and(|store| match store.get(Space::Records, run.as_bytes()) {
+                Ok(found) => found.is_some(),
+                Err(error) => {
+                    s.damage.read_failed(&error);
+                    false
+                }
+            });
     if !kept {
         return;
     }

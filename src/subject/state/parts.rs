@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::tracked::Tracked;
 use super::{Memory, State, is_zero};
-use crate::store::{Batch, Space, Store, named_key};
+use crate::error::StoreFault;
+use crate::store::{Batch, Space, Store, StoreError, named_key};
 
 /// The rest of a state, kept under the subject's name.
 #[derive(Serialize, Deserialize)]
@@ -105,29 +106,31 @@ impl State {
 
     /// `subject`'s state read back from its parts; `None` when the store holds no rest
     /// for it (it holds nothing). The state's timers and runs are not yet known outside
-    /// it: that is its recovery (`State::recover`).
+    /// it: that is its recovery (`State::recover`). A read that fails, or a part that
+    /// does not decode, is the [`StoreError`] read or the damage found, naming the
+    /// keyspace and the key.
     pub(crate) fn read_parts(
         store: &Store,
         subject: &Arc<str>,
-    ) -> Result<Option<Box<State>>, String> {
-        let read = |e: crate::store::StoreError| e.to_string();
-        let damaged =
-            |what: &str, e: serde_json::Error| format!("subject {subject}: {what} is damaged: {e}");
-        let Some(rest) = store
-            .get(Space::Subjects, subject.as_bytes())
-            .map_err(read)?
-        else {
+    ) -> Result<Option<Box<State>>, Unread> {
+        let Some(rest) = store.get(Space::Subjects, subject.as_bytes())? else {
             return Ok(None);
         };
-        let rest: Rest = serde_json::from_slice(&rest).map_err(|e| damaged("its state", e))?;
+        let rest: Rest = serde_json::from_slice(&rest).map_err(|e| {
+            Unread::Damaged(StoreFault::corrupt(
+                Space::Subjects.name(),
+                subject,
+                format!("the rest of subject {subject}'s state does not decode: {e}"),
+            ))
+        })?;
         let prefix = named_key(subject, b"");
-        let entries = read_table(store, Space::Entries, &prefix, "an entry", &damaged)?;
-        let runs = read_table(store, Space::RunStates, &prefix, "a run", &damaged)?;
-        let groups = read_table(store, Space::Groups, &prefix, "a group", &damaged)?;
+        let entries = read_table(store, Space::Entries, &prefix, "an entry")?;
+        let runs = read_table(store, Space::RunStates, &prefix, "a run")?;
+        let groups = read_table(store, Space::Groups, &prefix, "a group")?;
         let mut memory = VecDeque::new();
-        for (_, value) in scan_prefix(store, Space::Resolved, &prefix)? {
+        for (key, value) in store.prefixed(Space::Resolved, &prefix)? {
             let remembered: Memory = serde_json::from_slice(&value)
-                .map_err(|e| damaged("a resolution remembered", e))?;
+                .map_err(|e| damaged(Space::Resolved, &key, "a resolution remembered", &e))?;
             memory.push_back(remembered);
         }
         let mut state = Box::new(State::new(Arc::clone(subject)));
@@ -140,6 +143,41 @@ impl State {
         state.wake = rest.wake;
         Ok(Some(state))
     }
+}
+
+/// Why a subject's state was not read back: the store's read failed, or a part read does
+/// not decode.
+#[derive(Debug)]
+pub(crate) enum Unread {
+    /// The store's read failed (damage it found, or another failure).
+    Store(StoreError),
+    /// A part read does not decode.
+    Damaged(StoreFault),
+}
+
+impl From<StoreError> for Unread {
+    fn from(err: StoreError) -> Unread {
+        Unread::Store(err)
+    }
+}
+
+impl std::fmt::Display for Unread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unread::Store(err) => write!(f, "{err}"),
+            Unread::Damaged(fault) => write!(f, "{fault}"),
+        }
+    }
+}
+
+/// The damage of a part under `key` in `space` (`what` names it) that does not decode.
+fn damaged(space: Space, key: &[u8], what: &str, e: &dyn std::fmt::Display) -> Unread {
+    let shown = crate::health::shown_key(space.name(), key);
+    Unread::Damaged(StoreFault::corrupt(
+        space.name(),
+        &shown,
+        format!("{what} does not decode: {e}"),
+    ))
 }
 
 /// Write the values of `table` changed since the last write into `batch`, each under
@@ -170,29 +208,35 @@ fn read_table<V: serde::de::DeserializeOwned>(
     space: Space,
     prefix: &[u8],
     what: &str,
-    damaged: &dyn Fn(&str, serde_json::Error) -> String,
-) -> Result<Vec<Read<V>>, String> {
+) -> Result<Vec<Read<V>>, Unread> {
     let mut values = Vec::new();
-    for (key, value) in scan_prefix(store, space, prefix)? {
-        let read: Box<V> = serde_json::from_slice(&value).map_err(|e| damaged(what, e))?;
-        values.push((id_of(&key, prefix.len())?, read));
+    for (key, value) in store.prefixed(space, prefix)? {
+        let read: Box<V> =
+            serde_json::from_slice(&value).map_err(|e| damaged(space, &key, what, &e))?;
+        let id = id_of(&key, prefix.len())
+            .ok_or_else(|| damaged(space, &key, "a part's key", &"its id is not text"))?;
+        values.push((id, read));
     }
     Ok(values)
 }
 
 /// The id of a part's key, after the subject's prefix.
-fn id_of(key: &[u8], prefix: usize) -> Result<Arc<str>, String> {
+fn id_of(key: &[u8], prefix: usize) -> Option<Arc<str>> {
     key.get(prefix..)
         .and_then(|id| std::str::from_utf8(id).ok())
         .map(Arc::from)
-        .ok_or_else(|| "a part's key is damaged".to_owned())
 }
 
-/// Every entry of `space` whose key starts with `prefix`, in key order.
-fn scan_prefix(
-    store: &Store,
-    space: Space,
-    prefix: &[u8],
-) -> Result<crate::store::Entries, String> {
-    store.prefixed(space, prefix).map_err(|e| e.to_string())
+/// Decodes a part as `space` keeps it (a subject's rest, an entry, a run, a group, a
+/// resolution remembered), to check it; `Ok(false)` for a space that keeps no part.
+pub(crate) fn check_part(space: Space, value: &[u8]) -> Result<bool, serde_json::Error> {
+    match space {
+        Space::Subjects => serde_json::from_slice::<Rest>(value).map(drop)?,
+        Space::Entries => serde_json::from_slice::<super::Parked>(value).map(drop)?,
+        Space::RunStates => serde_json::from_slice::<super::Run>(value).map(drop)?,
+        Space::Groups => serde_json::from_slice::<super::Group>(value).map(drop)?,
+        Space::Resolved => serde_json::from_slice::<Memory>(value).map(drop)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
 }

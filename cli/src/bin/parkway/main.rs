@@ -1,7 +1,8 @@
 //! The `parkway` command line: `parkway sim` runs simulation scenarios on virtual time,
 //! `parkway load` drives concurrent door visits and reports throughput and latency,
 //! `parkway crash` kills a runtime's process again and again and checks its store,
-//! `parkway serve` serves every door over HTTP.
+//! `parkway serve` serves every door over HTTP, `parkway check` reads a data directory
+//! whole and reports its damage.
 
 use std::process::ExitCode;
 
@@ -26,6 +27,7 @@ fn keep_freed_memory() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) }
 }
 
+mod check;
 mod crash;
 mod load;
 mod serve;
@@ -54,6 +56,9 @@ enum Command {
     /// Serve every door over HTTP: doors, visits, runs, parked sets, the inbox and its
     /// stream, and platform events, behind bearer tokens with scopes.
     Serve(serve::Args),
+    /// Read every key of a data directory and report the damage found, changing
+    /// nothing: exit 0 when clean, 1 when damaged, 2 when it cannot be checked.
+    Check(check::Args),
     /// The child `parkway crash` runs and kills.
     #[command(hide = true)]
     CrashChild(crash::ChildArgs),
@@ -67,6 +72,7 @@ fn main() -> ExitCode {
         Command::Load(args) => load::main(args),
         Command::Crash(args) => crash::main(args),
         Command::Serve(args) => serve::main(args),
+        Command::Check(args) => check::main(args),
         Command::CrashChild(args) => crash::child_main(args),
     }
 }
