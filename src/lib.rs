@@ -91,7 +91,7 @@ pub struct ReadmeDoctests;
 pub use ask::{
     Ask, AskProblem, EXPIRY_MARKER_KEY, Expiry, Mode, OnExpiry, expiry_marker, is_expiry_marker,
 };
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ClockError, ManualClock, SystemClock};
 pub use depth::{MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH, json_nesting};
 pub use door::outcome::{ItemOutcome, SaveError, Visit, VisitError, VisitOutcome};
 pub use door::plan::VisitProblem;
