@@ -977,6 +977,15 @@ impl Runtime {
         }
     }
 
+    /// The failed write or sync that stopped the store, and with it the runtime, naming
+    /// the data directory and what the engine said (`store DIR: writing a batch failed:
+    /// No space left on device (os error 28)`); `None` while the store works, and for a
+    /// runtime in memory. A tool that sees its operations refused as stopped reads here
+    /// whether the store is why.
+    pub fn store_failure(&self) -> Option<String> {
+        self.hub().services.store.as_ref().and_then(|s| s.failure())
+    }
+
     /// The durable store's figures since it was opened; `None` for a runtime in memory.
     pub fn store_stats(&self) -> Option<StoreStats> {
         self.hub().services.store.as_ref().map(|store| {

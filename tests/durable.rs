@@ -402,10 +402,8 @@ async fn an_answer_to_a_user_ask_resolved_before_a_restart_is_already_resolved()
 async fn a_refused_visit_writes_nothing_to_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let (rt, _clock) = common::runtime_with(|b| b.data_dir(dir.path()).max_input_bytes(64)).await;
-    rt.save_door(
-        DoorSpec::route("resume", "asker").resume_expr(r#"{"id": .id, "payload": 1}"#),
-    )
-    .unwrap();
+    rt.save_door(DoorSpec::route("resume", "asker").resume_expr(r#"{"id": .id, "payload": 1}"#))
+        .unwrap();
     rt.save_door(DoorSpec::route("twice", "asker").resume_expr("1, 2"))
         .unwrap();
     rt.save_door(DoorSpec::route("fails", "asker").start_expr("error(\"no\")"))
