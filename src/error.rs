@@ -221,6 +221,11 @@ pub enum StartError {
     /// The subject was the empty string; a subject is a non-empty key.
     #[error("the subject is empty: a subject must be a non-empty string")]
     EmptySubject,
+    /// A name it was given (the subject, the target) is longer than
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) or holds a control character; the message
+    /// names which, and what is wrong.
+    #[error("{0}")]
+    InvalidName(String),
     /// No target of that name is registered.
     #[error("unknown target {0}")]
     UnknownTarget(String),
@@ -347,6 +352,11 @@ pub enum ResumeError {
     /// The subject was the empty string; a subject is a non-empty key.
     #[error("the subject is empty: a subject must be a non-empty string")]
     EmptySubject,
+    /// A name it was given (the subject, the target) is longer than
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) or holds a control character; the message
+    /// names which, and what is wrong.
+    #[error("{0}")]
+    InvalidName(String),
     /// The id is unknown, not asking, or the payload is reserved.
     #[error("{0}")]
     Refused(IdProblem),
@@ -363,6 +373,11 @@ pub enum TakeError {
     /// The subject was the empty string; a subject is a non-empty key.
     #[error("the subject is empty: a subject must be a non-empty string")]
     EmptySubject,
+    /// A name it was given (the subject, the target) is longer than
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) or holds a control character; the message
+    /// names which, and what is wrong.
+    #[error("{0}")]
+    InvalidName(String),
     /// The id is unknown or not a waiting outcome; nothing changed.
     #[error("{0}")]
     Refused(IdProblem),
@@ -388,6 +403,11 @@ pub enum CancelError {
     /// The subject was the empty string; a subject is a non-empty key.
     #[error("the subject is empty: a subject must be a non-empty string")]
     EmptySubject,
+    /// A name it was given (the subject, the target) is longer than
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) or holds a control character; the message
+    /// names which, and what is wrong.
+    #[error("{0}")]
+    InvalidName(String),
     /// Every problem with the named ids.
     #[error("{0}")]
     Refused(Problems<IdProblem>),
@@ -466,6 +486,7 @@ impl StartError {
     pub fn kind(&self) -> &'static str {
         match self {
             StartError::EmptySubject => "empty_subject",
+            StartError::InvalidName(_) => "invalid_name",
             StartError::UnknownTarget(_) => "unknown_target",
             StartError::UndeclaredExtras { .. } => "undeclared_extras",
             StartError::NotAnObject { .. } => "not_an_object",
@@ -484,6 +505,7 @@ impl ResumeError {
     pub fn kind(&self) -> &'static str {
         match self {
             ResumeError::EmptySubject => "empty_subject",
+            ResumeError::InvalidName(_) => "invalid_name",
             ResumeError::Refused(problem) => problem.kind(),
             ResumeError::Stopped => "stopped",
         }
@@ -496,6 +518,7 @@ impl TakeError {
     pub fn kind(&self) -> &'static str {
         match self {
             TakeError::EmptySubject => "empty_subject",
+            TakeError::InvalidName(_) => "invalid_name",
             TakeError::Refused(problem) => problem.kind(),
             TakeError::Failed { .. } => "failed",
             TakeError::Stopped => "stopped",
@@ -509,6 +532,7 @@ impl CancelError {
     pub fn kind(&self) -> &'static str {
         match self {
             CancelError::EmptySubject => "empty_subject",
+            CancelError::InvalidName(_) => "invalid_name",
             CancelError::Refused(problems) => match problems.0.as_slice() {
                 [one] => one.kind(),
                 _ => "refused",

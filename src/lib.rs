@@ -68,6 +68,7 @@ mod ids;
 mod inbox;
 mod jq;
 mod keys;
+mod name;
 mod record;
 mod run;
 mod runtime;
@@ -110,6 +111,7 @@ pub use inbox::{
 };
 pub use jq::{CompileError, CompileErrors, EvalError};
 pub use keys::{DeliveryError, MAX_KEY_BYTES};
+pub use name::MAX_NAME_BYTES;
 pub use record::{Buffered, NoResult, Resumed, RunRecord, RunStatus, Suspended};
 pub use run::Ctx;
 pub use run::journal::{Journal, JournalEntry};

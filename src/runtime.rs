@@ -605,6 +605,11 @@ impl Runtime {
     /// ends, then dropped with a `record_dropped` event; `None` for an unknown run or one
     /// past that horizon.
     pub async fn record(&self, run_id: &str) -> Option<RunRecord> {
+        // No run id the runtime issues is over-long or holds a control character: such
+        // an id is unknown without a look in the store.
+        if !crate::name::plausible_id(run_id) {
+            return None;
+        }
         self.hub().record(run_id).await
     }
 
@@ -623,6 +628,7 @@ impl Runtime {
         if subject.is_empty() {
             return Err(StartError::EmptySubject);
         }
+        names(subject, &[]).map_err(StartError::InvalidName)?;
         self.hub().list(&Arc::from(subject)).await
     }
 
@@ -637,6 +643,7 @@ impl Runtime {
         if subject.is_empty() {
             return Err(ResumeError::EmptySubject);
         }
+        names(subject, &[interaction]).map_err(ResumeError::InvalidName)?;
         self.hub()
             .resume(&Arc::from(subject), interaction, payload, None)
             .await
@@ -653,6 +660,7 @@ impl Runtime {
         if subject.is_empty() {
             return Err(ResumeError::EmptySubject);
         }
+        names(subject, &[interaction]).map_err(ResumeError::InvalidName)?;
         let payload = checked_payload(interaction, payload)?;
         if self.hub().services.is_closed() {
             return Err(ResumeError::Stopped);
@@ -677,6 +685,7 @@ impl Runtime {
         if subject.is_empty() {
             return Err(TakeError::EmptySubject);
         }
+        names(subject, &[interaction]).map_err(TakeError::InvalidName)?;
         self.hub()
             .take(&Arc::from(subject), interaction, None)
             .await
@@ -688,6 +697,7 @@ impl Runtime {
         if subject.is_empty() {
             return Err(CancelError::EmptySubject);
         }
+        names(subject, ids).map_err(CancelError::InvalidName)?;
         self.hub()
             .cancel(
                 &Arc::from(subject),
@@ -754,6 +764,9 @@ impl Runtime {
         if subject.is_empty() {
             return Err(crate::VisitError::EmptySubject);
         }
+        names(subject, &[])
+            .and_then(|()| crate::name::problem("door name", door).map_or(Ok(()), Err))
+            .map_err(crate::VisitError::InvalidName)?;
         let input = depth::check(input, || crate::VisitError::InputTooDeep {
             door: door.to_owned(),
             limit: depth::MAX_VALUE_DEPTH,
@@ -894,6 +907,13 @@ impl Runtime {
         if self.hub().services.is_closed() {
             return Err(crate::AnswerError::Stopped);
         }
+        // No id the runtime issues is over-long or holds a control character: unknown,
+        // without a look in the store's log.
+        if !crate::name::plausible_id(interaction) {
+            return Err(crate::AnswerError::Unknown {
+                id: interaction.to_owned(),
+            });
+        }
         let Some(item) = self.hub().inbox.get(interaction) else {
             return Err(self.hub().gone(interaction).await);
         };
@@ -1030,5 +1050,20 @@ impl Runtime {
             passivations,
             redelivered,
         }
+    }
+}
+
+/// What is wrong with `subject` or one of `ids` (interaction ids a client passed back),
+/// if anything (`crate::name`): such a name is refused before the subject is touched.
+fn names(subject: &str, ids: &[&str]) -> Result<(), String> {
+    let problems = std::iter::once(crate::name::problem("subject", subject)).chain(
+        ids.iter()
+            .map(|id| crate::name::problem("interaction id", id)),
+    );
+    let problems: Vec<String> = problems.flatten().collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
     }
 }

@@ -130,6 +130,16 @@ impl Hub {
         if spec.subject.is_empty() {
             return Err(StartError::EmptySubject);
         }
+        let problems: Vec<String> = [
+            crate::name::problem("subject", &spec.subject),
+            crate::name::problem("target", &spec.target),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !problems.is_empty() {
+            return Err(StartError::InvalidName(problems.join("; ")));
+        }
         let spec = spec.checked()?;
         if self.services.is_closed() {
             return Err(StartError::Stopped);
