@@ -297,6 +297,11 @@ pub enum StartError {
     /// The subject was the empty string; a subject is a non-empty key.
     #[error("the subject is empty: a subject must be a non-empty string")]
     EmptySubject,
+    /// A name it was given (the subject, the target) is longer than
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) or holds a control character; the message
+    /// names which, and what is wrong.
+    #[error("{0}")]
+    InvalidName(String),
     /// No target of that name is registered.
     #[error("unknown target {0}")]
     UnknownTarget(String),
@@ -426,6 +431,11 @@ pub enum ResumeError {
     /// The subject was the empty string; a subject is a non-empty key.
     #[error("the subject is empty: a subject must be a non-empty string")]
     EmptySubject,
+    /// A name it was given (the subject, the target) is longer than
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) or holds a control character; the message
+    /// names which, and what is wrong.
+    #[error("{0}")]
+    InvalidName(String),
     /// The id is unknown, not asking, or the payload is reserved.
     #[error("{0}")]
     Refused(IdProblem),
@@ -445,6 +455,11 @@ pub enum TakeError {
     /// The subject was the empty string; a subject is a non-empty key.
     #[error("the subject is empty: a subject must be a non-empty string")]
     EmptySubject,
+    /// A name it was given (the subject, the target) is longer than
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) or holds a control character; the message
+    /// names which, and what is wrong.
+    #[error("{0}")]
+    InvalidName(String),
     /// The id is unknown or not a waiting outcome; nothing changed.
     #[error("{0}")]
     Refused(IdProblem),
@@ -473,6 +488,11 @@ pub enum CancelError {
     /// The subject was the empty string; a subject is a non-empty key.
     #[error("the subject is empty: a subject must be a non-empty string")]
     EmptySubject,
+    /// A name it was given (the subject, the target) is longer than
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) or holds a control character; the message
+    /// names which, and what is wrong.
+    #[error("{0}")]
+    InvalidName(String),
     /// Every problem with the named ids.
     #[error("{0}")]
     Refused(Problems<IdProblem>),
@@ -577,6 +597,7 @@ impl StartError {
     pub fn kind(&self) -> &'static str {
         match self {
             StartError::EmptySubject => "empty_subject",
+            StartError::InvalidName(_) => "invalid_name",
             StartError::UnknownTarget(_) => "unknown_target",
             StartError::UndeclaredExtras { .. } => "undeclared_extras",
             StartError::NotAnObject { .. } => "not_an_object",
@@ -596,6 +617,7 @@ impl ResumeError {
     pub fn kind(&self) -> &'static str {
         match self {
             ResumeError::EmptySubject => "empty_subject",
+            ResumeError::InvalidName(_) => "invalid_name",
             ResumeError::Refused(problem) => problem.kind(),
             ResumeError::Stopped => "stopped",
             ResumeError::Store(fault) => fault.kind(),
@@ -609,6 +631,7 @@ impl TakeError {
     pub fn kind(&self) -> &'static str {
         match self {
             TakeError::EmptySubject => "empty_subject",
+            TakeError::InvalidName(_) => "invalid_name",
             TakeError::Refused(problem) => problem.kind(),
             TakeError::Failed { .. } => "failed",
             TakeError::Stopped => "stopped",
@@ -623,6 +646,7 @@ impl CancelError {
     pub fn kind(&self) -> &'static str {
         match self {
             CancelError::EmptySubject => "empty_subject",
+            CancelError::InvalidName(_) => "invalid_name",
             CancelError::Refused(problems) => match problems.0.as_slice() {
                 [one] => one.kind(),
                 _ => "refused",

@@ -71,6 +71,7 @@ mod ids;
 mod inbox;
 mod jq;
 mod keys;
+mod name;
 mod record;
 mod run;
 mod runtime;
@@ -94,7 +95,7 @@ pub struct ReadmeDoctests;
 pub use ask::{
     Ask, AskProblem, EXPIRY_MARKER_KEY, Expiry, Mode, OnExpiry, expiry_marker, is_expiry_marker,
 };
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ClockError, ManualClock, SystemClock};
 pub use depth::{MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH, json_nesting};
 pub use door::outcome::{ItemOutcome, SaveError, Visit, VisitError, VisitOutcome};
 pub use door::plan::VisitProblem;
@@ -114,6 +115,7 @@ pub use inbox::{
 };
 pub use jq::{CompileError, CompileErrors, EvalError};
 pub use keys::{DeliveryError, MAX_KEY_BYTES};
+pub use name::MAX_NAME_BYTES;
 pub use record::{Buffered, NoResult, Resumed, RunRecord, RunStatus, Suspended};
 pub use run::Ctx;
 pub use run::journal::{Journal, JournalEntry};

@@ -623,6 +623,11 @@ impl Runtime {
         if self.hub().services.is_closed() {
             return Err(RecordError::Stopped);
         }
+        // No run id the runtime issues is over-long or holds a control character: such
+        // an id is unknown without a look in the store.
+        if !crate::name::plausible_id(run_id) {
+            return Ok(None);
+        }
         self.hub()
             .record(run_id)
             .await
@@ -653,6 +658,7 @@ impl Runtime {
         if subject.is_empty() {
             return Err(StartError::EmptySubject);
         }
+        names(subject, &[]).map_err(StartError::InvalidName)?;
         self.hub().list(&Arc::from(subject)).await
     }
 
@@ -667,6 +673,7 @@ impl Runtime {
         if subject.is_empty() {
             return Err(ResumeError::EmptySubject);
         }
+        names(subject, &[interaction]).map_err(ResumeError::InvalidName)?;
         self.hub()
             .resume(&Arc::from(subject), interaction, payload, None)
             .await
@@ -683,6 +690,7 @@ impl Runtime {
         if subject.is_empty() {
             return Err(ResumeError::EmptySubject);
         }
+        names(subject, &[interaction]).map_err(ResumeError::InvalidName)?;
         let payload = checked_payload(interaction, payload)?;
         if self.hub().services.is_closed() {
             return Err(ResumeError::Stopped);
@@ -710,6 +718,7 @@ impl Runtime {
         if subject.is_empty() {
             return Err(TakeError::EmptySubject);
         }
+        names(subject, &[interaction]).map_err(TakeError::InvalidName)?;
         self.hub()
             .take(&Arc::from(subject), interaction, None)
             .await
@@ -721,6 +730,7 @@ impl Runtime {
         if subject.is_empty() {
             return Err(CancelError::EmptySubject);
         }
+        names(subject, ids).map_err(CancelError::InvalidName)?;
         self.hub()
             .cancel(
                 &Arc::from(subject),
@@ -787,6 +797,9 @@ impl Runtime {
         if subject.is_empty() {
             return Err(crate::VisitError::EmptySubject);
         }
+        names(subject, &[])
+            .and_then(|()| crate::name::problem("door name", door).map_or(Ok(()), Err))
+            .map_err(crate::VisitError::InvalidName)?;
         let input = depth::check(input, || crate::VisitError::InputTooDeep {
             door: door.to_owned(),
             limit: depth::MAX_VALUE_DEPTH,
@@ -927,6 +940,13 @@ impl Runtime {
         if self.hub().services.is_closed() {
             return Err(crate::AnswerError::Stopped);
         }
+        // No id the runtime issues is over-long or holds a control character: unknown,
+        // without a look in the store's log.
+        if !crate::name::plausible_id(interaction) {
+            return Err(crate::AnswerError::Unknown {
+                id: interaction.to_owned(),
+            });
+        }
         let Some(item) = self.hub().inbox.get(interaction) else {
             return Err(self.hub().gone(interaction).await);
         };
@@ -1011,6 +1031,15 @@ impl Runtime {
         }
     }
 
+    /// The failed write or sync that stopped the store, and with it the runtime, naming
+    /// the data directory and what the engine said (`store DIR: writing a batch failed:
+    /// No space left on device (os error 28)`); `None` while the store works, and for a
+    /// runtime in memory. A tool that sees its operations refused as stopped reads here
+    /// whether the store is why.
+    pub fn store_failure(&self) -> Option<String> {
+        self.hub().services.store.as_ref().and_then(|s| s.failure())
+    }
+
     /// The durable store's figures since it was opened; `None` for a runtime in memory.
     pub fn store_stats(&self) -> Option<StoreStats> {
         self.hub().services.store.as_ref().map(|store| {
@@ -1055,5 +1084,20 @@ impl Runtime {
             passivations,
             redelivered,
         }
+    }
+}
+
+/// What is wrong with `subject` or one of `ids` (interaction ids a client passed back),
+/// if anything (`crate::name`): such a name is refused before the subject is touched.
+fn names(subject: &str, ids: &[&str]) -> Result<(), String> {
+    let problems = std::iter::once(crate::name::problem("subject", subject)).chain(
+        ids.iter()
+            .map(|id| crate::name::problem("interaction id", id)),
+    );
+    let problems: Vec<String> = problems.flatten().collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
     }
 }

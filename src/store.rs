@@ -551,6 +551,11 @@ impl Store {
         self.handle.shared.is_poisoned()
     }
 
+    /// The failed write or sync that stopped the store, if one did, naming the store.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.handle.shared.failure().map(|e| e.to_string())
+    }
+
     /// The store's figures since it was opened.
     pub(crate) fn stats(&self) -> Stats {
         self.handle.shared.stats()

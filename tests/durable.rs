@@ -391,3 +391,66 @@ async fn an_answer_to_a_user_ask_resolved_before_a_restart_is_already_resolved()
     );
     rt.shutdown().await;
 }
+
+/// A refused visit costs the store nothing: whatever refuses it (a contract's shape, an
+/// id the subject does not hold, an input over the size cap, a broken target, on a
+/// subject the store holds or one never seen), nothing is written, and the refusal is
+/// still answered to its visitor and published as `visit_refused`. (Each refusal was
+/// once logged as an event of its own, a write per request from any client allowed to
+/// visit.)
+#[tokio::test]
+async fn a_refused_visit_writes_nothing_to_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rt, _clock) = common::runtime_with(|b| b.data_dir(dir.path()).max_input_bytes(64)).await;
+    rt.save_door(DoorSpec::route("resume", "asker").resume_expr(r#"{"id": .id, "payload": 1}"#))
+        .unwrap();
+    rt.save_door(DoorSpec::route("twice", "asker").resume_expr("1, 2"))
+        .unwrap();
+    rt.save_door(DoorSpec::route("fails", "asker").start_expr("error(\"no\")"))
+        .unwrap();
+    rt.save_door(DoorSpec::route("extras", "echo").extras_expr(r#"{"nope": 1}"#))
+        .unwrap();
+    rt.run(Start::new("held", "asker")).await.unwrap();
+    rt.settle().await;
+    let mut events = rt.events();
+    let before = rt.store_stats().expect("a durable runtime");
+
+    let big = json!({"pad": "x".repeat(100)});
+    let table = [
+        (
+            "resume",
+            json!({"id": "i-404"}),
+            "unknown interaction i-404",
+        ),
+        ("twice", json!({}), "emitted more than one value"),
+        ("fails", json!({}), "start_expr failed"),
+        ("extras", json!({}), "does not declare extras key(s) nope"),
+        ("resume", big, "more than the limit of 64"),
+    ];
+    let mut refused = 0;
+    for subject in ["held", "never-seen"] {
+        for (door, input, message) in &table {
+            for _ in 0..10 {
+                let error = rt.visit(door, subject, input.clone()).await.unwrap_err();
+                assert!(
+                    error.to_string().contains(message),
+                    "{door} on {subject}: {error}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    rt.settle().await;
+    let after = rt.store_stats().expect("a durable runtime");
+    assert_eq!(
+        (after.batches, after.bytes, after.syncs),
+        (before.batches, before.bytes, before.syncs),
+        "{refused} refused visits wrote nothing"
+    );
+    let published = common::drain(&mut events)
+        .iter()
+        .filter(|e| common::kind(e) == "visit_refused")
+        .count();
+    assert_eq!(published, refused, "every refusal is published");
+    assert!(rt.list("never-seen").await.unwrap().is_empty());
+}

@@ -655,3 +655,51 @@ async fn a_subject_woken_only_by_an_acknowledgement_passivates_at_once() {
         );
     }
 }
+
+/// A timer of a subject's own (an expiry that kills, a waiting outcome's retention) is
+/// the clock's doing, not activity: a subject it wakes, or one it reaches just after its
+/// actor began to drain (handed to a fresh actor, as here), passivates once the timer is
+/// handled, instead of keeping its actor for another `passivate_after`. On a server with
+/// several threads such a timer once kept a subject live where one thread had it passive.
+#[tokio::test]
+async fn a_timer_that_wakes_a_subject_does_not_keep_its_actor() {
+    for durable in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (rt, clock) = common::runtime_with(|b| {
+            let b = b.passivate_after(secs(30)).waiting_retention(secs(120));
+            if durable { b.data_dir(dir.path()) } else { b }
+        })
+        .await;
+        // "w": a waiting outcome, dropped at its retention (120 s); "x": an ask that
+        // expires (10 min) and kills its run.
+        rt.run(Start::new("w", "asker")).await.unwrap();
+        let id = rt.list("w").await.unwrap()[0].id.clone();
+        rt.resume_detached("w", &id, json!("yes")).await.unwrap();
+        rt.run(Start::new("x", "asker")).await.unwrap();
+        rt.settle().await;
+        clock.advance(secs(31));
+        rt.settle().await;
+        assert_eq!(
+            census(&rt).await,
+            (0, 2),
+            "durable: {durable}: idle: passive"
+        );
+
+        for (wait, subject, what) in [(secs(100), "w", "retention"), (secs(600), "x", "expiry")] {
+            let passivations = rt.stats().await.passivations;
+            clock.advance(wait);
+            rt.settle().await;
+            assert!(
+                rt.list(subject).await.unwrap().is_empty(),
+                "durable: {durable}: the {what} was handled"
+            );
+            let stats = rt.stats().await;
+            assert_eq!(
+                (stats.live_subjects, stats.passivations),
+                (0, passivations + 1),
+                "durable: {durable}: woken by its {what}, passive again at once"
+            );
+        }
+        rt.shutdown().await;
+    }
+}

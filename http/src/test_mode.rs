@@ -4,7 +4,8 @@
 //! and they need the `admin` scope.
 //!
 //! - `POST /v1/test/clock` with `{"advance": "4m"}` moves the virtual clock forward and
-//!   answers `{"now"}`; nothing else moves it.
+//!   answers `{"now"}`; nothing else moves it. A move past the clock's last instant
+//!   (`ManualClock::last`) is refused with 400 and moves nothing.
 //! - `POST /v1/test/settle?after=N` waits until the runtime has nothing left to do at the
 //!   clock's present (bounded by [`parkway::sim::HANG`]) and answers what the client
 //!   needs to read the step's consequences from the streams: `now`, the scripted
@@ -78,7 +79,9 @@ async fn clock(
             format!("{advance:?} is not a duration such as 4m: {e}"),
         )
     })?;
-    test.clock.advance(by);
+    test.clock
+        .try_advance(by)
+        .map_err(|e| ApiError::field("advance", e.to_string()))?;
     Ok(Json(json!({"now": now(&face.runtime)})))
 }
 

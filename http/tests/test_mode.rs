@@ -78,14 +78,27 @@ async fn the_clock_and_settle_exist_in_test_mode_only_and_refuse_bad_input() {
     );
     let (status, _) = call("/v1/test/clock", ADMIN, Some(json!({"advance": 5}))).await;
     assert_eq!(status, 400);
-    // A huge advance saturates instead of failing.
-    let (status, _) = call(
+    // A move past the clock's last instant is refused, naming the field, and moves
+    // nothing (it once saturated at the end of chrono's range, where timers spin).
+    let (_, before) = call("/v1/test/clock", ADMIN, Some(json!({"advance": "0s"}))).await;
+    let (status, body) = call(
         "/v1/test/clock",
         ADMIN,
         Some(json!({"advance": "99999999999y"})),
     )
     .await;
-    assert_eq!(status, 200);
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &json!("advance")),
+        "{body}"
+    );
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("past 9999-12-31T23:59:59.999999999Z"),
+        "{body}"
+    );
+    let (_, after) = call("/v1/test/clock", ADMIN, Some(json!({"advance": "0s"}))).await;
+    assert_eq!(before["now"], after["now"], "the clock did not move");
 
     let (status, body) = call("/v1/test/settle", ADMIN, None).await;
     assert_eq!((status, &body["settled"]), (200, &json!(true)), "{body}");

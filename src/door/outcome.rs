@@ -82,6 +82,11 @@ pub enum VisitError {
     /// The subject was the empty string; a subject is a non-empty key.
     #[error("the subject is empty: a subject must be a non-empty string")]
     EmptySubject,
+    /// A name it was given (the subject, the door) is longer than
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) or holds a control character; the message
+    /// names which, and what is wrong.
+    #[error("{0}")]
+    InvalidName(String),
     /// No door of that name is saved.
     #[error("unknown door {door}")]
     UnknownDoor {
@@ -137,7 +142,10 @@ impl VisitError {
             | VisitError::InputTooLarge { door, .. }
             | VisitError::InputTooDeep { door, .. }
             | VisitError::Refused { door, .. } => door,
-            VisitError::Stopped | VisitError::EmptySubject | VisitError::Store(_) => "",
+            VisitError::Stopped
+            | VisitError::EmptySubject
+            | VisitError::Store(_)
+            | VisitError::InvalidName(_) => "",
         }
     }
 }
@@ -147,6 +155,7 @@ impl VisitError {
     pub fn kind(&self) -> &'static str {
         match self {
             VisitError::EmptySubject => "empty_subject",
+            VisitError::InvalidName(_) => "invalid_name",
             VisitError::UnknownDoor { .. } => "unknown_door",
             VisitError::Broken { .. } => "broken",
             VisitError::InputTooLarge { .. } => "input_too_large",

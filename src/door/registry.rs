@@ -264,7 +264,16 @@ impl Saved {
                     .one("subject_expr", p, &doc, &vars, &limits)
                     .await
                     .and_then(|v| match v {
-                        Value::String(s) if !s.is_empty() => Ok(Some(s)),
+                        Value::String(s) if !s.is_empty() => {
+                            match crate::name::problem("subject", &s) {
+                                None => Ok(Some(s)),
+                                Some(why) => Err(shape(
+                                    "subject_expr",
+                                    &Value::String(s),
+                                    &format!("subject_expr must yield a subject: {why}"),
+                                )),
+                            }
+                        }
                         other => Err(shape(
                             "subject_expr",
                             &other,

@@ -57,6 +57,10 @@ pub enum SaveProblem {
     /// A subject is empty.
     #[error("subject must not be empty")]
     EmptySubject,
+    /// A name (the door's, its target's, a hook's topic, a fixed subject) is longer than
+    /// [`MAX_NAME_BYTES`](crate::MAX_NAME_BYTES) or holds a control character.
+    #[error("{0}")]
+    InvalidName(String),
     /// A schedule's interval is not a positive humantime duration.
     #[error("schedule interval {interval:?} is not a positive duration such as 5m")]
     Interval {
@@ -113,12 +117,16 @@ impl Saved {
         generation: u64,
     ) -> Result<Self, Vec<SaveProblem>> {
         let mut problems = Vec::new();
-        if !valid_name(&spec.name) {
+        if let Some(why) = crate::name::problem("door name", &spec.name) {
+            problems.push(SaveProblem::InvalidName(why));
+        } else if !valid_name(&spec.name) {
             problems.push(SaveProblem::Name {
                 name: spec.name.clone(),
             });
         }
-        if targets.get(&spec.target).is_none() {
+        if let Some(why) = crate::name::problem("target", &spec.target) {
+            problems.push(SaveProblem::InvalidName(why));
+        } else if targets.get(&spec.target).is_none() {
             problems.push(SaveProblem::UnknownTarget {
                 target: spec.target.clone(),
             });
@@ -153,6 +161,12 @@ impl Saved {
                 if topic.is_empty() {
                     problems.push(SaveProblem::EmptyTopic);
                 }
+                problems.extend(crate::name::problem("topic", topic).map(SaveProblem::InvalidName));
+                if let Some(subject) = subject {
+                    problems.extend(
+                        crate::name::problem("subject", subject).map(SaveProblem::InvalidName),
+                    );
+                }
                 match (subject, s) {
                     (Some(subject), None) if subject.is_empty() => {
                         problems.push(SaveProblem::EmptySubject)
@@ -177,6 +191,8 @@ impl Saved {
                 if subject.is_empty() {
                     problems.push(SaveProblem::EmptySubject);
                 }
+                problems
+                    .extend(crate::name::problem("subject", subject).map(SaveProblem::InvalidName));
             }
         }
         match contract {

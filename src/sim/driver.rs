@@ -320,10 +320,12 @@ impl Driver for InProcess<'_> {
                         .collect(),
                 ))
             }
-            Action::Advance { by, .. } => {
-                self.clock.advance(*by);
-                Ok(json!({"now": rt.now().to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)}))
-            }
+            Action::Advance { by, .. } => match self.clock.try_advance(*by) {
+                Ok(_) => Ok(
+                    json!({"now": rt.now().to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)}),
+                ),
+                Err(e) => Err(Failure::new("invalid", e.to_string())),
+            },
             Action::Answer { id, answer } => rt
                 .answer(&text(id), answer.clone())
                 .await

@@ -697,6 +697,11 @@ impl Shared {
         self.refusal().map_or(Ok(()), Err)
     }
 
+    /// The failure that stopped the store, if one did.
+    pub(crate) fn failure(&self) -> Option<Arc<StoreError>> {
+        lock(&self.poison).clone()
+    }
+
     /// What everything is told once a failure stopped the store, naming it.
     fn refusal(&self) -> Option<StoreError> {
         lock(&self.poison)

@@ -33,7 +33,7 @@ use crate::run::Ctx;
 use crate::run::activation::{self, Activation};
 use crate::run::port::Port;
 use crate::store::{Batch, Receipt, StoreError};
-use crate::supervisor::{self, TimerKey};
+use crate::supervisor;
 
 /// The actor type.
 pub(crate) struct Active;
@@ -126,9 +126,9 @@ impl ractor::Actor for Active {
             msg if state.awaiting.is_some() => state.held.push_back(msg),
             msg => {
                 let mut work = Work::new(&hub, &myself, &mut held.tasks);
-                let (done, key) = Box::pin(work.message(&mut state, msg)).await;
+                let (done, said) = Box::pin(work.message(&mut state, msg)).await;
                 handled += usize::from(done);
-                touch = key.map_or(Touch::Active, Touch::Idle);
+                touch = said;
             }
         }
         // Messages held while an operation waited, now that none waits.
@@ -136,13 +136,9 @@ impl ractor::Actor for Active {
             && let Some(msg) = state.held.pop_front()
         {
             let mut work = Work::new(&hub, &myself, &mut held.tasks);
-            let (done, key) = Box::pin(work.message(&mut state, msg)).await;
+            let (done, said) = Box::pin(work.message(&mut state, msg)).await;
             handled += usize::from(done);
-            touch = match (key, touch) {
-                (Some(key), _) => Touch::Idle(key),
-                (None, Touch::Idle(key)) => Touch::Idle(key),
-                (None, _) => Touch::Active,
-            };
+            touch = touch.then(said);
         }
         // The turn's changes go to the store as one batch.
         Work::new(&hub, &myself, &mut held.tasks).submit_turn(&state);
@@ -238,15 +234,16 @@ impl<'a> Work<'a> {
     }
 
     /// Handle one message from the mailbox (or held): whether it was handled (not left
-    /// waiting for chains), and the idle timer's key when it was an idle check.
-    async fn message(&mut self, state: &mut State, msg: Msg) -> (bool, Option<TimerKey>) {
+    /// waiting for chains), and what it says of the subject's activity.
+    async fn message(&mut self, state: &mut State, msg: Msg) -> (bool, Touch) {
         let what = match msg {
             Msg::Op(op) => {
-                let idle = match &op {
-                    Op::Idle { key } => Some(*key),
-                    _ => None,
+                let touch = match &op {
+                    Op::Idle { key } => Touch::Idle(*key),
+                    Op::Expire { .. } | Op::Retire { .. } => Touch::Timer,
+                    _ => Touch::Active,
                 };
-                return (self.run(state, Awaiting::Op(op), None), idle);
+                return (self.run(state, Awaiting::Op(op), None), touch);
             }
             Msg::Visit { door, input, reply } => {
                 let s = &self.hub.services;
@@ -267,14 +264,14 @@ impl<'a> Work<'a> {
                 })
             }
             // An answer nothing waits for: a stale exchange, ignored.
-            Msg::Chains(_) => return (true, None),
+            Msg::Chains(_) => return (true, Touch::Active),
             // Taken in `handle` before anything is held; not reached.
             Msg::Durable(result) => {
                 self.durable(state, result);
-                return (true, None);
+                return (true, Touch::Active);
             }
         };
-        (self.run(state, what, None), None)
+        (self.run(state, what, None), Touch::Active)
     }
 
     /// Run one transition and apply its effects; whether it was handled.

@@ -131,6 +131,16 @@ impl Hub {
         if spec.subject.is_empty() {
             return Err(StartError::EmptySubject);
         }
+        let problems: Vec<String> = [
+            crate::name::problem("subject", &spec.subject),
+            crate::name::problem("target", &spec.target),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !problems.is_empty() {
+            return Err(StartError::InvalidName(problems.join("; ")));
+        }
         let spec = spec.checked()?;
         if self.services.is_closed() {
             return Err(StartError::Stopped);
@@ -317,16 +327,18 @@ impl Hub {
         }
     }
 
-    /// Publish a refused visit, and hand the error back.
+    /// Publish a refused visit, and hand the error back to its visitor.
+    ///
+    /// Published, not logged: the visitor holds the refusal, and nothing changed that a
+    /// restart must find, so a refused visit costs the store nothing. Logged, each would
+    /// be a write, and a client allowed only to visit could turn bad visits into disk
+    /// writes, and push the events that matter out of the log's window.
     pub(crate) fn refused(&self, subject: &str, error: VisitError) -> VisitError {
-        self.services.publish_alone(
-            Event::VisitRefused {
-                subject: subject.to_owned(),
-                door: error.door().to_owned(),
-                error: error.to_string(),
-            },
-            crate::store::Batch::new(),
-        );
+        self.services.events.publish(Event::VisitRefused {
+            subject: subject.to_owned(),
+            door: error.door().to_owned(),
+            error: error.to_string(),
+        });
         error
     }
 

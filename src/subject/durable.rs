@@ -533,10 +533,16 @@ mod tests {
         };
         let store = Store::memory_with(Syncing::Inline, faults);
         let rt = open(store.clone()).await;
+        assert_eq!(rt.store_failure(), None, "the store works");
         let mut events = rt.events();
         let refused = rt.run(Start::new("s", "asker")).await;
         assert!(refused.is_err(), "{refused:?}");
         assert!(rt.is_shut_down(), "the runtime stopped");
+        assert_eq!(
+            rt.store_failure().as_deref(),
+            Some("store memory: sync failed: injected failure of sync 1"),
+            "the runtime says why"
+        );
         assert!(
             events.try_recv().is_err(),
             "nothing of the change was shown"

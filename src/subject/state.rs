@@ -311,6 +311,24 @@ pub(crate) enum Touch {
     /// Only an acknowledgement (a change made durable, the chains an operation waited
     /// for): no activity of its own.
     Ack,
+    /// A timer of the subject's own fired (an expiry, a retention horizon): the clock
+    /// moved, nobody came. Not activity: a subject woken by one (or handed one that
+    /// reached its actor just after it began to drain) passivates once it is idle, not
+    /// `passivate_after` later; a run the timer resumes keeps it as any run does.
+    Timer,
+}
+
+impl Touch {
+    /// What `self` then `next`, handled in one turn, say together: a fired idle check
+    /// (the latest) stands, else any activity counts.
+    pub(crate) fn then(self, next: Touch) -> Touch {
+        match (self, next) {
+            (_, Touch::Idle(key)) | (Touch::Idle(key), _) => Touch::Idle(key),
+            (Touch::Active, _) | (_, Touch::Active) => Touch::Active,
+            (Touch::Timer, _) | (_, Touch::Timer) => Touch::Timer,
+            (Touch::Ack, Touch::Ack) => Touch::Ack,
+        }
+    }
 }
 
 /// What the actor should do after a message.
@@ -1543,8 +1561,9 @@ impl State {
             }
             Touch::Active => self.last_active = Some(now),
             // A change made durable is the end of earlier work, not new work: a subject
-            // woken only to take it passivates as it would have without the store.
-            Touch::Ack => {}
+            // woken only to take it passivates as it would have without the store. A
+            // timer of its own is the clock's, not work either.
+            Touch::Ack | Touch::Timer => {}
         }
         false
     }
@@ -1566,11 +1585,11 @@ impl State {
         if self.live > 0 {
             return After::Stay;
         }
-        // A subject woken only to take an acknowledgement has done nothing since it last
-        // passivated: it is idle already.
+        // A subject woken only to take an acknowledgement, or by a timer of its own, has
+        // had no work since it last passivated: it is idle already.
         let idle_since = match (self.last_active, touch) {
             (Some(at), _) => at,
-            (None, Touch::Ack) => DateTime::<Utc>::MIN_UTC,
+            (None, Touch::Ack | Touch::Timer) => DateTime::<Utc>::MIN_UTC,
             (None, _) => now,
         };
         let due = chrono::Duration::from_std(step.settings.passivate_after)

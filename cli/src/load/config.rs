@@ -140,6 +140,26 @@ pub enum LoadError {
     /// or serves other doors under their names; the message says what differs.
     #[error("{0}")]
     Workload(String),
+    /// The runtime stopped while the load ran (its store failed, say on a full disk):
+    /// the visits stopped at once, and no report is made of them.
+    #[error("the runtime stopped during the {phase}: {why}")]
+    Stopped {
+        /// The phase it stopped in: `prefill` or `visits`.
+        phase: &'static str,
+        /// Why: the store's failure, naming the directory and the cause, or a shutdown.
+        why: String,
+    },
+}
+
+impl LoadError {
+    /// The runtime stopped during `phase`; `failure` is its store's, if that is why.
+    pub(crate) fn stopped(phase: &'static str, failure: Option<String>) -> LoadError {
+        let why = match failure {
+            Some(failure) => format!("its store failed: {failure}"),
+            None => "it was shut down".to_owned(),
+        };
+        LoadError::Stopped { phase, why }
+    }
 }
 
 impl LoadConfig {

@@ -311,6 +311,12 @@ pub(crate) trait Visitor: Send + 'static {
 
     /// Count what a visit answered (after its latency is taken, as before the trait).
     fn count(&mut self, answer: Self::Answer);
+
+    /// Whether the visits must stop at once: the runtime stopped (its store failed), so
+    /// every visit from now on would only be refused.
+    fn halted(&self) -> bool {
+        false
+    }
 }
 
 /// A visitor of a runtime in this process.
@@ -319,6 +325,11 @@ pub(crate) struct Local {
     names: Arc<Vec<String>>,
     /// What its visits did.
     pub(crate) client: Client,
+}
+
+/// The runtime refused a visit as stopped: it will refuse every one from now on.
+fn stopped(answer: &Result<Visit, VisitError>) -> bool {
+    matches!(answer, Err(VisitError::Stopped))
 }
 
 impl Local {
@@ -351,7 +362,15 @@ impl Visitor for Local {
     }
 
     fn count(&mut self, answer: Self::Answer) {
+        if stopped(&answer) {
+            // Said once by the caller of `load::run`, with why; not counted as a refusal.
+            return;
+        }
         self.client.count(answer);
+    }
+
+    fn halted(&self) -> bool {
+        self.rt.is_shut_down()
     }
 }
 
@@ -377,10 +396,13 @@ pub(crate) async fn prefill<V: Visitor>(config: &LoadConfig, make: impl Fn(usize
         tasks.spawn(async move {
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
-                if n >= subjects {
+                if n >= subjects || visitor.halted() {
                     break visitor;
                 }
                 for _ in 0..asks {
+                    if visitor.halted() {
+                        break;
+                    }
                     let answer = visitor
                         .visit(Op::Start, n as usize, workload::long_start())
                         .await;
@@ -427,6 +449,9 @@ pub(crate) async fn visit<V: Visitor>(
         let (stop, rate) = (config.stop, config.rate);
         tasks.spawn(async move {
             loop {
+                if visitor.halted() {
+                    break;
+                }
                 let ticket = tickets.fetch_add(1, Ordering::Relaxed);
                 if let Stop::Count(n) = stop
                     && ticket >= n

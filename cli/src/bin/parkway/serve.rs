@@ -124,7 +124,8 @@ pub(crate) fn main(args: Args) -> ExitCode {
         .init();
     // Test mode plays a scenario as `parkway sim` does, on one thread: messages sent
     // together (the timers due at one instant) reach their actors before any of them
-    // runs, so what the scenario shows does not depend on thread timing.
+    // runs, so their events reach the log in one order, and a transcript, which compares
+    // a step's events in order, does not depend on thread timing.
     let mut builder = match args.test_scenario {
         Some(_) => tokio::runtime::Builder::new_current_thread(),
         None => tokio::runtime::Builder::new_multi_thread(),
