@@ -119,7 +119,7 @@ pub use name::MAX_NAME_BYTES;
 pub use record::{Buffered, NoResult, Resumed, RunRecord, RunStatus, Suspended};
 pub use run::Ctx;
 pub use run::journal::{Journal, JournalEntry};
-pub use runtime::{Builder, Runtime, Start, Stats, StoreStats};
+pub use runtime::{Builder, Runtime, Start, Stats, StoreRecovery, StoreStats};
 pub use settings::{
     MAX_CONCURRENT, MAX_CONCURRENT_CALLER, Settings, SettingsError, WAITING_RETENTION,
 };

@@ -138,6 +138,25 @@ pub struct StoreStats {
     pub commit_time: Duration,
 }
 
+/// What opening the data directory found in the store's journals and did about them
+/// ([`Runtime::store_recovery`], `docs/durability.md`, "Damaged journals").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct StoreRecovery {
+    /// Whole batches the journals held for the engine to replay (those its tables
+    /// already held among them).
+    pub journal_batches: u64,
+    /// Bytes of a torn last batch, never acknowledged, dropped (a crash inside a write).
+    pub torn_bytes: u64,
+    /// Damaged journals cut at the damage, as [`Builder::truncate_damaged_journal`]
+    /// allowed (0 or 1).
+    pub cuts: u64,
+    /// Whole batches found after such a cut, and dropped with it.
+    pub dropped_batches: u64,
+    /// Bytes dropped by such a cut, kept aside in the data directory's `dropped/`.
+    pub dropped_bytes: u64,
+}
+
 /// Sizes of a runtime's moving parts, for tests, tools and benchmarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -202,6 +221,8 @@ pub struct Builder {
     data_dir: Option<std::path::PathBuf>,
     /// How many entries the durable event log keeps, if not its default.
     log_entries: Option<u64>,
+    /// Cut a damaged journal at the damage rather than refuse the data directory.
+    truncate_damaged_journal: bool,
     /// A store made by the caller (a simulation's memory store), used instead of a
     /// data directory.
     store: Option<crate::store::Store>,
@@ -220,6 +241,7 @@ impl Default for Builder {
             ids: None,
             data_dir: None,
             log_entries: None,
+            truncate_damaged_journal: false,
             store: None,
             targets: Default::default(),
             event_capacity: DEFAULT_EVENT_CAPACITY,
@@ -323,6 +345,18 @@ impl Builder {
         self
     }
 
+    /// When the data directory's journal is damaged before its end, cut it at the damage
+    /// and open, rather than refuse (the default). Opening would otherwise drop what
+    /// follows the damage, acknowledged work among it; the refusal names the journal,
+    /// the offset and what would be dropped. With this, what is dropped is logged at
+    /// `error`, kept aside in the directory's `dropped/`, and counted in
+    /// [`Runtime::store_recovery`]. An operator's choice for one open, after reading a
+    /// refusal: there is no environment variable for it (`docs/durability.md`).
+    pub fn truncate_damaged_journal(mut self, truncate: bool) -> Self {
+        self.truncate_damaged_journal = truncate;
+        self
+    }
+
     /// Keep everything in `store` (a simulation's memory store, which it can crash), as
     /// a data directory would.
     pub(crate) fn store(mut self, store: crate::store::Store) -> Self {
@@ -368,7 +402,15 @@ impl Builder {
             (Some(store), _) => Some(store),
             (None, None) => None,
             (None, Some(dir)) => {
-                Some(crate::store::Store::open(dir).map_err(|e| BuildError::Store(e.to_string()))?)
+                let on_damage = if self.truncate_damaged_journal {
+                    crate::store::OnDamage::Truncate
+                } else {
+                    crate::store::OnDamage::Refuse
+                };
+                Some(
+                    crate::store::Store::open_as(dir, on_damage, Default::default())
+                        .map_err(|e| BuildError::Store(e.to_string()))?,
+                )
             }
         };
         let mut services = Services::new(
@@ -1051,6 +1093,21 @@ impl Runtime {
                 keys: s.keys,
                 largest_group: s.largest_group,
                 commit_time: Duration::from_micros(s.commit_micros),
+            }
+        })
+    }
+
+    /// What opening the data directory found in the store's journals and did about them;
+    /// `None` for a runtime in memory.
+    pub fn store_recovery(&self) -> Option<StoreRecovery> {
+        self.hub().services.store.as_ref().map(|store| {
+            let r = store.recovered();
+            StoreRecovery {
+                journal_batches: r.journal_batches,
+                torn_bytes: r.torn_bytes,
+                cuts: r.cuts,
+                dropped_batches: r.dropped_batches,
+                dropped_bytes: r.dropped_bytes,
             }
         })
     }

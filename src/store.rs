@@ -13,6 +13,9 @@
 //!   check`).
 //! - `journal`: the engine's journal files, which the disk store's sync thread syncs
 //!   itself, beside the engine's lock, while the writer writes the next group.
+//! - `damage`: reads the journals before the engine replays them, and tells a torn last
+//!   batch from damage before it; `mark`: the mark of the last acknowledged group, which
+//!   tells a torn batch from an acknowledged one damaged.
 //!
 //! A caller submits a [`Batch`] with an [`Ack`] and goes on; the ack is called once,
 //! from the writer (on disk, its sync thread), when the batch is durable or when it
@@ -24,9 +27,11 @@
 //! subject's change becomes in bytes is its caller's business.
 
 mod batch;
+mod damage;
 mod disk;
 mod journal;
 mod log;
+mod mark;
 mod memory;
 mod reader;
 mod space;
@@ -103,6 +108,8 @@ struct Handle {
     shared: Arc<Shared>,
     /// The writer thread, if syncing is automatic; taken when the store is closed.
     thread: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// What the open found in the journals and did about them.
+    recovered: Recovered,
 }
 
 impl Drop for Handle {
@@ -177,6 +184,34 @@ impl Stats {
             self.batches as f64 / self.syncs as f64
         }
     }
+}
+
+/// What a disk store's open does with a damaged journal (`docs/durability.md`, "Damaged
+/// journals").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum OnDamage {
+    /// Refuse to open, naming the journal, the offset and what would be dropped.
+    #[default]
+    Refuse,
+    /// Cut the journal at the damage, keep what is dropped aside, and open (logged, and
+    /// counted in [`Recovered`]). The operator's choice, after reading a refusal.
+    Truncate,
+}
+
+/// What a disk store's open found in its journals and what it did about them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Recovered {
+    /// Whole batches the journals held for the engine to replay (those already in its
+    /// tables among them).
+    pub(crate) journal_batches: u64,
+    /// Bytes of a torn last batch, never acknowledged, that the engine dropped.
+    pub(crate) torn_bytes: u64,
+    /// Damaged journals cut at open under [`OnDamage::Truncate`] (0 or 1).
+    pub(crate) cuts: u64,
+    /// Whole batches found after those cuts, and dropped with them.
+    pub(crate) dropped_batches: u64,
+    /// Bytes dropped by those cuts (kept aside in `<dir>/dropped/`).
+    pub(crate) dropped_bytes: u64,
 }
 
 /// A failure of a store that is open: a write, a sync or a read.
@@ -320,6 +355,34 @@ pub(crate) enum OpenError {
         /// What the engine said.
         cause: String,
     },
+    /// A journal is damaged before its end: opening would drop what follows the damage
+    /// (the engine takes the first batch it cannot read for a torn tail), or the last
+    /// acknowledged group is missing from it.
+    #[error(
+        "store directory {path}: the journal {journal} is damaged at byte {offset}: {reason}; {}",
+        damage::dropped(*.batches, *.bytes, *.later, *.last_acknowledged, *.acknowledged_lost)
+    )]
+    DamagedJournal {
+        /// The data directory.
+        path: PathBuf,
+        /// The journal file.
+        journal: PathBuf,
+        /// Where, in that file, the last whole batch before the damage ends.
+        offset: u64,
+        /// What is wrong there.
+        reason: String,
+        /// Whole batches found after the damage.
+        batches: u64,
+        /// Bytes from the damage to the end of what was written, in that file and the
+        /// later journals.
+        bytes: u64,
+        /// Later journal files, dropped whole by a cut.
+        later: usize,
+        /// The mark of the last acknowledged group, if the directory has one.
+        last_acknowledged: Option<u64>,
+        /// Whether that group is at or after the damage.
+        acknowledged_lost: bool,
+    },
     /// The writer thread could not be started.
     #[error("cannot start the writer of store directory {path}: {source}")]
     Thread {
@@ -366,6 +429,7 @@ impl Store {
             handle: Arc::new(Handle {
                 shared,
                 thread: std::sync::Mutex::new(thread),
+                recovered: Recovered::default(),
             }),
         }
     }
@@ -378,7 +442,16 @@ impl Store {
 
     /// [`Store::open`], failing as `faults` say.
     pub(crate) fn open_with(dir: &Path, faults: Faults) -> Result<Store, OpenError> {
-        let disk = Disk::open(dir)?;
+        Store::open_as(dir, OnDamage::Refuse, faults)
+    }
+
+    /// [`Store::open`], doing with a damaged journal what `on_damage` says.
+    pub(crate) fn open_as(
+        dir: &Path,
+        on_damage: OnDamage,
+        faults: Faults,
+    ) -> Result<Store, OpenError> {
+        let (disk, recovered) = Disk::open_as(dir, on_damage)?;
         let shared = Arc::new(Shared::new(
             Arc::from(dir.display().to_string()),
             Engine::Disk(disk),
@@ -396,8 +469,14 @@ impl Store {
             handle: Arc::new(Handle {
                 shared,
                 thread: std::sync::Mutex::new(Some(thread)),
+                recovered,
             }),
         })
+    }
+
+    /// What the open found in the journals and did about them (all zero in memory).
+    pub(crate) fn recovered(&self) -> Recovered {
+        self.handle.recovered
     }
 
     /// Queues `batch`; `on_durable` is called once, from the writer (on disk, its sync
@@ -489,6 +568,7 @@ impl Store {
             handle: Arc::new(Handle {
                 shared,
                 thread: std::sync::Mutex::new(thread),
+                recovered: Recovered::default(),
             }),
         })
     }

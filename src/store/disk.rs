@@ -14,6 +14,12 @@
 //! so nothing is synced but by the sync, which syncs the journal files beside the engine
 //! (`super::journal`), holding none of its locks, so that the next group can be written
 //! meanwhile.
+//!
+//! Before the engine replays its journals, the open reads them itself (`super::damage`)
+//! and checks them against the mark of the last acknowledged group (`super::mark`): a
+//! torn last batch is left to the engine, which drops it; damage before the journals'
+//! end, or a last acknowledged group missing, is refused naming the journal and the
+//! offset, unless the operator asked to cut there ([`OnDamage::Truncate`]).
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::ErrorKind;
@@ -23,13 +29,19 @@ use std::path::Path;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use super::batch::last_per_key;
+use super::damage::{self, Cut};
 use super::journal::Journals;
-use super::{Batch, Entries, FORMAT_VERSION, Op, OpenError, Space, UPGRADES_FROM};
+use super::mark::{self, Mark};
+use super::{
+    Batch, Entries, FORMAT_VERSION, OnDamage, Op, OpenError, Recovered, Space, UPGRADES_FROM,
+};
 
 /// The lock file's name in a data directory.
 pub(super) const LOCK_FILE: &str = "parkway.lock";
 /// The fjall database's folder in a data directory.
 pub(super) const DATA_DIR: &str = "data";
+/// Where a cut keeps what it dropped from the journals, in a data directory.
+pub(super) const DROPPED_DIR: &str = "dropped";
 pub(super) use super::VERSION_KEY;
 
 /// The journals kept before the oldest memtables are flushed into tables: an open after
@@ -52,6 +64,8 @@ struct Open {
     db: Database,
     /// Its journal files, synced beside it.
     journals: Journals,
+    /// The mark of the last acknowledged group, written after each sync.
+    mark: Mark,
     /// The locked lock file, released when the store is dropped, after the database.
     _lock: File,
 }
@@ -60,8 +74,15 @@ struct Open {
 const CLOSED: &str = "the store is closed";
 
 impl Disk {
-    /// Opens (or creates) the store in `dir`.
+    /// Opens (or creates) the store in `dir`, refusing a damaged journal.
+    #[cfg(test)]
     pub(super) fn open(dir: &Path) -> Result<Disk, OpenError> {
+        Disk::open_as(dir, OnDamage::Refuse).map(|(disk, _)| disk)
+    }
+
+    /// Opens (or creates) the store in `dir`, doing with a damaged journal what
+    /// `on_damage` says; what it found in the journals.
+    pub(super) fn open_as(dir: &Path, on_damage: OnDamage) -> Result<(Disk, Recovered), OpenError> {
         let directory = |source| OpenError::Directory {
             path: dir.to_path_buf(),
             source,
@@ -86,19 +107,23 @@ impl Disk {
             }
         }
         let lock = take_lock(dir)?;
+        let recovered = check_journals(dir, &data, on_damage)?;
+        let mark = Mark::open(dir).map_err(directory)?;
         let (db, spaces) = open_engine(dir, &data)?;
         let found = check_version(dir, &db, &spaces)?;
         if found < LOG_IN_CHUNKS {
             convert_log(dir, &db, &spaces, found)?;
         }
-        Ok(Disk {
+        let disk = Disk {
             open: std::sync::RwLock::new(Some(Open {
                 spaces,
                 db,
                 journals: Journals::new(data),
+                mark,
                 _lock: lock,
             })),
-        })
+        };
+        Ok((disk, recovered))
     }
 
     /// Releases the engine and the directory's lock: a store opened on the directory
@@ -194,13 +219,21 @@ impl Open {
         write_group(&self.db, &self.spaces, batches)?;
         self.db
             .persist(PersistMode::Buffer)
-            .map_err(|err| describe(&err))
+            .map_err(|err| describe(&err))?;
+        // The writer is the engine's only writer: what a snapshot sees ends with this group.
+        if let Some(seqno) = self.db.snapshot().seqno().checked_sub(1) {
+            self.mark.written(seqno);
+        }
+        Ok(())
     }
 
     /// Syncs the journal: everything written before the call is durable when it returns
     /// `Ok`. The journal files are synced directly, holding none of the engine's locks;
     /// if none is found, the engine syncs its own.
+    /// The mark of the last group written before the sync is written after it, before
+    /// the sync's acks are called, so it never names a group that is not durable.
     fn sync(&self) -> Result<(), String> {
+        let covered = self.mark.covered();
         match self.journals.sync() {
             Ok(true) => Ok(()),
             Ok(false) => self
@@ -208,7 +241,8 @@ impl Open {
                 .persist(PersistMode::SyncData)
                 .map_err(|err| describe(&err)),
             Err(err) => Err(err.to_string()),
-        }
+        }?;
+        self.mark.store(covered).map_err(|err| err.to_string())
     }
 
     /// One key's value, as written.
@@ -286,6 +320,155 @@ fn take_lock(dir: &Path) -> Result<File, OpenError> {
             path: dir.to_path_buf(),
         }),
         Err(TryLockError::Error(source)) => Err(lock_error(source)),
+    }
+}
+
+/// Reads the journals in `data` before the engine replays them and checks them against
+/// the mark of the last acknowledged group: a torn last batch is left to the engine (which
+/// drops it); damage before the end, or an acknowledged group missing, is refused, or cut
+/// there under [`OnDamage::Truncate`].
+fn check_journals(dir: &Path, data: &Path, on_damage: OnDamage) -> Result<Recovered, OpenError> {
+    let unreadable = |source| OpenError::Directory {
+        path: data.to_path_buf(),
+        source,
+    };
+    let scan = damage::scan(data).map_err(unreadable)?;
+    let last_acknowledged = mark::read(dir).map_err(unreadable)?;
+    let mut recovered = Recovered {
+        journal_batches: scan.batches,
+        ..Recovered::default()
+    };
+    // The last acknowledged group is lost if the last whole batch is older than it, or
+    // (no whole batch in the journals, as after the older ones were flushed and deleted)
+    // the batch at the cut is it or older.
+    let acknowledged_lost = last_acknowledged.is_some_and(|mark| match scan.last_seqno {
+        Some(last) => mark > last,
+        None => scan
+            .cut
+            .as_ref()
+            .and_then(|cut| cut.seqno)
+            .is_some_and(|seqno| seqno <= mark),
+    });
+    let cut = match scan.cut {
+        None if !acknowledged_lost => return Ok(recovered),
+        Some(cut) if cut.torn && !acknowledged_lost => {
+            tracing::info!(
+                journal = %cut.path.display(),
+                offset = cut.offset,
+                bytes = cut.bytes_after,
+                "the journal's last batch was torn by a crash before it was acknowledged; it is dropped"
+            );
+            recovered.torn_bytes = cut.bytes_after;
+            return Ok(recovered);
+        }
+        Some(cut) => cut,
+        // Nothing follows the last whole batch, but the last acknowledged group is not
+        // among them: the journal was cut short at a batch's end.
+        None => {
+            let (path, offset) = scan.end.clone().unwrap_or_else(|| (data.to_path_buf(), 0));
+            Cut {
+                path,
+                offset,
+                reason: match scan.last_seqno {
+                    Some(last) => format!("the journal ends after batch {last}"),
+                    None => "the journals hold no batch".to_owned(),
+                },
+                torn: false,
+                seqno: None,
+                batches_after: 0,
+                bytes_after: 0,
+                later: Vec::new(),
+            }
+        }
+    };
+    let refusal = OpenError::DamagedJournal {
+        path: dir.to_path_buf(),
+        journal: cut.path.clone(),
+        offset: cut.offset,
+        reason: cut.reason.clone(),
+        batches: cut.batches_after,
+        bytes: cut.bytes_after,
+        later: cut.later.len(),
+        last_acknowledged,
+        acknowledged_lost,
+    };
+    if on_damage == OnDamage::Refuse {
+        return Err(refusal);
+    }
+    let cutting = |source| OpenError::Directory {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let aside = cut_journal(dir, &cut).map_err(cutting)?;
+    // The mark must not name a group the cut dropped.
+    if acknowledged_lost {
+        mark::reset(dir, scan.last_seqno).map_err(cutting)?;
+    }
+    tracing::error!(
+        journal = %cut.path.display(),
+        offset = cut.offset,
+        batches = cut.batches_after,
+        bytes = cut.bytes_after,
+        later = cut.later.len(),
+        kept_in = %aside.display(),
+        "{refusal}: cut there, as the operator asked; what was dropped is kept aside"
+    );
+    recovered.cuts = 1;
+    recovered.dropped_batches = cut.batches_after;
+    recovered.dropped_bytes = cut.bytes_after;
+    Ok(recovered)
+}
+
+/// Cuts the journal at `cut`: its bytes from there are written to a file in
+/// `<dir>/dropped/`, the journal is truncated there, and the later journals are moved
+/// into that folder. The folder.
+fn cut_journal(dir: &Path, cut: &Cut) -> std::io::Result<std::path::PathBuf> {
+    let aside = dir.join(DROPPED_DIR);
+    std::fs::create_dir_all(&aside)?;
+    let name = |path: &Path| {
+        path.file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let bytes = damage::load(&cut.path)?;
+    let end = damage::data_end_of(&bytes);
+    let from = usize::try_from(cut.offset).unwrap_or(usize::MAX);
+    if let Some(tail) = bytes.get(from..end).filter(|tail| !tail.is_empty()) {
+        let kept = free_name(&aside, &format!("{}.from-{}", name(&cut.path), cut.offset));
+        let mut file = File::create_new(&kept)?;
+        std::io::Write::write_all(&mut file, tail)?;
+        file.sync_all()?;
+    }
+    let journal = OpenOptions::new().write(true).open(&cut.path)?;
+    journal.set_len(cut.offset)?;
+    journal.sync_all()?;
+    for later in &cut.later {
+        std::fs::rename(&later.path, free_name(&aside, &name(&later.path)))?;
+    }
+    sync_folder(&aside)?;
+    if let Some(folder) = cut.path.parent() {
+        sync_folder(folder)?;
+    }
+    Ok(aside)
+}
+
+/// `folder/base`, or `folder/base.2`, `.3`... if it is taken.
+fn free_name(folder: &Path, base: &str) -> std::path::PathBuf {
+    let mut path = folder.join(base);
+    let mut n = 2;
+    while path.exists() {
+        path = folder.join(format!("{base}.{n}"));
+        n += 1;
+    }
+    path
+}
+
+/// Syncs a folder, so the names in it are durable (where the system can sync a folder).
+fn sync_folder(folder: &Path) -> std::io::Result<()> {
+    match File::open(folder).and_then(|folder| folder.sync_all()) {
+        // Some systems cannot sync a folder; the names are then as durable as they get.
+        Err(err) if err.kind() == ErrorKind::PermissionDenied => Ok(()),
+        other => other,
     }
 }
 

@@ -540,9 +540,8 @@ fn newest_journal(dir: &Path) -> (PathBuf, usize) {
                 .unwrap_or(0)
         })
         .expect("a journal");
-    let bytes = std::fs::read(&journal).unwrap();
-    let end = bytes.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
-    (journal, end)
+    let bytes = super::damage::load(&journal).unwrap();
+    (journal, super::damage::data_end_of(&bytes))
 }
 
 /// Writes `count` events, each acknowledged, into a new data directory, then drops it.
@@ -605,43 +604,195 @@ fn opens_with_prefix_or_refuses(dir: &Path, at_least: u64) -> String {
     }
 }
 
-/// A torn tail: the last batch's final bytes never reached the disk (the file cut short
-/// inside them). Observed: fjall drops the torn batch and opens with every earlier one.
-#[test]
-fn truncated_journal_tail_opens_with_what_came_before() {
-    let (_tmp, dir) = data_dir();
-    write_events(&dir, 20);
-    let (journal, end) = newest_journal(&dir);
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&journal)
-        .unwrap();
-    file.set_len(end as u64 - 3).unwrap();
-    drop(file);
-    let observed = opens_with_prefix_or_refuses(&dir, 19);
-    assert_eq!(observed, "opened with 19 events");
-}
-
-/// A garbled tail: the last batch's final bytes overwritten. Observed: its checksum fails,
-/// fjall drops it and opens with every earlier batch.
-#[test]
-fn garbled_journal_tail_opens_with_what_came_before() {
-    let (_tmp, dir) = data_dir();
-    write_events(&dir, 20);
-    let (journal, end) = newest_journal(&dir);
-    let mut bytes = std::fs::read(&journal).unwrap();
-    for byte in &mut bytes[end - 6..end] {
-        *byte ^= 0x5a;
+/// Copies the data directory `from` into `to`; a journal is written up to its last byte
+/// that is not zero and then extended with a hole, as fjall preallocates it.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else if entry.path().extension().is_some_and(|ext| ext == "jnl") {
+            let bytes = super::damage::load(&entry.path()).unwrap();
+            let end = super::damage::data_end_of(&bytes);
+            std::fs::write(&target, &bytes[..end]).unwrap();
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&target)
+                .unwrap();
+            file.set_len(entry.metadata().unwrap().len()).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
     }
-    std::fs::write(&journal, &bytes).unwrap();
-    let observed = opens_with_prefix_or_refuses(&dir, 19);
-    assert_eq!(observed, "opened with 19 events");
 }
 
-/// Damage in the middle of the journal, not at its tail: no damaged value and no gap may
-/// be served. Observed: fjall refuses the directory (checksum mismatch), and so does open.
+/// Writes `count` events, each acknowledged, then one more group that reaches the
+/// journal but is never synced or acknowledged (as the group a kill lands in), and drops
+/// the store without closing it. Where the acknowledged groups end in the newest journal.
+fn write_events_and_one_unacknowledged(dir: &Path, count: u64) -> usize {
+    write_events(dir, count);
+    let (_, acknowledged_end) = newest_journal(dir);
+    let disk = super::disk::Disk::open(dir).unwrap();
+    disk.write(&[put(
+        Space::Events,
+        &sequence_key(count),
+        format!("event {count}").as_bytes(),
+    )])
+    .unwrap();
+    acknowledged_end
+}
+
+/// The story: a few bytes flipped inside the journal after a kill let the next open
+/// succeed with no word while every batch after them was gone (fjall takes the first batch
+/// it cannot read for a torn tail and truncates there). Damaged anywhere, a journal must
+/// give back every acknowledged batch exactly, or be refused naming the journal and where
+/// its whole batches end.
 #[test]
-fn damaged_journal_middle_is_never_served() {
+fn a_damaged_journal_gives_back_everything_acknowledged_or_is_refused() {
+    let (tmp, template) = data_dir();
+    write_events(&template, 40);
+    let (journal, end) = newest_journal(&template);
+    let name = journal.strip_prefix(&template).unwrap().to_path_buf();
+    let written = std::fs::read(&journal).unwrap()[..end].to_vec();
+    let step = (end / 50).max(1);
+    let mut offsets: Vec<usize> = (0..end).step_by(step).collect();
+    offsets.extend(end.saturating_sub(12)..end);
+    let (mut refused, mut opened) = (0, 0);
+    for offset in offsets {
+        let dir = tmp.path().join(format!("at-{offset}"));
+        copy_dir(&template, &dir);
+        let damaged = dir.join(&name);
+        let mut bytes = written.clone();
+        for byte in &mut bytes[offset..(offset + 3).min(end)] {
+            *byte ^= 0xa5;
+        }
+        // Written over the copy's data; the hole after it stays a hole.
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&damaged)
+            .unwrap();
+        std::io::Write::write_all(&mut file, &bytes).unwrap();
+        drop(file);
+        match reopen_events(&dir) {
+            Ok(events) => {
+                // Only a changed sequence number that keeps the order leaves every batch
+                // readable; then every value is there, exact.
+                let expected: Vec<(u64, Vec<u8>)> = (0..40)
+                    .map(|n| (n, format!("event {n}").into_bytes()))
+                    .collect();
+                assert_eq!(events, expected, "damage at byte {offset}");
+                opened += 1;
+            }
+            Err(err @ OpenError::DamagedJournal { .. }) => {
+                let OpenError::DamagedJournal {
+                    ref journal,
+                    offset: at,
+                    ..
+                } = err
+                else {
+                    unreachable!()
+                };
+                let text = err.to_string();
+                assert_eq!(journal, &damaged, "{text}");
+                // At the damaged batch, or at the next one when the damage changed a
+                // sequence number (seen where it breaks the order); a batch here is
+                // under 64 bytes.
+                assert!(at <= offset as u64 + 64, "damage at byte {offset}: {text}");
+                assert!(text.contains(&damaged.display().to_string()), "{text}");
+                assert!(text.contains(&format!("at byte {at}")), "{text}");
+                refused += 1;
+            }
+            Err(other) => panic!("damage at byte {offset}: {other}"),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    assert!(refused > 40, "{refused} refused, {opened} opened");
+}
+
+/// A torn tail: the last group was being written when the process was killed, so it was
+/// never synced nor acknowledged; its bytes stop partway, then the file ends or its
+/// preallocated zeros follow. It is dropped, and everything acknowledged opens.
+#[test]
+fn a_torn_last_batch_never_acknowledged_opens_with_everything_acknowledged() {
+    let (tmp, template) = data_dir();
+    let acknowledged_end = write_events_and_one_unacknowledged(&template, 20);
+    let (journal, end) = newest_journal(&template);
+    assert!(
+        end > acknowledged_end + 10,
+        "the unacknowledged group is in the journal"
+    );
+    let name = journal.strip_prefix(&template).unwrap().to_path_buf();
+    for cut in [acknowledged_end + 1, (acknowledged_end + end) / 2, end - 1] {
+        for zeros in [false, true] {
+            let dir = tmp.path().join(format!("cut-{cut}-{zeros}"));
+            copy_dir(&template, &dir);
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join(&name))
+                .unwrap();
+            file.set_len(cut as u64).unwrap();
+            if zeros {
+                file.set_len(64 << 20).unwrap();
+            }
+            drop(file);
+            let store = Store::open(&dir).unwrap_or_else(|err| panic!("cut at {cut}: {err}"));
+            assert_eq!(
+                store.recovered().torn_bytes,
+                (cut - acknowledged_end) as u64
+            );
+            assert_eq!(store.recovered().cuts, 0);
+            drop(store);
+            let observed = opens_with_prefix_or_refuses(&dir, 20);
+            assert_eq!(observed, "opened with 20 events", "cut at {cut}");
+        }
+    }
+}
+
+/// The last acknowledged batch cut short or garbled looks like a torn tail in the journal
+/// alone; the mark of the last acknowledged group tells them apart, and it is refused.
+#[test]
+fn an_acknowledged_last_batch_cut_short_or_garbled_is_refused() {
+    for garble in [false, true] {
+        let (_tmp, dir) = data_dir();
+        write_events(&dir, 20);
+        let (journal, end) = newest_journal(&dir);
+        if garble {
+            let mut bytes = std::fs::read(&journal).unwrap();
+            for byte in &mut bytes[end - 6..end] {
+                *byte ^= 0x5a;
+            }
+            std::fs::write(&journal, &bytes).unwrap();
+        } else {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&journal)
+                .unwrap();
+            file.set_len(end as u64 - 3).unwrap();
+        }
+        let err = reopen_events(&dir).expect_err("refused");
+        let text = err.to_string();
+        assert!(
+            matches!(
+                err,
+                OpenError::DamagedJournal {
+                    acknowledged_lost: true,
+                    ..
+                }
+            ),
+            "{text}"
+        );
+        assert!(text.contains("the last acknowledged group"), "{text}");
+        assert!(text.contains(&journal.display().to_string()), "{text}");
+    }
+}
+
+/// Damage in the middle, opened with the operator's option to cut there: an unbroken
+/// prefix opens, the cut is counted, what was dropped is kept aside, and the next open
+/// (without the option) finds nothing to refuse and keeps new writes.
+#[test]
+fn the_operator_may_cut_a_damaged_journal_at_the_damage() {
     let (_tmp, dir) = data_dir();
     write_events(&dir, 20);
     let (journal, end) = newest_journal(&dir);
@@ -651,11 +802,29 @@ fn damaged_journal_middle_is_never_served() {
         *byte ^= 0x5a;
     }
     std::fs::write(&journal, &bytes).unwrap();
-    let observed = opens_with_prefix_or_refuses(&dir, 0);
-    assert!(
-        observed.starts_with("refused") && observed.contains("the journal is damaged"),
-        "{observed}"
-    );
+    let Err(OpenError::DamagedJournal {
+        offset, batches, ..
+    }) = Store::open(&dir)
+    else {
+        panic!("refused without the option");
+    };
+    assert!(batches > 0);
+    let store = Store::open_as(&dir, super::OnDamage::Truncate, Faults::default()).unwrap();
+    let recovered = store.recovered();
+    assert_eq!(recovered.cuts, 1);
+    assert_eq!(recovered.dropped_batches, batches);
+    assert!(recovered.dropped_bytes > 0);
+    let kept: Vec<_> = std::fs::read_dir(dir.join(super::disk::DROPPED_DIR))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let name = journal.file_name().unwrap().to_str().unwrap().to_owned();
+    assert_eq!(kept, vec![format!("{name}.from-{offset}")]);
+    drop(store);
+    let observed = opens_with_prefix_or_refuses(&dir, 1);
+    assert!(observed.starts_with("opened with"), "{observed}");
+    let store = Store::open(&dir).unwrap();
+    assert_eq!(store.recovered().cuts, 0);
 }
 
 /// An ack may hold the last handle: dropping it on the writer's own thread stops the

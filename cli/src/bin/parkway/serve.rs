@@ -18,6 +18,11 @@ pub(crate) struct Args {
     /// memory and keeps nothing across a restart).
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Cut the data directory's journal at the damage and open, if it is damaged before
+    /// its end, rather than refuse (what is dropped is logged, and kept in the
+    /// directory's `dropped/`; docs/durability.md, "Damaged journals").
+    #[arg(long, conflicts_with = "test_scenario")]
+    truncate_damaged_journal: bool,
     /// The address to listen on (`127.0.0.1:0` picks a free port; the address is
     /// printed once bound).
     #[arg(long, default_value = "127.0.0.1:8080")]
@@ -256,7 +261,7 @@ async fn plain(args: &Args, tokens: Tokens, options: Options) -> Result<(Runtime
         None => None,
         Some(path) => Some(read(path, "the targets file", Scripts::from_json)?),
     };
-    let mut builder = Runtime::builder();
+    let mut builder = Runtime::builder().truncate_damaged_journal(args.truncate_damaged_journal);
     if let Some(dir) = &args.data {
         builder = builder.data_dir(dir);
     }
