@@ -42,6 +42,10 @@ pub struct Report {
     /// Whether the values were decoded (only a directory of this build's version is:
     /// an older one is upgraded when a runtime opens it).
     pub decoded: bool,
+    /// Damage in the journals (what a runtime's open refuses: the journal, the offset
+    /// and what would be lost), if any; the keyspaces are then read as they stand
+    /// before it.
+    pub journal: Option<String>,
     /// Each keyspace, in the store's order.
     pub keyspaces: Vec<Keyspace>,
 }
@@ -49,12 +53,14 @@ pub struct Report {
 impl Report {
     /// Whether no damage was found.
     pub fn is_clean(&self) -> bool {
-        self.keyspaces.iter().all(|k| k.damage_found == 0)
+        self.journal.is_none() && self.keyspaces.iter().all(|k| k.damage_found == 0)
     }
 
-    /// Damage found in every keyspace.
+    /// Damage found in the journals (one at most: the first, where an open stops) and
+    /// in every keyspace.
     pub fn damage_found(&self) -> u64 {
-        self.keyspaces.iter().map(|k| k.damage_found).sum()
+        u64::from(self.journal.is_some())
+            + self.keyspaces.iter().map(|k| k.damage_found).sum::<u64>()
     }
 
     /// Keys read in every keyspace.
@@ -173,6 +179,7 @@ pub fn check(dir: &Path) -> Result<Report, CheckError> {
         dir: dir.to_path_buf(),
         format_version,
         decoded,
+        journal: reader.journal_damage().map(str::to_owned),
         keyspaces,
     })
 }

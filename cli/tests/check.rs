@@ -117,3 +117,48 @@ async fn a_directory_that_cannot_be_checked_exits_2() {
     assert!(stderr.contains("is held by another process"), "{stderr}");
     rt.shutdown().await;
 }
+
+/// Damage in a journal before its end is what an open refuses: the check reports it (the
+/// journal, the byte) and exits 1, reads the tables as they stand before it, and leaves
+/// the journal as it found it.
+#[tokio::test]
+async fn a_journal_damaged_before_its_end_is_reported_and_left_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    written(&dir).await;
+    let journal = std::fs::read_dir(dir.join("data"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "jnl"))
+        .max()
+        .expect("a journal");
+    let mut bytes = std::fs::read(&journal).unwrap();
+    // Each batch ends with the trailer `FJL\x03`: the byte after one in the middle starts
+    // the next batch.
+    let ends: Vec<usize> = bytes
+        .windows(4)
+        .enumerate()
+        .filter(|(_, w)| *w == b"FJL\x03")
+        .map(|(i, _)| i + 4)
+        .collect();
+    assert!(ends.len() > 4, "the journal holds the runs' batches");
+    bytes[ends[ends.len() / 2]] ^= 0xa5;
+    std::fs::write(&journal, &bytes).unwrap();
+
+    let out = check(&[], &dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("is damaged at byte"), "{stdout}");
+    assert!(stdout.contains(&journal.display().to_string()), "{stdout}");
+    assert!(stdout.contains("keys read, 1 damaged"), "{stdout}");
+    let out = check(&["--json"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["journal"]
+            .as_str()
+            .is_some_and(|j| j.contains("is damaged at byte")),
+        "{report}"
+    );
+    assert_eq!(std::fs::read(&journal).unwrap(), bytes, "nothing changed");
+}

@@ -327,7 +327,11 @@ fn take_lock(dir: &Path) -> Result<File, OpenError> {
 /// the mark of the last acknowledged group: a torn last batch is left to the engine (which
 /// drops it); damage before the end, or an acknowledged group missing, is refused, or cut
 /// there under [`OnDamage::Truncate`].
-fn check_journals(dir: &Path, data: &Path, on_damage: OnDamage) -> Result<Recovered, OpenError> {
+pub(super) fn check_journals(
+    dir: &Path,
+    data: &Path,
+    on_damage: OnDamage,
+) -> Result<Recovered, OpenError> {
     let unreadable = |source| OpenError::Directory {
         path: data.to_path_buf(),
         source,

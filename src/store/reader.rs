@@ -21,14 +21,16 @@ use std::sync::Arc;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 
-use super::disk::{DATA_DIR, LOCK_FILE, ReadFailure};
-use super::{OpenError, Space, StoreError, VERSION_KEY};
+use super::disk::{DATA_DIR, LOCK_FILE, ReadFailure, check_journals};
+use super::{OnDamage, OpenError, Space, StoreError, VERSION_KEY};
 
 /// What a walk reads at each step: a key and its value, or a failure.
 pub(crate) type Walked<'a> = Result<(&'a [u8], &'a [u8]), StoreError>;
 
 /// A data directory open for reading only.
 pub(crate) struct Reader {
+    /// The damage found in the journals, as a runtime's open would refuse it.
+    journal: Option<String>,
     /// Each space's keyspace, `None` where the directory has none; declared before `db`
     /// so they drop first.
     spaces: Vec<Option<Keyspace>>,
@@ -71,13 +73,30 @@ impl Reader {
             });
         }
         let lock = lock_if_present(dir)?;
+        // The journals are read as an open reads them: damage a runtime's open would
+        // refuse is reported, and the shadow's journal is cut there so that what came
+        // before it, and the tables, can still be read.
+        let journal = match check_journals(dir, &data, OnDamage::Refuse) {
+            Ok(_) => None,
+            Err(damaged @ OpenError::DamagedJournal { .. }) => Some(damaged.to_string()),
+            Err(other) => return Err(other),
+        };
         let shadow = shadow_of(dir, &data).map_err(|source| OpenError::Directory {
             path: dir.to_path_buf(),
             source,
         })?;
         let shadow_data = shadow.path().join(DATA_DIR);
+        if journal.is_some() {
+            // The cut of the shadow is the reader's own business: no log line says an
+            // operator asked for it.
+            tracing::subscriber::with_default(
+                tracing::subscriber::NoSubscriber::default(),
+                || check_journals(shadow.path(), &shadow_data, OnDamage::Truncate),
+            )?;
+        }
         let (db, spaces) = open_engine(dir, &shadow_data)?;
         Ok(Reader {
+            journal,
             spaces,
             db,
             _lock: lock,
@@ -85,6 +104,12 @@ impl Reader {
             data: (shadow_data, data),
             _shadow: shadow,
         })
+    }
+
+    /// The damage found in the journals, as a runtime's open would refuse it: the
+    /// journal, the offset and what would be lost; the walk reads what came before it.
+    pub(crate) fn journal_damage(&self) -> Option<&str> {
+        self.journal.as_deref()
     }
 
     /// The format version as written in [`Space::Meta`], as text; `None` if none is.

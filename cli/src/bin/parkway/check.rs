@@ -76,6 +76,9 @@ fn text(report: &Report) -> String {
             }
         );
     }
+    if let Some(journal) = &report.journal {
+        let _ = writeln!(out, "damaged: {journal}");
+    }
     for space in &report.keyspaces {
         for damage in &space.damage {
             let _ = writeln!(out, "damaged: {damage}");
