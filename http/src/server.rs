@@ -382,6 +382,7 @@ async fn drive(
         limits,
         answer: None,
         shut: false,
+        head_read: 0,
     };
     let service = Service {
         app,
@@ -500,6 +501,11 @@ struct Socket {
     answer: Option<(Vec<u8>, usize)>,
     /// Whether the write side is shut.
     shut: bool,
+    /// Bytes read since the connection last had a request in flight: the head being
+    /// read (with any bytes sent after it in the same reads). Reads are cut so it never
+    /// passes `max_head_bytes`, whose equal in hyper's buffer is a head too large (431):
+    /// left to itself, hyper reads in whatever chunks come and took heads well past it.
+    head_read: usize,
 }
 
 impl Socket {
@@ -526,9 +532,30 @@ impl AsyncRead for Socket {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let before = buf.filled().len();
-        ready!(Pin::new(&mut this.stream).poll_read(cx, buf))?;
-        if buf.filled().len() > before {
+        if !this.conn.between_requests() {
+            this.head_read = 0;
+        }
+        let room = this.limits.max_head_bytes.saturating_sub(this.head_read);
+        let read = if this.conn.between_requests() && room < buf.remaining() {
+            if room == 0 {
+                // Hyper refuses a buffer this full before it reads again; should it not,
+                // the connection ends rather than take more of the head.
+                return Poll::Ready(Err(io::Error::other("the request head is too large")));
+            }
+            let mut scratch = [0u8; 8192];
+            let mut part = ReadBuf::new(&mut scratch[..room.min(8192)]);
+            ready!(Pin::new(&mut this.stream).poll_read(cx, &mut part))?;
+            buf.put_slice(part.filled());
+            part.filled().len()
+        } else {
+            let before = buf.filled().len();
+            ready!(Pin::new(&mut this.stream).poll_read(cx, buf))?;
+            buf.filled().len() - before
+        };
+        if read > 0 {
+            if this.conn.between_requests() {
+                this.head_read += read;
+            }
             this.conn.read_some();
         }
         Poll::Ready(Ok(()))

@@ -308,3 +308,41 @@ async fn a_uri_over_hyper_s_own_limit_gets_the_json_error_body() {
     assert_eq!(json_body(&answer)["error"]["kind"], "uri_too_long");
     s.stop().await;
 }
+
+/// The head's cap is exact: hyper reads in whatever chunks come and took heads half as
+/// large again as its buffer's limit (a 100 KB head passed a 64 KiB cap); the server now
+/// lets it read no more of a head than the cap, so one just under it is served and one
+/// just over is a 431, however the client writes it.
+#[tokio::test]
+async fn a_head_is_held_to_its_cap_to_the_byte() {
+    let runtime = builder().build().await.expect("builds");
+    let mut options = Options::default();
+    options.max_head_bytes = 64 << 10;
+    let s = Server::with(runtime, options).await;
+    let head = |pad: usize| {
+        let start = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: ";
+        let end = "\r\n\r\n";
+        let fill = pad - start.len() - end.len();
+        format!("{start}{}{end}", "p".repeat(fill)).into_bytes()
+    };
+    for (bytes, status) in [
+        ((64 << 10) - 64, "HTTP/1.1 200"),
+        ((64 << 10) + 64, "HTTP/1.1 431"),
+        (70_000, "HTTP/1.1 431"),
+        (100_000, "HTTP/1.1 431"),
+    ] {
+        let mut socket = TcpStream::connect(address(&s)).await.expect("connects");
+        socket.write_all(&head(bytes)).await.expect("writes");
+        let mut answer = vec![0u8; 12];
+        tokio::time::timeout(BOUND, socket.read_exact(&mut answer))
+            .await
+            .expect("answered within the bound")
+            .expect("reads");
+        assert!(
+            answer.starts_with(status.as_bytes()),
+            "a head of {bytes} bytes: {}",
+            String::from_utf8_lossy(&answer)
+        );
+    }
+    s.stop().await;
+}
