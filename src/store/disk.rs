@@ -631,6 +631,33 @@ impl ReadFailure {
     }
 }
 
+impl ReadFailure {
+    /// The store's error for this failure of a read of `space` (at `key`, if it named
+    /// one) in the store named `store`: corrupt if damaged, a read failure otherwise.
+    pub(super) fn into_error(
+        self,
+        store: &std::sync::Arc<str>,
+        space: Space,
+        key: Option<&[u8]>,
+    ) -> super::StoreError {
+        let store = std::sync::Arc::clone(store);
+        if self.damaged {
+            super::StoreError::Corrupt {
+                store,
+                space: space.name(),
+                key: key.map(<[u8]>::to_vec),
+                detail: self.cause,
+            }
+        } else {
+            super::StoreError::Read {
+                store,
+                space: space.name(),
+                cause: self.cause,
+            }
+        }
+    }
+}
+
 /// A store that is closed is not damaged.
 impl From<String> for ReadFailure {
     fn from(cause: String) -> ReadFailure {

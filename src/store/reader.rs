@@ -166,21 +166,7 @@ impl Reader {
 
     /// A failed read of `space`: damage, or another failure.
     fn failed(&self, space: Space, key: Option<&[u8]>, err: &fjall::Error) -> StoreError {
-        let failure = ReadFailure::of(err);
-        if failure.damaged {
-            StoreError::Corrupt {
-                store: Arc::clone(&self.name),
-                space: space.name(),
-                key: key.map(<[u8]>::to_vec),
-                detail: failure.cause,
-            }
-        } else {
-            StoreError::Read {
-                store: Arc::clone(&self.name),
-                space: space.name(),
-                cause: failure.cause,
-            }
-        }
+        ReadFailure::of(err).into_error(&self.name, space, key)
     }
 }
 

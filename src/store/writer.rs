@@ -772,25 +772,7 @@ impl Shared {
 
     /// A failed read of `space` (at `key`, if it named one): damage, or another failure.
     fn failed(&self, space: Space, key: Option<&[u8]>, failure: ReadFailure) -> StoreError {
-        if failure.damaged {
-            StoreError::Corrupt {
-                store: Arc::clone(&self.name),
-                space: space.name(),
-                key: key.map(<[u8]>::to_vec),
-                detail: failure.cause,
-            }
-        } else {
-            self.read_error(space, failure.cause)
-        }
-    }
-
-    /// A read failure of `space`.
-    fn read_error(&self, space: Space, cause: String) -> StoreError {
-        StoreError::Read {
-            store: Arc::clone(&self.name),
-            space: space.name(),
-            cause,
-        }
+        failure.into_error(&self.name, space, key)
     }
 
     /// The memory engine, if this is a memory store.
