@@ -84,7 +84,7 @@ pub struct Keyspace {
     pub bytes: u64,
     /// Damage found (all of it, listed or not).
     pub damage_found: u64,
-    /// The damage found, the first [`LISTED`] of it.
+    /// The damage found, the first 100 of it (the rest is counted in `damage_found`).
     pub damage: Vec<Damage>,
 }
 
