@@ -182,16 +182,21 @@ impl std::fmt::Debug for Reader {
 /// A shadow of `dir`'s `data` folder, in a fresh folder beside `dir` or, if none can be
 /// made there, in the system's temporary folder: tables linked, other files copied.
 fn shadow_of(dir: &Path, data: &Path) -> std::io::Result<Shadow> {
+    let mirrored = |shadow: Shadow| -> std::io::Result<Shadow> {
+        mirror(data, &shadow.path().join(DATA_DIR))?;
+        Ok(shadow)
+    };
+    // Beside the directory first (its tables can be linked there); where that fails (no
+    // room on a full disk, no right to write there), in the system's temporary folder.
     let beside = dir
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
-        .and_then(|parent| Shadow::make(parent, ".parkway-check").ok());
-    let shadow = match beside {
-        Some(shadow) => shadow,
-        None => Shadow::make(&std::env::temp_dir(), "parkway-check")?,
-    };
-    mirror(data, &shadow.path().join(DATA_DIR))?;
-    Ok(shadow)
+        .and_then(|parent| Shadow::make(parent, ".parkway-check").ok())
+        .and_then(|shadow| mirrored(shadow).ok());
+    match beside {
+        Some(shadow) => Ok(shadow),
+        None => mirrored(Shadow::make(&std::env::temp_dir(), "parkway-check")?),
+    }
 }
 
 /// A folder made for the reader, removed with all it holds when dropped.
