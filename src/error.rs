@@ -537,6 +537,9 @@ pub enum BuildError {
     /// The data directory could not be opened, or what it holds could not be read back.
     #[error("{0}")]
     Store(String),
+    /// A tool spec given to [`Builder::tool`](crate::Builder::tool) was refused.
+    #[error(transparent)]
+    Tool(#[from] crate::ToolSpecError),
     /// An actor could not be spawned.
     #[error("could not start the {what} actor: {reason}")]
     Spawn {

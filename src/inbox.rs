@@ -330,7 +330,7 @@ impl std::fmt::Display for AnswerProblem {
 }
 
 /// The problems as one line.
-fn joined(problems: &[AnswerProblem]) -> String {
+pub(crate) fn joined(problems: &[AnswerProblem]) -> String {
     problems
         .iter()
         .map(ToString::to_string)
@@ -340,15 +340,45 @@ fn joined(problems: &[AnswerProblem]) -> String {
 
 /// Check `answer` against the ask's format; every problem names the field at fault.
 pub(crate) fn validate(item: &InboxItem, answer: &Value) -> Result<(), AnswerError> {
-    let invalid = |problems: Vec<AnswerProblem>| AnswerError::Invalid {
+    if item.answer_format == "external" {
+        return Err(AnswerError::External {
+            id: item.id.clone(),
+        });
+    }
+    check_answer(
+        &item.answer_format,
+        item.options.as_deref(),
+        item.schema.as_ref(),
+        answer,
+    )
+    .map_err(|problems| AnswerError::Invalid {
         id: item.id.clone(),
         problems,
-    };
-    let whole = |message: String| invalid(vec![AnswerProblem::whole(message)]);
-    match item.answer_format.as_str() {
-        "external" => Err(AnswerError::External {
-            id: item.id.clone(),
-        }),
+    })
+}
+
+/// Check `answer` against an answer format as the answer door does: a `text` answer is
+/// a string, a `confirm` answer a boolean, a `select` answer one of `options`, a `form`
+/// answer an instance of `schema`; no answer carries the expiry marker's reserved key.
+/// Every problem is named at its JSON pointer into the answer. `external` and unknown
+/// formats take any answer (the answer door refuses an `external` ask before this).
+///
+/// ```
+/// use parkway::check_answer;
+/// use serde_json::json;
+/// assert!(check_answer("confirm", None, None, &json!(true)).is_ok());
+/// let problems = check_answer("select", Some(&["a".into(), "b".into()]), None, &json!("c"))
+///     .unwrap_err();
+/// assert_eq!(problems[0].to_string(), r#""c" is not one of the options a, b"#);
+/// ```
+pub fn check_answer(
+    format: &str,
+    options: Option<&[String]>,
+    schema: Option<&Value>,
+    answer: &Value,
+) -> Result<(), Vec<AnswerProblem>> {
+    let whole = |message: String| vec![AnswerProblem::whole(message)];
+    match format {
         // Only the runtime gives the expiry marker: an answer carrying its key would read
         // as an expiry to the run, whatever the format's schema allows.
         _ if answer.get(EXPIRY_MARKER_KEY).is_some() => Err(whole(format!(
@@ -363,7 +393,7 @@ pub(crate) fn validate(item: &InboxItem, answer: &Value) -> Result<(), AnswerErr
             kind(answer)
         ))),
         "select" => {
-            let options = item.options.as_deref().unwrap_or_default();
+            let options = options.unwrap_or_default();
             match answer.as_str() {
                 Some(choice) if options.iter().any(|o| o == choice) => Ok(()),
                 Some(choice) => Err(whole(format!(
@@ -377,34 +407,42 @@ pub(crate) fn validate(item: &InboxItem, answer: &Value) -> Result<(), AnswerErr
             }
         }
         "form" => {
-            let schema = item.schema.clone().unwrap_or(Value::Bool(true));
+            let schema = schema.cloned().unwrap_or(Value::Bool(true));
             let validator = jsonschema::validator_for(&schema)
                 .map_err(|e| whole(format!("the form's schema is invalid: {e}")))?;
-            let problems: Vec<AnswerProblem> = validator
-                .iter_errors(answer)
-                .map(|e| {
-                    // A missing property is named at its own path, not its object's.
-                    let missing = match e.kind() {
-                        jsonschema::error::ValidationErrorKind::Required {
-                            property: Value::String(p),
-                        } => Some(p.replace('~', "~0").replace('/', "~1")),
-                        _ => None,
-                    };
-                    let at = match missing {
-                        Some(p) => format!("{}/{p}", e.instance_path().as_str()),
-                        None => e.instance_path().as_str().to_owned(),
-                    };
-                    AnswerProblem::new(at, e.to_string())
-                })
-                .collect();
+            let problems = schema_problems(&validator, answer);
             if problems.is_empty() {
                 Ok(())
             } else {
-                Err(invalid(problems))
+                Err(problems)
             }
         }
         _ => Ok(()),
     }
+}
+
+/// Every way `value` fails `validator`, each at its JSON pointer (a missing property at
+/// its own path, not its object's).
+pub(crate) fn schema_problems(
+    validator: &jsonschema::Validator,
+    value: &Value,
+) -> Vec<AnswerProblem> {
+    validator
+        .iter_errors(value)
+        .map(|e| {
+            let missing = match e.kind() {
+                jsonschema::error::ValidationErrorKind::Required {
+                    property: Value::String(p),
+                } => Some(p.replace('~', "~0").replace('/', "~1")),
+                _ => None,
+            };
+            let at = match missing {
+                Some(p) => format!("{}/{p}", e.instance_path().as_str()),
+                None => e.instance_path().as_str().to_owned(),
+            };
+            AnswerProblem::new(at, e.to_string())
+        })
+        .collect()
 }
 
 fn kind(v: &Value) -> &'static str {

@@ -85,6 +85,7 @@ mod store;
 mod subject;
 mod supervisor;
 mod target;
+mod tool_spec;
 mod tools;
 
 /// The README's example, compiled as a doctest so it cannot rot.
@@ -112,6 +113,7 @@ pub use health::Health;
 pub use ids::Ids;
 pub use inbox::{
     AnswerError, AnswerProblem, DEFAULT_PAGE_SIZE, Frame, InboxItem, MAX_PAGE_SIZE, Page,
+    check_answer,
 };
 pub use jq::{CompileError, CompileErrors, EvalError};
 pub use keys::{DeliveryError, MAX_KEY_BYTES};
@@ -123,4 +125,5 @@ pub use runtime::{Builder, Runtime, Start, Stats, StoreRecovery, StoreStats};
 pub use settings::{
     MAX_CONCURRENT, MAX_CONCURRENT_CALLER, Settings, SettingsError, WAITING_RETENTION,
 };
+pub use tool_spec::{MAX_TOOL_NAME, ResultForm, Tool, ToolCallError, ToolSpec, ToolSpecError};
 pub use tools::{GENERIC_TOOLS, generic_tool_descriptions};

@@ -229,6 +229,8 @@ pub struct Builder {
     /// Targets registered before the build, so runs read back from a data directory
     /// find them.
     targets: crate::target::Targets,
+    /// Tools offered before the build, each with its target.
+    tools: Vec<(String, crate::ToolSpec)>,
 }
 
 impl Default for Builder {
@@ -244,6 +246,7 @@ impl Default for Builder {
             truncate_damaged_journal: false,
             store: None,
             targets: Default::default(),
+            tools: Vec::new(),
             event_capacity: DEFAULT_EVENT_CAPACITY,
         }
     }
@@ -328,6 +331,15 @@ impl Builder {
         self
     }
 
+    /// Offer the target `target` as a tool (`docs/mcp.md`): a protocol face lists it and
+    /// calls it as the run-tool door ([`Runtime::call_tool`]). The spec is checked when
+    /// the runtime is built, and a refused one fails the build
+    /// ([`BuildError::Tool`]), naming every problem.
+    pub fn tool(mut self, target: &str, spec: crate::ToolSpec) -> Self {
+        self.tools.push((target.to_owned(), spec));
+        self
+    }
+
     /// Keep everything a restart must find in `dir` (`docs/durability.md`): the runtime
     /// reads back what the directory holds when it is built, and acknowledges nothing
     /// before it is durable there. Without it (and without `PARKWAY_DATA_DIR` in the
@@ -370,6 +382,11 @@ impl Builder {
     /// and what it holds is read back first: register the targets on the builder
     /// ([`Builder::register`]) so the runs read back find them.
     pub async fn build(self) -> Result<Runtime, BuildError> {
+        // Checked before anything starts, so a refused spec leaves nothing running.
+        let tools = crate::tool_spec::Tools::default();
+        for (target, spec) in self.tools {
+            tools.add(&target, spec)?;
+        }
         let mut settings = match (self.settings, self.env) {
             (Some(s), _) => s,
             (None, true) => Settings::from_env().map_err(|e| BuildError::Settings(Problems(e)))?,
@@ -426,6 +443,7 @@ impl Builder {
         services.store = store;
         services.targets = self.targets;
         crate::tools::register(&services.targets);
+        services.tools = tools;
         let hub = Arc::new(Hub::new(services, supervisor));
         if let Some(store) = &hub.services.store {
             store.set_stamp(crate::subject::durable::stamp(Arc::downgrade(&hub)));
@@ -683,6 +701,63 @@ impl Runtime {
     /// serving").
     pub fn health(&self) -> crate::Health {
         self.hub().services.damage.health()
+    }
+
+    /// Offer the target `target` as a tool, as [`Builder::tool`] does before the build
+    /// (replacing a tool of the same name).
+    pub fn add_tool(
+        &self,
+        target: &str,
+        spec: crate::ToolSpec,
+    ) -> Result<(), crate::ToolSpecError> {
+        self.hub().services.tools.add(target, spec)
+    }
+
+    /// Every tool offered, sorted by name.
+    pub fn tools(&self) -> Vec<Arc<crate::Tool>> {
+        self.hub().services.tools.all()
+    }
+
+    /// The tool called `name`.
+    pub fn tool(&self, name: &str) -> Option<Arc<crate::Tool>> {
+        self.hub().services.tools.get(name)
+    }
+
+    /// Call the tool `name` with `arguments`: the run-tool door of its target, on the
+    /// subject its `subject_expr` reads off `{"arguments": …, "_meta": meta}` (or a fresh
+    /// one), with the arguments as kwargs, run as `identity`. The arguments are checked
+    /// against the tool's input schema first: every problem is named and nothing starts.
+    /// Returns the subject and the run's record, as [`Runtime::run_tool`] does.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        meta: &Value,
+        identity: &str,
+    ) -> Result<(String, RunRecord), crate::ToolCallError> {
+        let tool = self
+            .tool(name)
+            .ok_or_else(|| crate::ToolCallError::Unknown {
+                name: name.chars().take(crate::MAX_TOOL_NAME).collect(),
+            })?;
+        let problems = tool.argument_problems(&arguments);
+        if !problems.is_empty() {
+            return Err(crate::ToolCallError::InvalidArguments {
+                tool: name.to_owned(),
+                problems,
+            });
+        }
+        let services = &self.hub().services;
+        let subject = tool
+            .subject(&arguments, meta, services, || {
+                services.ids.next(crate::ids::Kind::Group)
+            })
+            .await?;
+        let start = Start::new(subject.clone(), tool.target.clone())
+            .kwargs(arguments)
+            .identity(identity);
+        let record = self.run_tool(start).await?;
+        Ok((subject, record))
     }
 
     /// Start a run with no receiver; returns its id at once.

@@ -229,6 +229,8 @@ pub(crate) struct Services {
     pub(crate) ids: Ids,
     /// Registered targets.
     pub(crate) targets: Targets,
+    /// The targets offered as tools.
+    pub(crate) tools: crate::tool_spec::Tools,
     pub(crate) events: Events,
     /// The concurrency ceilings.
     pub(crate) caps: Caps,
@@ -267,6 +269,7 @@ impl Services {
             clock,
             ids,
             targets: Targets::default(),
+            tools: Default::default(),
             events: Events::new(event_capacity),
             caps: Caps::default(),
             timers,

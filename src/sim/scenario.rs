@@ -64,6 +64,8 @@ pub struct Script {
     pub extras: Vec<String>,
     /// What one activation does, from the top (a resume replays it).
     pub steps: Vec<Op>,
+    /// The tool it is offered as, if any (`docs/mcp.md`).
+    pub tool: Option<crate::ToolSpec>,
 }
 
 /// One step of a scripted target. Values are templates (see [`crate::sim`]).
@@ -470,6 +472,9 @@ impl Scripts {
         let notes = super::script::Notes::logged();
         for (name, script) in &self.targets {
             builder = super::script::register(builder, name, script, &notes);
+            if let Some(tool) = &script.tool {
+                builder = builder.tool(name, tool.clone());
+            }
         }
         builder
     }
@@ -634,10 +639,20 @@ fn script(v: Value, path: &str, p: &mut Problems) -> Option<Script> {
             Vec::new()
         }
     };
+    let tool = map
+        .remove("tool")
+        .and_then(|v| parse::<crate::ToolSpec>(v, &format!("{path}.tool"), p));
     for key in map.keys() {
-        p.push(path, format!("unknown key {key:?}; expected steps, extras"));
+        p.push(
+            path,
+            format!("unknown key {key:?}; expected steps, extras, tool"),
+        );
     }
-    Some(Script { extras, steps })
+    Some(Script {
+        extras,
+        steps,
+        tool,
+    })
 }
 
 fn ops(items: Vec<Value>, path: &str, p: &mut Problems) -> Vec<Op> {

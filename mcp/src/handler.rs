@@ -1,0 +1,495 @@
+//! The server handler: `tools/list` and `tools/call` over a [`Runtime`].
+//!
+//! A call travels one way: the tool is looked up and its arguments checked
+//! ([`Runtime::call_tool`]), the run's record comes back, and [`Face::reply`] turns it
+//! into the call's answer: a result, an error, or a round of questions. A retry opens
+//! its sealed state, reads every answer before it resumes any, resumes them in the
+//! round's order, and answers with the run's next record the same way.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parkway::{Entry, RunRecord, RunStatus, Runtime, Status, ToolCallError};
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
+    ContentBlock as Content, Implementation, InitializeResult, InputRequests, InputRequiredResult,
+    InputResponses, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::Options;
+use crate::round::{self, Answer, Needs};
+use crate::state::{Round, States};
+
+/// The identity runs started through this face run as.
+pub(crate) const IDENTITY: &str = "mcp";
+
+/// The `_meta` key of the run a result or round is about.
+pub const META_RUN: &str = "io.parkway/run";
+/// The `_meta` key of the subject that run parks on.
+pub const META_SUBJECT: &str = "io.parkway/subject";
+
+/// The MCP face over one runtime. Clones share everything.
+#[derive(Clone)]
+pub struct Face {
+    runtime: Runtime,
+    states: Arc<States>,
+    options: Arc<Options>,
+}
+
+impl std::fmt::Debug for Face {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Face").finish_non_exhaustive()
+    }
+}
+
+/// What the client can take, read off the request.
+struct Client {
+    capabilities: ClientCapabilities,
+    /// The negotiated version, when the request has one.
+    version: Option<ProtocolVersion>,
+}
+
+impl Client {
+    fn of(context: &RequestContext<RoleServer>) -> Client {
+        Client {
+            capabilities: context.client_capabilities().unwrap_or_default(),
+            version: context.protocol_version(),
+        }
+    }
+
+    /// Whether the client speaks a revision with `input_required` rounds.
+    fn has_rounds(&self) -> bool {
+        self.version
+            .as_ref()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+    }
+
+    fn can(&self, needs: Needs) -> bool {
+        let c = &self.capabilities;
+        match needs {
+            Needs::Elicitation => c.elicitation.is_some(),
+            Needs::Sampling => c.sampling.is_some(),
+            Needs::Roots => c.roots.is_some(),
+        }
+    }
+}
+
+/// A tool error: the call's answer with `isError`, naming what went wrong.
+fn failed(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![Content::text(text.into())])
+}
+
+fn internal(why: impl std::fmt::Display) -> McpError {
+    McpError::internal_error(why.to_string(), None)
+}
+
+impl Face {
+    /// The face over `runtime`; `Err` when the options' state key is too short.
+    pub fn new(runtime: Runtime, options: Options) -> Result<Face, String> {
+        let states = States::new(&options.state_key)?;
+        Ok(Face {
+            runtime,
+            states: Arc::new(states),
+            options: Arc::new(options),
+        })
+    }
+
+    /// A first call: start the tool's run and answer with its record.
+    async fn start(
+        &self,
+        name: &str,
+        params: CallToolRequestParams,
+        client: &Client,
+    ) -> Result<CallToolResponse, McpError> {
+        let arguments = Value::Object(params.arguments.unwrap_or_default());
+        let meta = params
+            .meta
+            .as_ref()
+            .and_then(|m| serde_json::to_value(m).ok())
+            .unwrap_or_else(|| json!({}));
+        match self
+            .runtime
+            .call_tool(name, arguments, &meta, IDENTITY)
+            .await
+        {
+            Ok((subject, record)) => {
+                self.reply(name, &subject, record, client, &HashMap::new())
+                    .await
+            }
+            Err(ToolCallError::Unknown { name }) => Err(McpError::invalid_params(
+                format!("unknown tool {name:?}"),
+                None,
+            )),
+            Err(why @ (ToolCallError::InvalidArguments { .. } | ToolCallError::Subject { .. })) => {
+                Ok(failed(why.to_string()).into())
+            }
+            Err(ToolCallError::Start(why)) => match why {
+                parkway::StartError::Stopped | parkway::StartError::Store(_) => Err(internal(why)),
+                why => Ok(failed(why.to_string()).into()),
+            },
+            Err(why) => Err(internal(why)),
+        }
+    }
+
+    /// A retry: the answers of a round, under its sealed state.
+    async fn retry(
+        &self,
+        name: &str,
+        state: &str,
+        responses: InputResponses,
+        client: &Client,
+    ) -> Result<CallToolResponse, McpError> {
+        let round = self
+            .states
+            .open(name, state)
+            .map_err(|why| McpError::invalid_params(why, None))?;
+        for key in responses.keys() {
+            if !round.asks.contains(key) {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "inputResponses key {key:?} names no ask of this round (its asks: {})",
+                        round.asks.join(", ")
+                    ),
+                    None,
+                ));
+            }
+        }
+        let entries = self.runtime.list(&round.subject).await.map_err(internal)?;
+        let open: HashMap<&str, &Entry> = entries
+            .iter()
+            .filter(|e| e.status == Status::Asking && round.asks.contains(&e.id))
+            .map(|e| (e.id.as_str(), e))
+            .collect();
+        let stale: Vec<&str> = responses
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !open.contains_key(k))
+            .collect();
+        if !stale.is_empty() {
+            return Ok(self.gone(&round, &stale).await?.into());
+        }
+        // Every answer is read before any is applied: one that is not an answer asks
+        // the round again, naming why, and nothing changes.
+        let mut resumes = Vec::new();
+        let mut refusals = Vec::new();
+        let mut problems = HashMap::new();
+        for id in &round.asks {
+            let (Some(response), Some(entry)) = (responses.get(id), open.get(id.as_str())) else {
+                continue;
+            };
+            let shape = round::shape(entry);
+            match round::answer(entry, &shape, response) {
+                Answer::Resume(payload) => resumes.push((id.clone(), payload)),
+                Answer::Refused(why) => refusals.push((id.clone(), why)),
+                Answer::Invalid(why) => {
+                    problems.insert(id.clone(), why);
+                }
+            }
+        }
+        if !problems.is_empty() {
+            let record = self.record(&round.run).await?;
+            return self
+                .reply(name, &round.subject, record, client, &problems)
+                .await;
+        }
+        if !refusals.is_empty() {
+            let ids: Vec<&str> = refusals.iter().map(|(id, _)| id.as_str()).collect();
+            self.runtime
+                .cancel(&round.subject, &ids)
+                .await
+                .map_err(|why| McpError::invalid_params(why.to_string(), None))?;
+            let why: Vec<String> = refusals.into_iter().map(|(_, why)| why).collect();
+            let record = self.record(&round.run).await?;
+            return Ok(failed(format!(
+                "{}: the ask was cancelled, and run {} with it ({})",
+                why.join("; "),
+                record.run_id,
+                record.status
+            ))
+            .with_meta(Some(run_meta(&round.subject, &record.run_id)))
+            .into());
+        }
+        let mut last = None;
+        for (i, (id, payload)) in resumes.into_iter().enumerate() {
+            match self.runtime.resume(&round.subject, &id, payload).await {
+                Ok(parkway::Resumed::Outcome(record)) => last = Some(record),
+                Ok(_) => {}
+                // Resolved elsewhere between the read and the resume: say so. Answers
+                // applied before it stand (each ask is resolved exactly once).
+                Err(why) if i == 0 => return Ok(failed(why.to_string()).into()),
+                Err(why) => {
+                    return Ok(failed(format!(
+                        "{why} (the answers before it in this round were applied)"
+                    ))
+                    .into());
+                }
+            }
+        }
+        let record = match last {
+            Some(record) => record,
+            None => self.record(&round.run).await?,
+        };
+        self.reply(name, &round.subject, record, client, &HashMap::new())
+            .await
+    }
+
+    /// The answer to a retry naming asks that are no longer open.
+    async fn gone(&self, round: &Round, stale: &[&str]) -> Result<CallToolResult, McpError> {
+        let record = self.record(&round.run).await?;
+        let how = match record.status {
+            status if status.is_terminal() => format!(
+                "run {} has ended ({status}{})",
+                record.run_id,
+                record
+                    .error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            ),
+            status => format!("run {} is {status}", record.run_id),
+        };
+        Ok(failed(format!(
+            "{} no longer open (resolved, expired or cancelled); {how}; nothing was changed",
+            match stale {
+                [one] => format!("ask {one} is"),
+                many => format!("asks {} are", many.join(", ")),
+            }
+        ))
+        .with_meta(Some(run_meta(&round.subject, &record.run_id))))
+    }
+
+    async fn record(&self, run: &str) -> Result<RunRecord, McpError> {
+        self.runtime
+            .try_record(run)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| internal(format!("no record of run {run}")))
+    }
+
+    /// The call's answer for `record`: its result, its error, or a round of its open
+    /// caller asks (`problems` says why an ask is asked again).
+    async fn reply(
+        &self,
+        tool: &str,
+        subject: &str,
+        record: RunRecord,
+        client: &Client,
+        problems: &HashMap<String, String>,
+    ) -> Result<CallToolResponse, McpError> {
+        let meta = run_meta(subject, &record.run_id);
+        let result = match record.status {
+            RunStatus::Succeeded => self.result(tool, record.result.unwrap_or(Value::Null)),
+            RunStatus::Failed | RunStatus::Cancelled => failed(format!(
+                "run {} {}: {}",
+                record.run_id,
+                if record.status == RunStatus::Failed {
+                    "failed"
+                } else {
+                    "was cancelled"
+                },
+                record.error.as_deref().unwrap_or("no reason given")
+            )),
+            RunStatus::Parked => {
+                let asks: Vec<Entry> = record
+                    .asks
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|e| e.status == Status::Asking)
+                    .collect();
+                return self
+                    .round(tool, subject, &record.run_id, asks, client, problems)
+                    .await;
+            }
+            RunStatus::Suspended => CallToolResult::success(vec![Content::text(format!(
+                "run {} waits for a person to answer {} in the inbox; its record is at run {}",
+                record.run_id,
+                record
+                    .suspension
+                    .as_ref()
+                    .map(|s| s.interactions.join(", "))
+                    .unwrap_or_default(),
+                record.run_id
+            ))]),
+            _ => CallToolResult::success(vec![Content::text(format!(
+                "run {} is {}",
+                record.run_id, record.status
+            ))]),
+        };
+        Ok(result.with_meta(Some(meta)).into())
+    }
+
+    /// A round of `asks`, or, when the client cannot take it, the asks cancelled and
+    /// the reason as a tool error.
+    async fn round(
+        &self,
+        tool: &str,
+        subject: &str,
+        run: &str,
+        asks: Vec<Entry>,
+        client: &Client,
+        problems: &HashMap<String, String>,
+    ) -> Result<CallToolResponse, McpError> {
+        let shapes: Vec<round::Shape> = asks.iter().map(round::shape).collect();
+        let missing: Vec<String> = asks
+            .iter()
+            .zip(&shapes)
+            .filter(|(_, shape)| !client.can(shape.needs()))
+            .map(|(e, shape)| format!("{} needs {}", e.id, shape.needs().name()))
+            .collect();
+        let refusal = if !client.has_rounds() {
+            Some(format!(
+                "run {run} asks its caller, and this client speaks protocol {}, which has no \
+                 input_required rounds (2026-07-28 or newer has them)",
+                client.version.as_ref().map_or("(unknown)", |v| v.as_str())
+            ))
+        } else if !missing.is_empty() {
+            Some(format!(
+                "run {run} asks its caller, and this client did not declare the capability \
+                 each ask needs: {}",
+                missing.join("; ")
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            // Never sent, so never answered: cancelled now rather than left to expire.
+            let ids: Vec<&str> = asks.iter().map(|e| e.id.as_str()).collect();
+            if let Err(e) = self.runtime.cancel(subject, &ids).await {
+                tracing::warn!(%e, run, "the asks of a round that could not be sent were not cancelled");
+            }
+            return Ok(failed(format!("{why}; the asks were cancelled"))
+                .with_meta(Some(run_meta(subject, run)))
+                .into());
+        }
+        let mut requests = InputRequests::new();
+        for (entry, shape) in asks.iter().zip(&shapes) {
+            let problem = problems.get(&entry.id).map(String::as_str);
+            requests.insert(entry.id.clone(), round::request(entry, shape, problem));
+        }
+        let state = self.states.seal(
+            tool,
+            &Round {
+                v: 1,
+                subject: subject.to_owned(),
+                run: run.to_owned(),
+                asks: asks.iter().map(|e| e.id.clone()).collect(),
+            },
+        );
+        Ok(InputRequiredResult::new(Some(requests), Some(state))
+            .with_meta(run_meta(subject, run))
+            .into())
+    }
+
+    /// A succeeded run's result as the tool's answer.
+    fn result(&self, tool: &str, value: Value) -> CallToolResult {
+        let form = self
+            .runtime
+            .tool(tool)
+            .map(|t| t.spec.result)
+            .unwrap_or_default();
+        if form == parkway::ResultForm::Content {
+            return serde_json::from_value::<CallToolResult>(value).unwrap_or_else(|e| {
+                failed(format!(
+                    "tool {tool} returned a result that is not a tool result: {e}"
+                ))
+            });
+        }
+        match value {
+            Value::String(text) => CallToolResult::success(vec![Content::text(text)]),
+            value => {
+                let mut result = CallToolResult::success(vec![Content::text(value.to_string())]);
+                result.structured_content = Some(value);
+                result
+            }
+        }
+    }
+}
+
+fn run_meta(subject: &str, run: &str) -> MetaObject {
+    let mut meta = serde_json::Map::new();
+    meta.insert(META_RUN.to_owned(), json!(run));
+    meta.insert(META_SUBJECT.to_owned(), json!(subject));
+    MetaObject(meta)
+}
+
+impl ServerHandler for Face {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("parkway", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Each tool is a parkway run. A tool that asks its caller answers \
+                 input_required; answer with inputResponses and the requestState.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let from = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => cursor.parse::<usize>().map_err(|_| {
+                McpError::invalid_params(
+                    format!("cursor {cursor:?} is not one this server gave"),
+                    None,
+                )
+            })?,
+        };
+        let tools = self.runtime.tools();
+        let size = self.options.page_size.max(1);
+        let page: Vec<Value> = tools
+            .iter()
+            .skip(from)
+            .take(size)
+            .map(|t| {
+                let spec = &t.spec;
+                let mut tool = json!({"name": spec.name, "inputSchema": spec.input_schema});
+                if let Some(title) = &spec.title {
+                    tool["title"] = json!(title);
+                }
+                if let Some(description) = &spec.description {
+                    tool["description"] = json!(description);
+                }
+                if let Some(output) = &spec.output_schema {
+                    tool["outputSchema"] = output.clone();
+                }
+                tool
+            })
+            .collect();
+        let next = (from + size < tools.len()).then(|| (from + size).to_string());
+        serde_json::from_value(json!({"tools": page, "nextCursor": next})).map_err(internal)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let client = Client::of(&context);
+        let name = request.name.to_string();
+        if self.runtime.tool(&name).is_none() {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown tool {:?}",
+                    name.chars()
+                        .take(parkway::MAX_TOOL_NAME)
+                        .collect::<String>()
+                ),
+                None,
+            ));
+        }
+        match request.request_state.clone() {
+            None => self.start(&name, request, &client).await,
+            Some(state) => {
+                let responses = request.input_responses.unwrap_or_default();
+                self.retry(&name, &state, responses, &client).await
+            }
+        }
+    }
+}
