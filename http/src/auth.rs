@@ -54,6 +54,9 @@ impl fmt::Display for Scope {
 pub struct Tokens {
     /// Each token's SHA-256 digest (the tokens themselves are not kept), with its scopes.
     entries: Vec<(Digest, Vec<Scope>)>,
+    /// The scopes of a request that sends no `Authorization` header: none unless
+    /// granted with [`Tokens::anonymous`].
+    anonymous: Vec<Scope>,
 }
 
 /// A token's SHA-256 digest: what a presented token is compared with, so the
@@ -67,7 +70,12 @@ fn digest(token: &[u8]) -> Digest {
 impl fmt::Debug for Tokens {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Never the tokens themselves.
-        write!(f, "Tokens({} token(s))", self.entries.len())
+        write!(
+            f,
+            "Tokens({} token(s), anonymous {:?})",
+            self.entries.len(),
+            self.anonymous
+        )
     }
 }
 
@@ -93,6 +101,39 @@ impl Tokens {
         self.entries
             .push((digest(token.as_bytes()), scopes.to_vec()));
         self
+    }
+
+    /// Grant `scopes` to requests that send no `Authorization` header, for local use and
+    /// test clients that cannot send one. Never the default: anyone who can reach the
+    /// server has these scopes. A request that sends a token is judged by the token
+    /// alone (a wrong token is still refused).
+    pub fn anonymous(mut self, scopes: &[Scope]) -> Tokens {
+        self.anonymous = scopes.to_vec();
+        self
+    }
+
+    /// The scopes granted without a token.
+    pub fn anonymous_scopes(&self) -> &[Scope] {
+        &self.anonymous
+    }
+
+    /// Parse a list of scope names separated by commas (`visit,answer`).
+    pub fn parse_scopes(text: &str) -> Result<Vec<Scope>, TokensError> {
+        let mut scopes = Vec::new();
+        let mut problems = Vec::new();
+        for s in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match Scope::parse(s) {
+                Some(scope) => scopes.push(scope),
+                None => problems.push(format!(
+                    "unknown scope {s:?} (expected admin, visit or answer)"
+                )),
+            }
+        }
+        if problems.is_empty() {
+            Ok(scopes)
+        } else {
+            Err(TokensError { problems })
+        }
     }
 
     /// Parse a token list (see the module's docs). Entries are separated by newlines or

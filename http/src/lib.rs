@@ -293,6 +293,17 @@ fn bearer(value: &str) -> Option<&str> {
         .then(|| token.trim_start())
 }
 
+/// `routes` behind the server's bearer tokens: each request needs `scope` (401 without
+/// a known token, 403 with one lacking it), as the doors of [`router`] do. For a face
+/// an embedder or `parkway serve` mounts beside them, such as the MCP face.
+pub fn guarded(routes: Router, tokens: Tokens, scope: Scope) -> Router {
+    let tokens = Arc::new(tokens);
+    routes.route_layer(middleware::from_fn(move |request: Request, next: Next| {
+        let tokens = Arc::clone(&tokens);
+        async move { check(&tokens, scope, request, next).await }
+    }))
+}
+
 /// Let a request through only with a bearer token that carries `scope`: 401 without
 /// a known token, 403 with one lacking the scope.
 async fn guard(
@@ -300,18 +311,28 @@ async fn guard(
     request: Request,
     next: Next,
 ) -> Response {
-    let token = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer);
-    let Some(scopes) = token.and_then(|t| face.tokens.scopes(t.as_bytes())) else {
-        let mut response = ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "a bearer token is needed (Authorization: Bearer <token>)",
-        )
-        .into_response();
+    check(&face.tokens, scope, request, next).await
+}
+
+/// [`guard`]'s rule, for `tokens`. A request with no `Authorization` header has the
+/// tokens' anonymous scopes (none unless granted).
+async fn check(tokens: &Tokens, scope: Scope, request: Request, next: Next) -> Response {
+    let header = request.headers().get(header::AUTHORIZATION);
+    let scopes = match header {
+        None => Some(tokens.anonymous_scopes()).filter(|s| !s.is_empty()),
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(bearer)
+            .and_then(|t| tokens.scopes(t.as_bytes())),
+    };
+    let Some(scopes) = scopes else {
+        let message = match header {
+            None => "a bearer token is needed (Authorization: Bearer <token>)",
+            Some(_) => "the bearer token is not one this server accepts",
+        };
+        let mut response =
+            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
             header::HeaderValue::from_static("Bearer"),
@@ -319,13 +340,13 @@ async fn guard(
         return response;
     };
     if !scopes.contains(&scope) {
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            format!("this token lacks the {scope} scope"),
-        )
-        .with("scope", serde_json::json!(scope.name()))
-        .into_response();
+        let message = match header {
+            None => format!("a request without a token lacks the {scope} scope"),
+            Some(_) => format!("this token lacks the {scope} scope"),
+        };
+        return ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+            .with("scope", serde_json::json!(scope.name()))
+            .into_response();
     }
     next.run(request).await
 }

@@ -1,7 +1,8 @@
 //! The `parkway` command line: `parkway sim` runs simulation scenarios on virtual time,
 //! `parkway load` drives concurrent door visits and reports throughput and latency,
 //! `parkway crash` kills a runtime's process again and again and checks its store,
-//! `parkway serve` serves every door over HTTP, `parkway check` reads a data directory
+//! `parkway serve` serves every door over HTTP (and the MCP face at `/mcp`), `parkway mcp
+//! --stdio` serves the MCP face to one local client, `parkway check` reads a data directory
 //! whole and reports its damage.
 
 use std::process::ExitCode;
@@ -30,6 +31,7 @@ fn keep_freed_memory() {
 mod check;
 mod crash;
 mod load;
+mod mcp;
 mod serve;
 mod sim;
 
@@ -56,6 +58,9 @@ enum Command {
     /// Serve every door over HTTP: doors, visits, runs, parked sets, the inbox and its
     /// stream, and platform events, behind bearer tokens with scopes.
     Serve(serve::Args),
+    /// Serve the MCP face to one local client over standard input and output: every
+    /// tool of a targets file, every caller ask an input_required round.
+    Mcp(mcp::Args),
     /// Read every key of a data directory and report the damage found, changing
     /// nothing: exit 0 when clean, 1 when damaged, 2 when it cannot be checked.
     Check(check::Args),
@@ -73,6 +78,7 @@ fn main() -> ExitCode {
         Command::Crash(args) => crash::main(args),
         Command::Serve(args) => serve::main(args),
         Command::Check(args) => check::main(args),
+        Command::Mcp(args) => mcp::main(args),
         Command::CrashChild(args) => crash::child_main(args),
     }
 }

@@ -1,5 +1,5 @@
-//! `parkway serve`: the HTTP face on its own, over a data directory, with scripted
-//! targets from a file.
+//! `parkway serve`: the HTTP face, and the MCP face at `/mcp`, over a data directory,
+//! with scripted targets from a file.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::Router;
 use parkway::sim::{Notes, Scenario, ScenarioError, Scripts};
 use parkway::{ManualClock, Runtime};
-use parkway_http::{Options, TestMode, Tokens, router, test_router};
+use parkway_http::{Options, Scope, TestMode, Tokens, router, test_router};
 
 /// `parkway serve` arguments.
 #[derive(Debug, clap::Args)]
@@ -58,6 +58,13 @@ pub(crate) struct Args {
     /// process's open-file limit.
     #[arg(long, value_name = "N")]
     max_connections: Option<usize>,
+    /// Grant these scopes (separated by commas, e.g. `visit`) to requests that send no
+    /// token: for local use and test clients only, never for a server anyone else can
+    /// reach. Logged loudly at start. A request with a wrong token is still refused.
+    #[arg(long, value_name = "SCOPES")]
+    anonymous_scopes: Option<String>,
+    #[command(flatten)]
+    mcp: crate::mcp::Face,
 }
 
 /// File descriptors left for everything but connections: the data directory's files,
@@ -151,8 +158,40 @@ pub(crate) fn main(args: Args) -> ExitCode {
     }
 }
 
+/// The tokens, from the flag's file, `PARKWAY_TOKENS_FILE` or `PARKWAY_TOKENS`, with the
+/// scopes granted to requests without one.
+fn tokens(flag: Option<&PathBuf>, anonymous: Option<&str>) -> Result<Tokens, String> {
+    let anonymous = match anonymous {
+        None => Vec::new(),
+        Some(text) => {
+            let scopes =
+                Tokens::parse_scopes(text).map_err(|e| format!("--anonymous-scopes: {e}"))?;
+            if scopes.is_empty() {
+                return Err("--anonymous-scopes names no scope".to_owned());
+            }
+            scopes
+        }
+    };
+    if !anonymous.is_empty() {
+        let names: Vec<&str> = anonymous.iter().map(|s| s.name()).collect();
+        eprintln!(
+            "parkway serve: WARNING: requests without a token have the scopes {}: anyone \
+             who can reach this server may use them (--anonymous-scopes)",
+            names.join(",")
+        );
+    }
+    if flag.is_none()
+        && !anonymous.is_empty()
+        && std::env::var_os("PARKWAY_TOKENS_FILE").is_none()
+        && std::env::var_os("PARKWAY_TOKENS").is_none()
+    {
+        return Ok(Tokens::none().anonymous(&anonymous));
+    }
+    Ok(named_tokens(flag)?.anonymous(&anonymous))
+}
+
 /// The tokens, from the flag's file, `PARKWAY_TOKENS_FILE` or `PARKWAY_TOKENS`.
-fn tokens(flag: Option<&PathBuf>) -> Result<Tokens, String> {
+fn named_tokens(flag: Option<&PathBuf>) -> Result<Tokens, String> {
     let from_file = |path: &PathBuf| {
         std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the tokens file {}: {e}", path.display()))
@@ -225,13 +264,14 @@ async fn test_mode(
          /v1/test/clock moves it",
         scenario.name
     );
-    let app = test_router(runtime.clone(), tokens, options, TestMode { clock, notes });
+    let mcp = mcp_routes(args, &runtime, tokens.clone())?;
+    let app = test_router(runtime.clone(), tokens, options, TestMode { clock, notes }).merge(mcp);
     Ok((runtime, app))
 }
 
 async fn serve(args: Args) -> Result<(), String> {
     let options = options(&args)?;
-    let tokens = tokens(args.tokens.as_ref())?;
+    let tokens = tokens(args.tokens.as_ref(), args.anonymous_scopes.as_deref())?;
     let shutdown = options.shutdown.clone();
     let (runtime, app) = match &args.test_scenario {
         Some(path) => test_mode(&args, path, tokens, options.clone()).await?,
@@ -274,8 +314,20 @@ async fn plain(args: &Args, tokens: Tokens, options: Options) -> Result<(Runtime
             runtime.save_door(door.clone()).map_err(|e| e.to_string())?;
         }
     }
-    let app = router(runtime.clone(), tokens, options);
+    let mcp = mcp_routes(args, &runtime, tokens.clone())?;
+    let app = router(runtime.clone(), tokens, options).merge(mcp);
     Ok((runtime, app))
+}
+
+/// The MCP face at `/mcp`, behind the tokens: a tool call is a visit.
+fn mcp_routes(args: &Args, runtime: &Runtime, tokens: Tokens) -> Result<Router, String> {
+    let data = args
+        .data
+        .clone()
+        .or_else(|| std::env::var_os("PARKWAY_DATA_DIR").map(PathBuf::from));
+    let options = args.mcp.options(data.as_deref())?;
+    let routes = parkway_mcp::router(runtime.clone(), options).map_err(|e| e.to_string())?;
+    Ok(parkway_http::guarded(routes, tokens, Scope::Visit))
 }
 
 /// Ctrl-C or SIGTERM.
