@@ -148,27 +148,33 @@ impl Face {
             .states
             .open(name, state)
             .map_err(|why| McpError::invalid_params(why, None))?;
+        let keys: Vec<&str> = round.asks.iter().map(|(k, _)| k.as_str()).collect();
         for key in responses.keys() {
-            if !round.asks.contains(key) {
+            if !keys.contains(&key.as_str()) {
                 return Err(McpError::invalid_params(
                     format!(
-                        "inputResponses key {key:?} names no ask of this round (its asks: {})",
-                        round.asks.join(", ")
+                        "inputResponses key {key:?} names no ask of this round (its keys: {})",
+                        keys.join(", ")
                     ),
                     None,
                 ));
             }
         }
-        let entries = self.runtime.list(&round.subject).await.map_err(internal)?;
+        let entries = self
+            .runtime
+            .list(&round.subject)
+            .await
+            .map_err(internal)?;
         let open: HashMap<&str, &Entry> = entries
             .iter()
-            .filter(|e| e.status == Status::Asking && round.asks.contains(&e.id))
+            .filter(|e| e.status == Status::Asking && round.asks.iter().any(|(_, id)| *id == e.id))
             .map(|e| (e.id.as_str(), e))
             .collect();
-        let stale: Vec<&str> = responses
-            .keys()
-            .map(String::as_str)
-            .filter(|k| !open.contains_key(k))
+        let stale: Vec<&str> = round
+            .asks
+            .iter()
+            .filter(|(key, id)| responses.contains_key(key) && !open.contains_key(id.as_str()))
+            .map(|(_, id)| id.as_str())
             .collect();
         if !stale.is_empty() {
             return Ok(self.gone(&round, &stale).await?.into());
@@ -178,8 +184,8 @@ impl Face {
         let mut resumes = Vec::new();
         let mut refusals = Vec::new();
         let mut problems = HashMap::new();
-        for id in &round.asks {
-            let (Some(response), Some(entry)) = (responses.get(id), open.get(id.as_str())) else {
+        for (key, id) in &round.asks {
+            let (Some(response), Some(entry)) = (responses.get(key), open.get(id.as_str())) else {
                 continue;
             };
             let shape = round::shape(entry);
@@ -236,6 +242,14 @@ impl Face {
         };
         self.reply(name, &round.subject, record, client, &HashMap::new())
             .await
+    }
+
+    /// Cancel the asks of a round that cannot be sent: never sent, they could never be
+    /// answered, and are cancelled now rather than left to expire.
+    async fn cancel_unsendable(&self, subject: &str, run: &str, ids: &[&str]) {
+        if let Err(e) = self.runtime.cancel(subject, ids).await {
+            tracing::warn!(%e, run, "the asks of a round that could not be sent were not cancelled");
+        }
     }
 
     /// The answer to a retry naming asks that are no longer open.
@@ -341,35 +355,50 @@ impl Face {
             .filter(|(_, shape)| !client.can(shape.needs()))
             .map(|(e, shape)| format!("{} needs {}", e.id, shape.needs().name()))
             .collect();
-        let refusal = if !client.has_rounds() {
-            Some(format!(
+        let ids: Vec<&str> = asks.iter().map(|e| e.id.as_str()).collect();
+        if !client.has_rounds() {
+            // Never sent, so never answered: cancelled now rather than left to expire.
+            self.cancel_unsendable(subject, run, &ids).await;
+            return Ok(failed(format!(
                 "run {run} asks its caller, and this client speaks protocol {}, which has no \
-                 input_required rounds (2026-07-28 or newer has them)",
+                 input_required rounds (2026-07-28 or newer has them); the asks were cancelled",
                 client.version.as_ref().map_or("(unknown)", |v| v.as_str())
             ))
-        } else if !missing.is_empty() {
-            Some(format!(
-                "run {run} asks its caller, and this client did not declare the capability \
-                 each ask needs: {}",
-                missing.join("; ")
-            ))
-        } else {
-            None
-        };
-        if let Some(why) = refusal {
-            // Never sent, so never answered: cancelled now rather than left to expire.
-            let ids: Vec<&str> = asks.iter().map(|e| e.id.as_str()).collect();
-            if let Err(e) = self.runtime.cancel(subject, &ids).await {
-                tracing::warn!(%e, run, "the asks of a round that could not be sent were not cancelled");
+            .with_meta(Some(run_meta(subject, run)))
+            .into());
+        }
+        let lacking: Vec<Needs> = shapes
+            .iter()
+            .map(round::Shape::needs)
+            .filter(|needs| !client.can(*needs))
+            .collect();
+        if !lacking.is_empty() {
+            self.cancel_unsendable(subject, run, &ids).await;
+            let mut required = serde_json::Map::new();
+            for needs in &lacking {
+                required.insert(needs.name().to_owned(), json!({}));
             }
-            return Ok(failed(format!("{why}; the asks were cancelled"))
-                .with_meta(Some(run_meta(subject, run)))
-                .into());
+            return Err(McpError::new(
+                rmcp::model::ErrorCode(-32021),
+                format!(
+                    "run {run} asks its caller for what this client did not declare it can \
+                     give ({}); the asks were cancelled",
+                    missing.join("; ")
+                ),
+                Some(json!({"requiredCapabilities": required})),
+            ));
         }
         let mut requests = InputRequests::new();
+        let mut keyed = Vec::new();
         for (entry, shape) in asks.iter().zip(&shapes) {
             let problem = problems.get(&entry.id).map(String::as_str);
-            requests.insert(entry.id.clone(), round::request(entry, shape, problem));
+            // A key two asks name is the second one's interaction id instead.
+            let mut key = round::key(entry);
+            if requests.contains_key(&key) {
+                key = entry.id.clone();
+            }
+            requests.insert(key.clone(), round::request(entry, shape, problem));
+            keyed.push((key, entry.id.clone()));
         }
         let state = self.states.seal(
             tool,
@@ -377,7 +406,7 @@ impl Face {
                 v: 1,
                 subject: subject.to_owned(),
                 run: run.to_owned(),
-                asks: asks.iter().map(|e| e.id.clone()).collect(),
+                asks: keyed,
             },
         );
         Ok(InputRequiredResult::new(Some(requests), Some(state))
@@ -393,11 +422,15 @@ impl Face {
             .map(|t| t.spec.result)
             .unwrap_or_default();
         if form == parkway::ResultForm::Content {
-            return serde_json::from_value::<CallToolResult>(value).unwrap_or_else(|e| {
-                failed(format!(
+            return match serde_json::from_value::<CallToolResult>(value) {
+                Ok(mut result) => {
+                    result.result_type = Some(rmcp::model::ResultType::COMPLETE);
+                    result
+                }
+                Err(e) => failed(format!(
                     "tool {tool} returned a result that is not a tool result: {e}"
-                ))
-            });
+                )),
+            };
         }
         match value {
             Value::String(text) => CallToolResult::success(vec![Content::text(text)]),
@@ -419,7 +452,13 @@ fn run_meta(subject: &str, run: &str) -> MetaObject {
 
 impl ServerHandler for Face {
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+        // Completions are offered (and none are known) so that a client asking for them
+        // is answered, not refused: there are no prompts or resources to complete.
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_completions()
+            .build();
+        InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("parkway", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Each tool is a parkway run. A tool that asks its caller answers \
@@ -463,7 +502,7 @@ impl ServerHandler for Face {
             })
             .collect();
         let next = (from + size < tools.len()).then(|| (from + size).to_string());
-        serde_json::from_value(json!({"tools": page, "nextCursor": next})).map_err(internal)
+        serde_json::from_value(json!({"resultType": "complete", "tools": page, "nextCursor": next})).map_err(internal)
     }
 
     async fn call_tool(

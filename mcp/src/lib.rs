@@ -57,8 +57,8 @@ pub struct Options {
     /// Default: loopback names only.
     pub allowed_hosts: Vec<String>,
     /// The `Origin` values accepted, with scheme (`https://app.example.com:443`); a
-    /// request without `Origin` passes. Default: none, so every browser origin is
-    /// refused.
+    /// request without `Origin` passes. Default: the loopback names on any port, as
+    /// for `allowed_hosts`; an empty list refuses every request with an `Origin`.
     pub allowed_origins: Vec<String>,
     /// The largest request body, in bytes. Default 1 MiB.
     pub max_body_bytes: usize,
@@ -82,7 +82,9 @@ impl Options {
             state_key,
             page_size: 50,
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
-            allowed_origins: Vec::new(),
+            allowed_origins: ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+                .map(str::to_owned)
+                .to_vec(),
             max_body_bytes: 1 << 20,
         }
     }

@@ -62,6 +62,18 @@ pub(crate) enum Shape {
     },
 }
 
+/// The ask's key in a round's `inputRequests`: the key its payload names (`key`, as a
+/// tool author names an input request, e.g. `user_name`), else its interaction id.
+pub(crate) fn key(entry: &Entry) -> String {
+    entry
+        .payload
+        .as_ref()
+        .and_then(|p| p.get("key"))
+        .and_then(Value::as_str)
+        .filter(|k| !k.is_empty() && k.len() <= parkway::MAX_NAME_BYTES)
+        .map_or_else(|| entry.id.clone(), str::to_owned)
+}
+
 /// The ask's shape.
 pub(crate) fn shape(entry: &Entry) -> Shape {
     if let Some(needs) = relayed(entry) {

@@ -22,8 +22,8 @@ pub(crate) struct Round {
     pub(crate) subject: String,
     /// The run whose asks the round shows.
     pub(crate) run: String,
-    /// The asks of the round, by interaction id.
-    pub(crate) asks: Vec<String>,
+    /// The asks of the round: each one's key in `inputRequests` and its interaction id.
+    pub(crate) asks: Vec<(String, String)>,
 }
 
 /// Seals and opens round states with the server's key.
@@ -84,7 +84,7 @@ mod tests {
             v: 1,
             subject: "s".into(),
             run: "r-1".into(),
-            asks: vec!["i-1".into()],
+            asks: vec![("i-1".into(), "i-1".into())],
         }
     }
 

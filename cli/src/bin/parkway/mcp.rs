@@ -25,8 +25,8 @@ pub(crate) struct Face {
     #[arg(long, value_name = "HOSTS", value_delimiter = ',')]
     mcp_allowed_hosts: Vec<String>,
     /// The browser `Origin` values `/mcp` accepts, with scheme
-    /// (`https://app.example.com:443`), separated by commas. Default: none (a request
-    /// with an `Origin` is refused; one without passes).
+    /// (`https://app.example.com:443`), separated by commas; a request without an
+    /// `Origin` passes. Default: the loopback names on any port.
     #[arg(long, value_name = "ORIGINS", value_delimiter = ',')]
     mcp_allowed_origins: Vec<String>,
 }
@@ -41,7 +41,9 @@ impl Face {
             [any] if any == "*" => options.allowed_hosts = Vec::new(),
             hosts => options.allowed_hosts = hosts.to_vec(),
         }
-        options.allowed_origins = self.mcp_allowed_origins.clone();
+        if !self.mcp_allowed_origins.is_empty() {
+            options.allowed_origins = self.mcp_allowed_origins.clone();
+        }
         Ok(options)
     }
 
