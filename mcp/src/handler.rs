@@ -160,11 +160,7 @@ impl Face {
                 ));
             }
         }
-        let entries = self
-            .runtime
-            .list(&round.subject)
-            .await
-            .map_err(internal)?;
+        let entries = self.runtime.list(&round.subject).await.map_err(internal)?;
         let open: HashMap<&str, &Entry> = entries
             .iter()
             .filter(|e| e.status == Status::Asking && round.asks.iter().any(|(_, id)| *id == e.id))
@@ -502,7 +498,8 @@ impl ServerHandler for Face {
             })
             .collect();
         let next = (from + size < tools.len()).then(|| (from + size).to_string());
-        serde_json::from_value(json!({"resultType": "complete", "tools": page, "nextCursor": next})).map_err(internal)
+        serde_json::from_value(json!({"resultType": "complete", "tools": page, "nextCursor": next}))
+            .map_err(internal)
     }
 
     async fn call_tool(

@@ -129,7 +129,9 @@ pub(crate) fn main(args: Args) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                // The MCP SDK logs each error it answers a client with at `warn`: a
+                // client's mistake, not the server's.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp::service=error")),
         )
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
