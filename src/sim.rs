@@ -47,8 +47,8 @@ pub use model::{ModelFault, Tally};
 pub use random::{RandomConfig, RandomReport, random};
 pub use runner::{play, run};
 pub use scenario::{
-    Action, AskSpec, ExpectError, Op, Scenario, ScenarioError, Script, Scripts, SimSettings,
-    StartSpec, Step,
+    Action, AskSpec, ExpectError, McpServer, Op, Scenario, ScenarioError, Script, Scripts,
+    SimSettings, StartSpec, Step,
 };
-pub use script::Notes;
+pub use script::{Notes, RemoteTools};
 pub use transcript::{Check, Failure, Line, Transcript};

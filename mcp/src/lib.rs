@@ -32,6 +32,7 @@
 //! capability and an old client do: `docs/mcp.md`.
 
 mod handler;
+mod remote;
 mod round;
 mod state;
 
@@ -42,6 +43,7 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub use handler::{Face, META_RUN, META_SUBJECT};
+pub use remote::{DEFAULT_ASK_EXPIRY, MAX_ROUNDS, Remote};
 
 /// The face's settings.
 #[derive(Clone)]

@@ -102,7 +102,7 @@ impl Scenario {
             builder = builder.data_dir(data);
         }
         for (name, script) in &self.targets {
-            builder = script::register(builder, name, script, notes);
+            builder = script::register(builder, name, script, notes, None);
         }
         builder
     }

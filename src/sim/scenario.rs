@@ -91,6 +91,20 @@ pub enum Op {
         /// The binding name.
         bind: Option<String>,
     },
+    /// Call a tool of another MCP server, named in the targets file's `mcp_servers`;
+    /// binds its result. A round the server asks is asked of this run's caller
+    /// (`docs/mcp.md`, "Runs as MCP clients"); needs the MCP face's caller
+    /// ([`Scripts::register_with`]).
+    McpCall {
+        /// The server's name.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// Its arguments (a template).
+        arguments: Value,
+        /// The binding name.
+        bind: Option<String>,
+    },
     /// A journaled side effect: `value` is computed once and replayed after.
     Step {
         /// The step's name in the journal.
@@ -137,6 +151,32 @@ pub enum Op {
         /// Steps run otherwise.
         otherwise: Vec<Op>,
     },
+}
+
+/// The body of an `mcp_call` step.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpCallSpec {
+    server: String,
+    tool: String,
+    #[serde(default = "empty_object")]
+    arguments: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Map::new())
+}
+
+/// An MCP server a targets file names, for its `mcp_call` steps.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct McpServer {
+    /// Its Streamable HTTP endpoint (`http://host:port/mcp`).
+    pub url: String,
+    /// The bearer token to send, if it needs one.
+    #[serde(default)]
+    pub token: Option<String>,
 }
 
 /// One ask of a scripted target.
@@ -353,6 +393,7 @@ const OPS: &[&str] = &[
     "ask",
     "ask_all",
     "call",
+    "mcp_call",
     "step",
     "return",
     "fail",
@@ -443,6 +484,8 @@ pub struct Scripts {
     pub targets: IndexMap<String, Script>,
     /// Doors to save, in file order.
     pub doors: Vec<DoorSpec>,
+    /// The MCP servers its `mcp_call` steps may call, by name.
+    pub mcp_servers: IndexMap<String, McpServer>,
 }
 
 impl Scripts {
@@ -459,25 +502,72 @@ impl Scripts {
         let mut p = Problems::default();
         let targets = targets_of(&mut top, &mut p);
         let doors = doors_of(&mut top, &mut p);
+        let mcp_servers = top
+            .remove("mcp_servers")
+            .and_then(|v| parse::<IndexMap<String, McpServer>>(v, "mcp_servers", &mut p))
+            .unwrap_or_default();
+        for (name, script) in &targets {
+            for server in mcp_calls(&script.steps) {
+                if !mcp_servers.contains_key(server) {
+                    p.push(
+                        &format!("targets.{name}"),
+                        format!("mcp_call names the server {server:?}, which mcp_servers does not"),
+                    );
+                }
+            }
+        }
         if p.0.is_empty() {
-            Ok(Scripts { targets, doors })
+            Ok(Scripts {
+                targets,
+                doors,
+                mcp_servers,
+            })
         } else {
             Err(ScenarioError { problems: p.0 })
         }
     }
 
     /// `builder` with every scripted target registered. What a script's steps note is
-    /// logged (`tracing`, target `parkway::script`).
-    pub fn register(&self, mut builder: crate::Builder) -> crate::Builder {
+    /// logged (`tracing`, target `parkway::script`). An `mcp_call` step fails its run:
+    /// register with [`Scripts::register_with`] to give it a caller.
+    pub fn register(&self, builder: crate::Builder) -> crate::Builder {
+        self.register_with(builder, None)
+    }
+
+    /// [`Scripts::register`], with `remote` calling the tools of other servers for the
+    /// scripts' `mcp_call` steps (the MCP face's `parkway_mcp::Remote`).
+    pub fn register_with(
+        &self,
+        mut builder: crate::Builder,
+        remote: Option<std::sync::Arc<dyn super::script::RemoteTools>>,
+    ) -> crate::Builder {
         let notes = super::script::Notes::logged();
         for (name, script) in &self.targets {
-            builder = super::script::register(builder, name, script, &notes);
+            builder = super::script::register(builder, name, script, &notes, remote.clone());
             if let Some(tool) = &script.tool {
                 builder = builder.tool(name, tool.clone());
             }
         }
         builder
     }
+}
+
+/// The servers the `mcp_call` steps of `steps` name, in branches too.
+fn mcp_calls(steps: &[Op]) -> Vec<&str> {
+    let mut servers = Vec::new();
+    for op in steps {
+        match op {
+            Op::McpCall { server, .. } => servers.push(server.as_str()),
+            Op::If {
+                then, otherwise, ..
+            } => {
+                servers.extend(mcp_calls(then));
+                servers.extend(mcp_calls(otherwise));
+            }
+            _ => {}
+        }
+    }
+    servers
 }
 
 /// The `targets` of a scenario or targets file.
@@ -804,6 +894,16 @@ fn op(v: Value, path: &str, p: &mut Problems) -> Option<Op> {
             Op::Call {
                 target,
                 kwargs,
+                bind,
+            }
+        }
+        "mcp_call" => {
+            only(&map, &accepted, path, p);
+            let call = parse::<McpCallSpec>(body, &here, p)?;
+            Op::McpCall {
+                server: call.server,
+                tool: call.tool,
+                arguments: call.arguments,
                 bind,
             }
         }

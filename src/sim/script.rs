@@ -55,16 +55,39 @@ impl Notes {
     }
 }
 
+/// Calls the tools of other MCP servers for the `mcp_call` steps of scripted targets.
+/// The MCP face (`parkway_mcp::Remote`) is one; the runtime itself speaks no MCP.
+pub trait RemoteTools: Send + Sync + 'static {
+    /// Call `tool` of `server` with `arguments` for the run of `ctx`: its result, or the
+    /// run's error (a suspension when the server asked a question the run relayed to
+    /// its own caller).
+    fn call<'a>(
+        &'a self,
+        ctx: &'a Ctx,
+        server: &'a str,
+        tool: &'a str,
+        arguments: Value,
+    ) -> Pin<Box<dyn Future<Output = Result<Value, RunError>> + Send + 'a>>;
+}
+
 /// `builder` with `script` registered as the target `name` (before the build, so runs
 /// read back from a data directory find it).
-pub(crate) fn register(builder: Builder, name: &str, script: &Script, notes: &Notes) -> Builder {
+pub(crate) fn register(
+    builder: Builder,
+    name: &str,
+    script: &Script,
+    notes: &Notes,
+    remote: Option<Arc<dyn RemoteTools>>,
+) -> Builder {
     let extras: Vec<&str> = script.extras.iter().map(String::as_str).collect();
     let steps = Arc::new(script.steps.clone());
     let notes = notes.clone();
     builder.register(name, &extras, move |ctx, kwargs, extras| {
         let steps = Arc::clone(&steps);
         let notes = notes.clone();
+        let remote = remote.clone();
         async move {
+            let env = Env { notes, remote };
             let mut bindings = Bindings::new();
             bindings.insert(
                 "run".to_owned(),
@@ -72,12 +95,19 @@ pub(crate) fn register(builder: Builder, name: &str, script: &Script, notes: &No
             );
             bindings.insert("kwargs".to_owned(), kwargs);
             bindings.insert("extras".to_owned(), extras);
-            match block(&ctx, &steps, &mut bindings, &notes).await? {
+            match block(&ctx, &steps, &mut bindings, &env).await? {
                 Flow::Return(value) => Ok(value),
                 Flow::Next => Ok(Value::Null),
             }
         }
     })
+}
+
+/// What a script's steps reach beyond the run: where notes go, and the caller of other
+/// servers' tools.
+struct Env {
+    notes: Notes,
+    remote: Option<Arc<dyn RemoteTools>>,
 }
 
 /// Whether a block returned.
@@ -92,11 +122,11 @@ fn block<'a>(
     ctx: &'a Ctx,
     steps: &'a [Op],
     bindings: &'a mut Bindings,
-    notes: &'a Notes,
+    env: &'a Env,
 ) -> BlockFuture<'a> {
     Box::pin(async move {
         for op in steps {
-            if let Flow::Return(value) = one(ctx, op, bindings, notes).await? {
+            if let Flow::Return(value) = one(ctx, op, bindings, env).await? {
                 return Ok(Flow::Return(value));
             }
         }
@@ -118,7 +148,8 @@ fn error_value(message: impl std::fmt::Display) -> Value {
     json!({ "error": message.to_string() })
 }
 
-async fn one(ctx: &Ctx, op: &Op, bindings: &mut Bindings, notes: &Notes) -> Result<Flow, RunError> {
+async fn one(ctx: &Ctx, op: &Op, bindings: &mut Bindings, env: &Env) -> Result<Flow, RunError> {
+    let notes = &env.notes;
     match op {
         Op::Ask { asks, all, bind } => {
             let mut results = Vec::with_capacity(asks.len());
@@ -146,6 +177,21 @@ async fn one(ctx: &Ctx, op: &Op, bindings: &mut Bindings, notes: &Notes) -> Resu
             let kwargs = fill(kwargs, bindings)?;
             let record = ctx.call(target, kwargs).await?;
             set(bindings, bind, serde_json::to_value(record)?);
+        }
+        Op::McpCall {
+            server,
+            tool,
+            arguments,
+            bind,
+        } => {
+            let arguments = fill(arguments, bindings)?;
+            let Some(remote) = &env.remote else {
+                return Err(RunError::fail(format!(
+                    "mcp_call of {tool} on {server}: this runtime has no MCP client (register the scripts with one)"
+                )));
+            };
+            let value = remote.call(ctx, server, tool, arguments).await?;
+            set(bindings, bind, value);
         }
         Op::Step { name, value, bind } => {
             let value = fill(value, bindings)?;
@@ -218,7 +264,7 @@ async fn one(ctx: &Ctx, op: &Op, bindings: &mut Bindings, notes: &Notes) -> Resu
                 None => !matches!(value, Value::Null | Value::Bool(false)),
             };
             let branch = if holds { then } else { otherwise };
-            return block(ctx, branch, bindings, notes).await;
+            return block(ctx, branch, bindings, env).await;
         }
     }
     Ok(Flow::Next)

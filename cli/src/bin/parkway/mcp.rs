@@ -96,6 +96,11 @@ impl Face {
     }
 }
 
+/// The caller of other servers' tools for the scripts' `mcp_call` steps.
+pub(crate) fn remote(scripts: &Scripts) -> std::sync::Arc<dyn parkway::sim::RemoteTools> {
+    std::sync::Arc::new(parkway_mcp::Remote::new(scripts.mcp_servers.clone()))
+}
+
 /// Write `bytes` to a new file at `path` that only its owner can read.
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
@@ -172,7 +177,7 @@ async fn serve(args: Args) -> Result<(), String> {
             e.problems.join("\n  ")
         )
     })?;
-    let mut builder = scripts.register(Runtime::builder());
+    let mut builder = scripts.register_with(Runtime::builder(), Some(remote(&scripts)));
     if let Some(dir) = &args.data {
         builder = builder.data_dir(dir);
     }

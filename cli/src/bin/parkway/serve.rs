@@ -11,6 +11,8 @@ use parkway::sim::{Notes, Scenario, ScenarioError, Scripts};
 use parkway::{ManualClock, Runtime};
 use parkway_http::{Options, Scope, TestMode, Tokens, router, test_router};
 
+use crate::mcp::remote;
+
 /// `parkway serve` arguments.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -308,7 +310,7 @@ async fn plain(args: &Args, tokens: Tokens, options: Options) -> Result<(Runtime
         builder = builder.data_dir(dir);
     }
     if let Some(scripts) = &scripts {
-        builder = scripts.register(builder);
+        builder = scripts.register_with(builder, Some(remote(scripts)));
     }
     let runtime = builder.build().await.map_err(|e| e.to_string())?;
     if let Some(scripts) = &scripts {
