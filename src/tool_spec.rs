@@ -365,3 +365,106 @@ impl Tool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::{BuildError, Ids, Runtime, ToolCallError, ToolSpec};
+
+    async fn runtime(spec: ToolSpec) -> Result<Runtime, BuildError> {
+        Runtime::builder()
+            .without_env()
+            .ids(Ids::sequential())
+            .register("echo", &[], |ctx, kwargs, _| async move {
+                Ok(json!({"subject": ctx.subject(), "kwargs": kwargs}))
+            })
+            .tool("echo", spec)
+            .build()
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_bad_spec_fails_the_build_naming_every_problem() {
+        let spec = ToolSpec::new("bad name!")
+            .input_schema(json!({"type": "array"}))
+            .output_schema(json!({"type": "object", "minimum": "x"}))
+            .subject_expr("$nope");
+        let Err(BuildError::Tool(error)) = runtime(spec).await else {
+            panic!("the spec must be refused");
+        };
+        let text = error.to_string();
+        for part in [
+            "the name must be",
+            "inputSchema must be an object schema",
+            "outputSchema is not a valid",
+            "$nope",
+        ] {
+            assert!(text.contains(part), "{part}: {text}");
+        }
+    }
+
+    #[tokio::test]
+    async fn arguments_are_checked_and_the_subject_read_before_anything_starts() {
+        let schema = json!({"type": "object", "required": ["service"],
+            "properties": {"service": {"type": "string", "minLength": 2}, "n": {"type": "integer"}}});
+        let rt = runtime(
+            ToolSpec::new("echo")
+                .input_schema(schema.clone())
+                .subject_expr(
+                    r#"if .arguments.service == "loop" then [range(100000) as $a | range(100000) | $a] | length | tostring
+               else "svc:" + .arguments.service + ":" + (._meta.client // "none") end"#,
+                ),
+        )
+        .await
+        .unwrap();
+        let Err(ToolCallError::InvalidArguments { problems, .. }) = rt
+            .call_tool("echo", json!({"service": "a", "n": "x"}), &json!({}), "t")
+            .await
+        else {
+            panic!("invalid arguments must be refused");
+        };
+        let mut at: Vec<&str> = problems.iter().map(|p| p.at.as_str()).collect();
+        at.sort_unstable();
+        assert_eq!(at, ["/n", "/service"]);
+        let (subject, record) = rt
+            .call_tool(
+                "echo",
+                json!({"service": "api"}),
+                &json!({"client": "c1"}),
+                "t",
+            )
+            .await
+            .unwrap();
+        assert_eq!(subject, "svc:api:c1");
+        assert_eq!(record.result.unwrap()["subject"], "svc:api:c1");
+        // A subject expression that would run for ever is stopped at its deadline.
+        let Err(ToolCallError::Subject { why, .. }) = rt
+            .call_tool("echo", json!({"service": "loop"}), &json!({}), "t")
+            .await
+        else {
+            panic!("a runaway subject_expr must be refused");
+        };
+        assert!(why.contains("subject_expr"), "{why}");
+        assert!(matches!(
+            rt.call_tool("nope", json!({}), &json!({}), "t").await,
+            Err(ToolCallError::Unknown { .. })
+        ));
+        assert_eq!(rt.tools().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn without_subject_expr_each_call_has_a_fresh_subject() {
+        let rt = runtime(ToolSpec::new("echo")).await.unwrap();
+        let (a, _) = rt
+            .call_tool("echo", json!({}), &json!({}), "t")
+            .await
+            .unwrap();
+        let (b, _) = rt
+            .call_tool("echo", json!({}), &json!({}), "t")
+            .await
+            .unwrap();
+        assert_ne!(a, b);
+        assert!(a.starts_with("tool:echo:"), "{a}");
+    }
+}

@@ -298,3 +298,29 @@ async fn bad_calls_are_named() {
     assert_eq!(result.is_error, Some(true));
     assert!(text(&result).contains("/service"), "{}", text(&result));
 }
+
+#[tokio::test]
+async fn tools_are_listed_a_page_at_a_time() {
+    let runtime = runtime().await;
+    for i in 0..119 {
+        runtime
+            .add_tool(
+                "deploy",
+                ToolSpec::new(format!("t{i:03}")).description("one of many"),
+            )
+            .unwrap();
+    }
+    let url = serve(runtime).await;
+    let (client, _) = client(&url, answers).await;
+    let first = client.list_tools(None).await.unwrap();
+    assert_eq!(first.tools.len(), 50);
+    assert!(first.next_cursor.is_some());
+    let all = client.list_all_tools().await.unwrap();
+    assert_eq!(all.len(), 120);
+    let mut names: Vec<String> = all.iter().map(|t| t.name.to_string()).collect();
+    names.dedup();
+    assert_eq!(names.len(), 120, "no tool twice");
+    let bad = rmcp::model::PaginatedRequestParams::default().with_cursor(Some("nope".into()));
+    let error = client.list_tools(Some(bad)).await.unwrap_err();
+    assert!(error.to_string().contains("cursor"), "{error}");
+}
