@@ -311,19 +311,28 @@ impl Face {
                     .into_iter()
                     .filter(|e| e.status == Status::Asking)
                     .collect();
+                if asks.is_empty() {
+                    // Every ask of the group is answered and the run is about to resume:
+                    // nothing to ask.
+                    return Ok(CallToolResult::success(vec![Content::text(format!(
+                        "run {} has its answers and is resuming",
+                        record.run_id
+                    ))])
+                    .with_meta(Some(meta))
+                    .into());
+                }
                 return self
                     .round(tool, subject, &record.run_id, asks, client, problems)
                     .await;
             }
             RunStatus::Suspended => CallToolResult::success(vec![Content::text(format!(
-                "run {} waits for a person to answer {} in the inbox; its record is at run {}",
+                "run {} waits for a person to answer {} in the inbox",
                 record.run_id,
                 record
                     .suspension
                     .as_ref()
                     .map(|s| s.interactions.join(", "))
                     .unwrap_or_default(),
-                record.run_id
             ))]),
             _ => CallToolResult::success(vec![Content::text(format!(
                 "run {} is {}",

@@ -324,3 +324,79 @@ async fn tools_are_listed_a_page_at_a_time() {
     let error = client.list_tools(Some(bad)).await.unwrap_err();
     assert!(error.to_string().contains("cursor"), "{error}");
 }
+
+#[tokio::test]
+async fn an_ask_resolved_elsewhere_or_expired_meanwhile_is_answered_as_such() {
+    let clock = parkway::ManualClock::default();
+    let runtime = Runtime::builder()
+        .without_env()
+        .ids(Ids::sequential())
+        .clock(clock.clone())
+        .register("once", &[], |ctx, _, _| async move {
+            let go = ctx
+                .ask(Ask::caller("go?").answer_format("confirm").expiry_at("10m"))
+                .await?;
+            Ok(json!({"go": go}))
+        })
+        .tool("once", ToolSpec::new("once").description("asks once"))
+        .build()
+        .await
+        .unwrap();
+    let url = serve(runtime.clone()).await;
+    let (client, _) = client(&url, answers).await;
+    let yes = json!({"action": "accept", "content": {"answer": true}});
+    let retry = |id: &str, state: &str| {
+        let mut responses = InputResponses::new();
+        responses.insert(id.to_owned(), yes.clone());
+        let mut params = CallToolRequestParams::new("once").with_input_responses(responses);
+        params.request_state = Some(state.to_owned());
+        params
+    };
+
+    // Resolved elsewhere: resumed through the runtime (as a door or a run would).
+    let (subject, id, state) = once_round(&client).await;
+    runtime.resume(&subject, &id, json!(false)).await.unwrap();
+    let CallToolResponse::Complete(late) = client.call_tool_once(retry(&id, &state)).await.unwrap()
+    else {
+        panic!("a late answer is a tool error");
+    };
+    assert_eq!(late.is_error, Some(true));
+    let said = text(&late);
+    assert!(
+        said.contains("no longer open") && said.contains("succeeded"),
+        "{said}"
+    );
+
+    // Expired: the deadline passes before the answer; the chain was torn down.
+    let (_, id, state) = once_round(&client).await;
+    clock.advance(std::time::Duration::from_secs(11 * 60));
+    runtime.settle().await;
+    let CallToolResponse::Complete(expired) =
+        client.call_tool_once(retry(&id, &state)).await.unwrap()
+    else {
+        panic!("an answer after the expiry is a tool error");
+    };
+    assert_eq!(expired.is_error, Some(true));
+    let said = text(&expired);
+    assert!(
+        said.contains("no longer open") && said.contains("cancelled"),
+        "{said}"
+    );
+}
+
+/// A fresh call of `once`: its subject, its ask's key and the round's state.
+async fn once_round(client: &RunningService<RoleClient, Answering>) -> (String, String, String) {
+    match client
+        .call_tool_once(CallToolRequestParams::new("once"))
+        .await
+        .unwrap()
+    {
+        CallToolResponse::InputRequired(round) => {
+            let meta = round.meta.clone().unwrap();
+            let subject = meta.0["io.parkway/subject"].as_str().unwrap().to_owned();
+            let id = round.input_requests.unwrap().keys().next().unwrap().clone();
+            (subject, id, round.request_state.unwrap())
+        }
+        other => panic!("expected a round, got {other:?}"),
+    }
+}
