@@ -125,5 +125,7 @@ pub use runtime::{Builder, Runtime, Start, Stats, StoreRecovery, StoreStats};
 pub use settings::{
     MAX_CONCURRENT, MAX_CONCURRENT_CALLER, Settings, SettingsError, WAITING_RETENTION,
 };
-pub use tool_spec::{MAX_TOOL_NAME, ResultForm, Tool, ToolCallError, ToolSpec, ToolSpecError};
+pub use tool_spec::{
+    MAX_TOOL_NAME, ResultForm, TaskSupport, Tool, ToolCallError, ToolSpec, ToolSpecError,
+};
 pub use tools::{GENERIC_TOOLS, generic_tool_descriptions};
