@@ -34,6 +34,7 @@
 mod handler;
 mod round;
 mod state;
+mod tasks;
 
 use std::sync::Arc;
 
