@@ -30,6 +30,10 @@
 //!
 //! What each ask becomes, what an answer must be, and what `decline`, `cancel`, a missing
 //! capability and an old client do: `docs/mcp.md`.
+//!
+//! A call whose run waits becomes a task of the tasks extension when its tool allows it
+//! and its client declares the extension (`tasks`); a run's progress goes to the caller
+//! as `notifications/progress`: `docs/mcp-tasks.md`.
 
 mod handler;
 mod round;
