@@ -110,7 +110,24 @@ pub struct Entry {
     pub payload: Option<Value>,
 }
 
+/// The one key of the payload of a wait's park ([`Ctx::wait`](crate::Ctx::wait)).
+pub const WAIT_KEY: &str = "wait";
+
 impl Entry {
+    /// Whether this entry is a wait's park ([`Ctx::wait`](crate::Ctx::wait)): a caller
+    /// ask with no question whose payload is `{"wait": <duration>}` alone. It asks
+    /// nobody anything: its deadline resumes the run. A face shows it as work under
+    /// way, not as a question.
+    pub fn is_wait(&self) -> bool {
+        self.to == Some(To::Caller)
+            && self.question.is_none()
+            && self
+                .payload
+                .as_ref()
+                .and_then(Value::as_object)
+                .is_some_and(|p| p.len() == 1 && p.get(WAIT_KEY).is_some_and(Value::is_string))
+    }
+
     /// A waiting outcome: only an id and a status.
     pub(crate) fn waiting(id: String, status: Status) -> Self {
         Self {

@@ -173,6 +173,23 @@ pub enum Event {
         /// The run.
         run: String,
     },
+    /// A run reported how far its work has come ([`Ctx::progress`](crate::Ctx::progress)).
+    /// A note, not a change: it is shown at once and never written to the event log,
+    /// and a replay of the run does not report it again.
+    RunProgress {
+        /// The subject.
+        subject: String,
+        /// The run.
+        run: String,
+        /// The progress so far.
+        progress: f64,
+        /// The total, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        /// What the run is doing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     /// A door visit was refused; nothing was applied.
     VisitRefused {
         /// The subject.

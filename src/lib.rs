@@ -103,7 +103,7 @@ pub use door::plan::VisitProblem;
 pub use door::registry::HookFire;
 pub use door::saved::SaveProblem;
 pub use door::spec::{Kind as DoorKind, Spec as DoorSpec};
-pub use entry::{Entry, Status, To};
+pub use entry::{Entry, Status, To, WAIT_KEY};
 pub use error::{
     AskError, BuildError, CancelError, CtxError, IdProblem, LogError, Problems, RecordError,
     ResumeError, RunError, StartError, StoreFault, Suspension, TakeError,
@@ -125,5 +125,7 @@ pub use runtime::{Builder, Runtime, Start, Stats, StoreRecovery, StoreStats};
 pub use settings::{
     MAX_CONCURRENT, MAX_CONCURRENT_CALLER, Settings, SettingsError, WAITING_RETENTION,
 };
-pub use tool_spec::{MAX_TOOL_NAME, ResultForm, Tool, ToolCallError, ToolSpec, ToolSpecError};
+pub use tool_spec::{
+    MAX_TOOL_NAME, ResultForm, TaskSupport, Tool, ToolCallError, ToolSpec, ToolSpecError,
+};
 pub use tools::{GENERIC_TOOLS, generic_tool_descriptions};

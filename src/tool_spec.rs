@@ -28,8 +28,8 @@ pub const MAX_TOOL_NAME: usize = 128;
 /// A target offered as a tool.
 ///
 /// In JSON (a targets file's `"tool"`), the fields are named as MCP names them:
-/// `name`, `title`, `description`, `inputSchema`, `outputSchema`, with `subject_expr`
-/// and `result` beside them.
+/// `name`, `title`, `description`, `inputSchema`, `outputSchema`, `taskSupport`, with
+/// `subject_expr` and `result` beside them.
 ///
 /// ```
 /// use parkway::ToolSpec;
@@ -76,6 +76,47 @@ pub struct ToolSpec {
     /// `content` list, and optional `structuredContent` and `isError`).
     #[serde(default, skip_serializing_if = "ResultForm::is_json")]
     pub result: ResultForm,
+    /// Whether a call may run as a task of the MCP tasks extension: `forbidden` (the
+    /// default: every call answers in the call), `optional` (a call from a client that
+    /// declares the extension becomes a task when its run waits) or `required` (as
+    /// `optional`, and a client without the extension is refused). MCP lists it as
+    /// `execution.taskSupport`.
+    #[serde(
+        rename = "taskSupport",
+        alias = "task_support",
+        default,
+        skip_serializing_if = "TaskSupport::is_forbidden"
+    )]
+    pub task_support: TaskSupport,
+}
+
+/// Whether a tool's calls may run as tasks (see [`ToolSpec::task_support`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TaskSupport {
+    /// Never a task.
+    #[default]
+    Forbidden,
+    /// A task when the client declares the extension and the run waits.
+    Optional,
+    /// Only for clients that declare the extension.
+    Required,
+}
+
+impl TaskSupport {
+    fn is_forbidden(&self) -> bool {
+        *self == TaskSupport::Forbidden
+    }
+
+    /// The value as MCP writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskSupport::Forbidden => "forbidden",
+            TaskSupport::Optional => "optional",
+            TaskSupport::Required => "required",
+        }
+    }
 }
 
 /// How a tool's run result is read (see [`ToolSpec::result`]).
@@ -112,6 +153,7 @@ impl ToolSpec {
             output_schema: None,
             subject_expr: None,
             result: ResultForm::Json,
+            task_support: TaskSupport::Forbidden,
         }
     }
 
@@ -148,6 +190,12 @@ impl ToolSpec {
     /// Set how the run's result is read.
     pub fn result(mut self, form: ResultForm) -> ToolSpec {
         self.result = form;
+        self
+    }
+
+    /// Set whether calls may run as tasks.
+    pub fn task_support(mut self, support: TaskSupport) -> ToolSpec {
+        self.task_support = support;
         self
     }
 }

@@ -9,21 +9,26 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use parkway::{Entry, RunRecord, RunStatus, Runtime, Status, ToolCallError};
+use parkway::{Entry, Event, RunRecord, RunStatus, Runtime, Status, TaskSupport, ToolCallError};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities,
-    ContentBlock as Content, Implementation, InitializeResult, InputRequests, InputRequiredResult,
-    InputResponses, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+    ContentBlock as Content, GetTaskParams, GetTaskResult, Implementation, InitializeResult,
+    InputRequests, InputRequiredResult, InputResponses, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    ServerCapabilities, ServerConfig, UpdateTaskParams,
 };
+use rmcp::service::Peer;
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use crate::Options;
 use crate::round::{self, Answer, Needs};
 use crate::state::{Round, States};
+use crate::tasks;
 
 /// The identity runs started through this face run as.
 pub(crate) const IDENTITY: &str = "mcp";
@@ -36,8 +41,8 @@ pub const META_SUBJECT: &str = "io.parkway/subject";
 /// The MCP face over one runtime. Clones share everything.
 #[derive(Clone)]
 pub struct Face {
-    runtime: Runtime,
-    states: Arc<States>,
+    pub(crate) runtime: Runtime,
+    pub(crate) states: Arc<States>,
     options: Arc<Options>,
 }
 
@@ -69,6 +74,11 @@ impl Client {
             .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
     }
 
+    /// Whether the request declares the tasks extension.
+    fn has_tasks(&self) -> bool {
+        self.capabilities.supports_tasks()
+    }
+
     fn can(&self, needs: Needs) -> bool {
         let c = &self.capabilities;
         match needs {
@@ -79,12 +89,58 @@ impl Client {
     }
 }
 
+/// How one call is answered beyond its run's record.
+struct Call {
+    /// The call may become a task: the tool allows it and the client declares the
+    /// extension.
+    tasks: bool,
+    /// Where the run's progress goes, when the request asked for it.
+    relay: Option<Relay>,
+}
+
+/// The run's progress, relayed to the client as `notifications/progress` with the
+/// request's token.
+struct Relay {
+    token: ProgressToken,
+    peer: Peer<RoleServer>,
+    /// Subscribed before the run starts, so no report is missed.
+    events: broadcast::Receiver<Event>,
+}
+
+impl Call {
+    /// Send the progress `run` reported so far.
+    async fn flush(&mut self, run: &str) {
+        let Some(relay) = &mut self.relay else {
+            return;
+        };
+        loop {
+            match relay.events.try_recv() {
+                Ok(Event::RunProgress {
+                    run: r,
+                    progress,
+                    total,
+                    message,
+                    ..
+                }) if r == run => {
+                    let mut param = ProgressNotificationParam::new(relay.token.clone(), progress);
+                    param.total = total;
+                    param.message = message;
+                    // A client gone is no reason to fail the call: the result says it.
+                    let _ = relay.peer.notify_progress(param).await;
+                }
+                Ok(_) | Err(TryRecvError::Lagged(_)) => {}
+                Err(_) => return,
+            }
+        }
+    }
+}
+
 /// A tool error: the call's answer with `isError`, naming what went wrong.
 fn failed(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![Content::text(text.into())])
 }
 
-fn internal(why: impl std::fmt::Display) -> McpError {
+pub(crate) fn internal(why: impl std::fmt::Display) -> McpError {
     McpError::internal_error(why.to_string(), None)
 }
 
@@ -105,6 +161,7 @@ impl Face {
         name: &str,
         params: CallToolRequestParams,
         client: &Client,
+        call: &mut Call,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = Value::Object(params.arguments.unwrap_or_default());
         let meta = params
@@ -118,7 +175,7 @@ impl Face {
             .await
         {
             Ok((subject, record)) => {
-                self.reply(name, &subject, record, client, &HashMap::new())
+                self.reply(name, &subject, record, client, &HashMap::new(), call)
                     .await
             }
             Err(ToolCallError::Unknown { name }) => Err(McpError::invalid_params(
@@ -143,6 +200,7 @@ impl Face {
         state: &str,
         responses: InputResponses,
         client: &Client,
+        call: &mut Call,
     ) -> Result<CallToolResponse, McpError> {
         let round = self
             .states
@@ -196,7 +254,7 @@ impl Face {
         if !problems.is_empty() {
             let record = self.record(&round.run).await?;
             return self
-                .reply(name, &round.subject, record, client, &problems)
+                .reply(name, &round.subject, record, client, &problems, call)
                 .await;
         }
         if !refusals.is_empty() {
@@ -236,7 +294,7 @@ impl Face {
             Some(record) => record,
             None => self.record(&round.run).await?,
         };
-        self.reply(name, &round.subject, record, client, &HashMap::new())
+        self.reply(name, &round.subject, record, client, &HashMap::new(), call)
             .await
     }
 
@@ -281,36 +339,57 @@ impl Face {
             .ok_or_else(|| internal(format!("no record of run {run}")))
     }
 
-    /// The call's answer for `record`: its result, its error, or a round of its open
-    /// caller asks (`problems` says why an ask is asked again).
+    /// Hold a call while its run is at work with nothing to ask (running, or parked on
+    /// waits alone), relaying its progress; the run's record once it ends or asks.
+    async fn hold(&self, run: &str, call: &mut Call) -> Result<RunRecord, McpError> {
+        // Subscribed before the first read, so no change between the two is missed.
+        let mut events = self.runtime.events();
+        loop {
+            let record = self.record(run).await?;
+            call.flush(run).await;
+            if !tasks::busy(&record) {
+                return Ok(record);
+            }
+            loop {
+                match events.recv().await {
+                    Ok(event) if !tasks::about(&event, run) => continue,
+                    Err(RecvError::Closed) => return Err(internal("the runtime stopped")),
+                    _ => break,
+                }
+            }
+        }
+    }
+
+    /// The call's answer for `record`: its result, its error, a round of its open
+    /// caller asks (`problems` says why an ask is asked again), or, when the run waits
+    /// and the call may be a task, the task. A call that may not be a task is held
+    /// while its run waits.
     async fn reply(
         &self,
         tool: &str,
         subject: &str,
-        record: RunRecord,
+        mut record: RunRecord,
         client: &Client,
         problems: &HashMap<String, String>,
+        call: &mut Call,
     ) -> Result<CallToolResponse, McpError> {
+        call.flush(&record.run_id).await;
+        if tasks::waits(&record) {
+            if call.tasks {
+                return Ok(self.create_task(tool, subject, &record).into());
+            }
+            if tasks::busy(&record) {
+                record = self.hold(&record.run_id, call).await?;
+            }
+        }
         let meta = run_meta(subject, &record.run_id);
         let result = match record.status {
-            RunStatus::Succeeded => self.result(tool, record.result.unwrap_or(Value::Null)),
-            RunStatus::Failed | RunStatus::Cancelled => failed(format!(
-                "run {} {}: {}",
-                record.run_id,
-                if record.status == RunStatus::Failed {
-                    "failed"
-                } else {
-                    "was cancelled"
-                },
-                record.error.as_deref().unwrap_or("no reason given")
-            )),
+            RunStatus::Succeeded => self
+                .content(tool, record.result.unwrap_or(Value::Null))
+                .map_err(|why| McpError::internal_error(why, None))?,
+            RunStatus::Failed | RunStatus::Cancelled => self.failure(&record),
             RunStatus::Parked => {
-                let asks: Vec<Entry> = record
-                    .asks
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|e| e.status == Status::Asking)
-                    .collect();
+                let asks = tasks::questions(&record);
                 if asks.is_empty() {
                     // Every ask of the group is answered and the run is about to resume:
                     // nothing to ask.
@@ -419,8 +498,24 @@ impl Face {
             .into())
     }
 
-    /// A succeeded run's result as the tool's answer.
-    fn result(&self, tool: &str, value: Value) -> CallToolResult {
+    /// A failed or cancelled run as the tool's answer: a tool error naming why.
+    pub(crate) fn failure(&self, record: &RunRecord) -> CallToolResult {
+        failed(format!(
+            "run {} {}: {}",
+            record.run_id,
+            if record.status == RunStatus::Failed {
+                "failed"
+            } else {
+                "was cancelled"
+            },
+            record.error.as_deref().unwrap_or("no reason given")
+        ))
+    }
+
+    /// A succeeded run's result as the tool's answer; `Err` naming why when a tool
+    /// whose result is its content returned something that is no tool result (the
+    /// server failed to answer, which is no tool error: -32603).
+    pub(crate) fn content(&self, tool: &str, value: Value) -> Result<CallToolResult, String> {
         let form = self
             .runtime
             .tool(tool)
@@ -430,25 +525,25 @@ impl Face {
             return match serde_json::from_value::<CallToolResult>(value) {
                 Ok(mut result) => {
                     result.result_type = Some(rmcp::model::ResultType::COMPLETE);
-                    result
+                    Ok(result)
                 }
-                Err(e) => failed(format!(
+                Err(e) => Err(format!(
                     "tool {tool} returned a result that is not a tool result: {e}"
                 )),
             };
         }
-        match value {
+        Ok(match value {
             Value::String(text) => CallToolResult::success(vec![Content::text(text)]),
             value => {
                 let mut result = CallToolResult::success(vec![Content::text(value.to_string())]);
                 result.structured_content = Some(value);
                 result
             }
-        }
+        })
     }
 }
 
-fn run_meta(subject: &str, run: &str) -> MetaObject {
+pub(crate) fn run_meta(subject: &str, run: &str) -> MetaObject {
     let mut meta = serde_json::Map::new();
     meta.insert(META_RUN.to_owned(), json!(run));
     meta.insert(META_SUBJECT.to_owned(), json!(subject));
@@ -462,6 +557,7 @@ impl ServerHandler for Face {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_completions()
+            .enable_tasks()
             .build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("parkway", env!("CARGO_PKG_VERSION")))
@@ -503,6 +599,9 @@ impl ServerHandler for Face {
                 if let Some(output) = &spec.output_schema {
                     tool["outputSchema"] = output.clone();
                 }
+                if spec.task_support != TaskSupport::Forbidden {
+                    tool["execution"] = json!({"taskSupport": spec.task_support.as_str()});
+                }
                 tool
             })
             .collect();
@@ -518,7 +617,7 @@ impl ServerHandler for Face {
     ) -> Result<CallToolResponse, McpError> {
         let client = Client::of(&context);
         let name = request.name.to_string();
-        if self.runtime.tool(&name).is_none() {
+        let Some(tool) = self.runtime.tool(&name) else {
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool {:?}",
@@ -528,13 +627,53 @@ impl ServerHandler for Face {
                 ),
                 None,
             ));
+        };
+        let support = tool.spec.task_support;
+        if support == TaskSupport::Required && !client.has_tasks() {
+            return Err(McpError::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ));
         }
+        let relay = context.meta.get_progress_token().map(|token| Relay {
+            token,
+            peer: context.peer.clone(),
+            events: self.runtime.events(),
+        });
+        let mut call = Call {
+            tasks: support != TaskSupport::Forbidden && client.has_tasks(),
+            relay,
+        };
         match request.request_state.clone() {
-            None => self.start(&name, request, &client).await,
+            None => self.start(&name, request, &client, &mut call).await,
             Some(state) => {
                 let responses = request.input_responses.unwrap_or_default();
-                self.retry(&name, &state, responses, &client).await
+                self.retry(&name, &state, responses, &client, &mut call)
+                    .await
             }
         }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.get(request).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.update(request).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.cancel(request).await
     }
 }

@@ -30,11 +30,16 @@
 //!
 //! What each ask becomes, what an answer must be, and what `decline`, `cancel`, a missing
 //! capability and an old client do: `docs/mcp.md`.
+//!
+//! A call whose run waits becomes a task of the tasks extension when its tool allows it
+//! and its client declares the extension (`tasks`); a run's progress goes to the caller
+//! as `notifications/progress`: `docs/mcp.md`, "Tasks" and "Progress".
 
 mod handler;
 mod remote;
 mod round;
 mod state;
+mod tasks;
 
 use std::sync::Arc;
 

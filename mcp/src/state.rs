@@ -26,6 +26,24 @@ pub(crate) struct Round {
     pub(crate) asks: Vec<(String, String)>,
 }
 
+/// What a task's id names: the run that is the task, its subject, and the tool it was
+/// called as. Sealed like a round's state, under its own associated data, so a task id
+/// is never read as a round's state nor the other way round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TaskRef {
+    /// The format of this id (1).
+    pub(crate) v: u8,
+    /// The tool the task was called as.
+    pub(crate) tool: String,
+    /// The subject the run parks on.
+    pub(crate) subject: String,
+    /// The run.
+    pub(crate) run: String,
+}
+
+/// The associated data a task id is sealed under.
+const TASK_AD: &[u8] = b"io.modelcontextprotocol/tasks";
+
 /// Seals and opens round states with the server's key.
 pub(crate) struct States {
     codec: RequestStateCodec,
@@ -52,6 +70,33 @@ impl States {
         self.codec
             .seal_json_with(round, &options)
             .unwrap_or_default()
+    }
+
+    /// `task` as a task id.
+    pub(crate) fn seal_task(&self, task: &TaskRef) -> String {
+        let options = SealOptions::new().associated_data(TASK_AD);
+        // A plain struct of strings always serialises.
+        self.codec
+            .seal_json_with(task, &options)
+            .unwrap_or_default()
+    }
+
+    /// The task `id` names, if this server issued it; else why not.
+    pub(crate) fn open_task(&self, id: &str) -> Result<TaskRef, String> {
+        if id.len() > MAX_STATE_BYTES {
+            return Err(format!(
+                "taskId is {} bytes long, more than any this server issues",
+                id.len()
+            ));
+        }
+        let task: TaskRef = self
+            .codec
+            .open_json_with(id, TASK_AD)
+            .map_err(|e| format!("unknown task: the taskId was not issued by this server ({e})"))?;
+        if task.v != 1 {
+            return Err(format!("taskId has unknown format {}", task.v));
+        }
+        Ok(task)
     }
 
     /// The round `text` names, if this server sealed it for `tool`; else why not.
@@ -104,6 +149,28 @@ mod tests {
         assert!(
             states
                 .open("deploy", &"x".repeat(MAX_STATE_BYTES + 1))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_task_id_opens_only_as_a_task_id() {
+        let states = States::new(&[7; 32]).unwrap();
+        let task = TaskRef {
+            v: 1,
+            tool: "deploy".into(),
+            subject: "s".into(),
+            run: "r-1".into(),
+        };
+        let id = states.seal_task(&task);
+        assert_eq!(states.open_task(&id).unwrap(), task);
+        // A round's state is no task id, and a task id is no round's state.
+        assert!(states.open_task(&states.seal("deploy", &round())).is_err());
+        assert!(states.open("deploy", &id).is_err());
+        assert!(States::new(&[8; 32]).unwrap().open_task(&id).is_err());
+        assert!(
+            states
+                .open_task("tasks-conformance-nonexistent-12345")
                 .is_err()
         );
     }

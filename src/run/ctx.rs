@@ -297,6 +297,53 @@ impl Ctx {
         Err(AskError::Suspended(Suspension { interaction }))
     }
 
+    /// Wait `duration` on the runtime's clock, as a park the run's timer ends: the
+    /// activation ends here (the sentinel is returned, to propagate with `?`), and the
+    /// run is resumed when the deadline passes, on a restarted runtime too (the timer is
+    /// durable). The park is a caller ask with no question and the payload
+    /// `{"wait": "<duration>"}` ([`Entry::is_wait`]); it counts toward
+    /// `INTERACTIONS_MAX_CONCURRENT_CALLER` while it stands. Cancelling it tears the
+    /// run's chain down, as any caller ask's cancel does; resuming it early ends the
+    /// wait early. A zero duration returns at once without parking.
+    ///
+    /// The run's outcome after a wait goes to its record and to whoever resumed it; a
+    /// wait that ran out leaves no waiting outcome on the subject.
+    pub async fn wait(&self, duration: std::time::Duration) -> Result<(), AskError> {
+        if duration.is_zero() {
+            return Ok(());
+        }
+        let text = humantime::format_duration(duration).to_string();
+        let ask = Ask::caller_payload(serde_json::json!({ crate::WAIT_KEY: text }))
+            .expiry_at(duration)
+            .on_expiry(crate::OnExpiry::Resume);
+        self.ask(ask).await.map(|_| ())
+    }
+
+    /// Report how far the run's work has come: `progress` (which should grow with each
+    /// report) of `total`, when known, with a message. A note shown at once as
+    /// [`Event::RunProgress`](crate::Event::RunProgress) (the MCP face relays it to the
+    /// caller as `notifications/progress`), not journaled: while an activation replays
+    /// what an earlier one did, its reports are not shown again.
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        {
+            let replay = self.replay();
+            if replay.cursor < replay.journal.len() {
+                return;
+            }
+        }
+        self.inner
+            .port
+            .services()
+            .events
+            .publish(crate::Event::RunProgress {
+                subject: self.inner.subject.to_string(),
+                run: self.inner.run_id.to_string(),
+                progress,
+                total,
+                message: message.map(str::to_owned),
+            });
+    }
+
     /// Run a side effect once: its result is journaled, and a replay returns the
     /// recorded result instead of running `f` again. Anything non-deterministic (a model
     /// call, I/O, a clock read, a random draw) belongs in a step.

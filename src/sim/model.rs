@@ -338,7 +338,7 @@ impl Model {
                     Resolution::Expired => self.tally.expired += 1,
                 }
             }
-            Event::ExpiryFired { .. } => {}
+            Event::ExpiryFired { .. } | Event::RunProgress { .. } => {}
             Event::CapRefused { .. } => self.tally.cap_refused += 1,
             Event::WaitingOutcomeStored {
                 subject,

@@ -1236,6 +1236,7 @@ fn event_subject(event: &Event) -> Option<&str> {
         | Event::WaitingOutcomeTaken { subject, .. }
         | Event::WaitingOutcomeDropped { subject, .. }
         | Event::VisitRefused { subject, .. }
+        | Event::RunProgress { subject, .. }
         | Event::RecordDropped { subject, .. } => subject,
     })
 }

@@ -139,6 +139,19 @@ pub enum Op {
         /// The binding name.
         bind: Option<String>,
     },
+    /// Wait on the runtime's clock ([`Ctx::wait`](crate::Ctx::wait)): a duration (a
+    /// template) such as `"2s"`, or a number of seconds.
+    Wait(Value),
+    /// Report progress ([`Ctx::progress`](crate::Ctx::progress)): `progress`, with an
+    /// optional `total` and `message` (templates).
+    Progress {
+        /// The progress so far (a number).
+        progress: Value,
+        /// The total (a number), when known.
+        total: Option<Value>,
+        /// What the run is doing (a string).
+        message: Option<Value>,
+    },
     /// Branch on a template's value.
     If {
         /// The value tested (a template).
@@ -401,6 +414,8 @@ const OPS: &[&str] = &[
     "resume_parked",
     "take_parked",
     "cancel_parked",
+    "wait",
+    "progress",
     "if",
 ];
 
@@ -811,6 +826,7 @@ fn op_args(key: &str) -> &'static [&'static str] {
         "call" => &["kwargs"],
         "step" => &["value"],
         "if" => &["equals", "then", "else"],
+        "progress" => &["total", "message"],
         _ => &[],
     }
 }
@@ -957,6 +973,26 @@ fn op(v: Value, path: &str, p: &mut Problems) -> Option<Op> {
         "cancel_parked" => {
             only(&map, &accepted, path, p);
             Op::CancelParked { ids: body, bind }
+        }
+        "wait" => {
+            only(&map, &accepted, path, p);
+            if let Value::String(text) = &body
+                && !text.contains('$')
+                && let Err(why) = duration(text)
+            {
+                p.push(&here, why);
+            }
+            Op::Wait(body)
+        }
+        "progress" => {
+            let total = map.remove("total");
+            let message = map.remove("message");
+            only(&map, &accepted, path, p);
+            Op::Progress {
+                progress: body,
+                total,
+                message,
+            }
         }
         "if" => {
             let equals = map.remove("equals");

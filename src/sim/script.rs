@@ -252,6 +252,49 @@ async fn one(ctx: &Ctx, op: &Op, bindings: &mut Bindings, env: &Env) -> Result<F
             };
             set(bindings, bind, value);
         }
+        Op::Wait(value) => {
+            let d = match fill(value, bindings)? {
+                Value::String(text) => {
+                    super::scenario::duration(&text).map_err(RunError::Failed)?
+                }
+                Value::Number(n) => n
+                    .as_f64()
+                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
+                    .ok_or_else(|| {
+                        RunError::Failed(format!("wait {n}: not a number of seconds"))
+                    })?,
+                other => {
+                    return Err(RunError::Failed(format!(
+                        "wait {other}: expected a duration such as \"2s\" or a number of seconds"
+                    )));
+                }
+            };
+            ctx.wait(d).await?;
+        }
+        Op::Progress {
+            progress,
+            total,
+            message,
+        } => {
+            let number = |what: &str, v: Value| {
+                v.as_f64()
+                    .ok_or_else(|| RunError::Failed(format!("progress {what} {v}: not a number")))
+            };
+            let progress = number("progress", fill(progress, bindings)?)?;
+            let total = match total {
+                Some(t) => Some(number("total", fill(t, bindings)?)?),
+                None => None,
+            };
+            let message = match message {
+                Some(m) => match fill(m, bindings)? {
+                    Value::String(s) => Some(s),
+                    other => Some(other.to_string()),
+                },
+                None => None,
+            };
+            ctx.progress(progress, total, message.as_deref());
+        }
         Op::If {
             value,
             equals,

@@ -1511,6 +1511,7 @@ impl State {
         }
         parked.timer = None;
         let on_expiry = parked.on_expiry;
+        let wait = parked.entry.is_wait();
         let owner = Arc::clone(&parked.run);
         step.publish(Event::ExpiryFired {
             subject: self.subject(),
@@ -1520,6 +1521,11 @@ impl State {
             OnExpiry::Kill => self.tear_down(step, &owner, chains, id, Resolution::Expired),
             OnExpiry::Resume => {
                 let (_, run) = self.resolve(step, id, expiry_marker(), None, Resolution::Expired);
+                // A wait that ran out resumes its run for the run's own sake: nobody
+                // resumed it to receive its outcome, so none is left waiting.
+                if wait && let Some(r) = run.as_ref().and_then(|r| self.runs.get_mut(r)) {
+                    r.resumed_by = None;
+                }
                 self.activate_prepared(step, run);
             }
         }
