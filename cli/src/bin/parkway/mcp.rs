@@ -134,16 +134,7 @@ pub(crate) struct Args {
 /// Run `parkway mcp --stdio`. Logs go to standard error: standard output is the
 /// protocol's.
 pub(crate) fn main(args: Args) -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                // The MCP SDK logs each error it answers a client with at `warn`: a
-                // client's mistake, not the server's.
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp::service=error")),
-        )
-        .with_ansi(false)
-        .with_writer(std::io::stderr)
-        .init();
+    crate::serve::log_to_stderr();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
