@@ -36,6 +36,7 @@ mod expect;
 mod failure;
 mod model;
 mod random;
+mod rounds;
 mod runner;
 mod scenario;
 mod script;
@@ -45,6 +46,7 @@ mod transcript;
 pub use driver::{AfterStep, DataDir, Driver, HANG, InProcess, Outcome};
 pub use model::{ModelFault, Tally};
 pub use random::{RandomConfig, RandomReport, random};
+pub use rounds::{Answering, RoundAnswer, RoundTrip, Rounds, TOOL};
 pub use runner::{play, run};
 pub use scenario::{
     Action, AskSpec, ExpectError, McpServer, Op, Scenario, ScenarioError, Script, Scripts,

@@ -2,8 +2,11 @@
 //! once over HTTP against a live `parkway serve` in test mode (real sockets, a real
 //! child process, a real stop and start for a `restart` step), and the two transcripts
 //! compared line by line: every output, error, event, note, clock reading and check.
+//! With `--random`, [`McpOverHttp`] makes the random workload's MCP rounds over
+//! Streamable HTTP.
 
 mod driver;
+mod rounds;
 mod server;
 mod stream;
 
@@ -13,6 +16,7 @@ use parkway::sim::{self, Scenario, Transcript};
 use serde_json::Value;
 
 pub use driver::Http;
+pub use rounds::McpOverHttp;
 
 /// Play the scenario at `path` in process and over HTTP with the server `exe serve`,
 /// both on a data directory; the HTTP transcript and every difference between the two

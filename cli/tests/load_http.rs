@@ -285,3 +285,72 @@ fn a_token_in_the_environment_leaves_the_in_process_load_alone() {
     assert_eq!(ran.code, Some(0), "{}\n{}", ran.stdout, ran.stderr);
     assert!(ran.stdout.contains("lost        0"), "{}", ran.stdout);
 }
+
+/// `--mcp`: every call asks once and is answered in its round; each completes once with
+/// its own answer, its subject is left empty, and the per-round latencies are reported.
+#[test]
+fn a_small_mcp_load_completes_every_call_once() {
+    let server = serve("mcp", true);
+    let ran = load(
+        &[
+            "--url",
+            &server.url,
+            "--mcp",
+            "--json",
+            "--quiet",
+            "--concurrency",
+            "8",
+            "--visits",
+            "300",
+            "--bare-for",
+            "100ms",
+        ],
+        LOAD_TOKEN,
+    );
+    assert_eq!(ran.code, Some(0), "{}\n{}", ran.stdout, ran.stderr);
+    let report: serde_json::Value =
+        serde_json::from_str(ran.stdout.trim()).expect("one JSON report");
+    assert_eq!(report["lost"], 0, "{report}");
+    assert_eq!(report["errors"], serde_json::json!({}), "{report}");
+    let a = &report["account"];
+    assert_eq!(
+        (&a["calls"], &a["completed"], &a["failed"]),
+        (&300.into(), &300.into(), &0.into()),
+        "{report}"
+    );
+    assert_eq!(a["entries_left"], 0, "{report}");
+    for round in ["round1", "round2"] {
+        let p50 = report[round]["p50_us"].as_u64().unwrap_or(0);
+        assert!(p50 > 0, "{round}: {report}");
+        assert!(
+            p50 <= report[round]["p99_us"].as_u64().unwrap_or(0),
+            "{report}"
+        );
+    }
+    assert!(
+        report["calls_per_sec"].as_f64().is_some_and(|r| r > 0.0),
+        "{report}"
+    );
+}
+
+/// `--mcp` against a server without the tool, or with a token that may not visit: named
+/// before any call, exit 2; and `--mcp` without `--url` is refused by the parser.
+#[test]
+fn an_mcp_load_without_the_tool_is_refused_by_name() {
+    let bare = serve("mcp-bare", false);
+    let ran = load(&["--url", &bare.url, "--mcp", "--quiet"], LOAD_TOKEN);
+    assert_eq!(ran.code, Some(2), "{}\n{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stderr.contains("load_ask") && ran.stderr.contains("load-targets.json"),
+        "{}",
+        ran.stderr
+    );
+    let server = serve("mcp-scope", true);
+    let ran = load(&["--url", &server.url, "--mcp", "--quiet"], ANSWER_TOKEN);
+    assert_eq!(ran.code, Some(2), "{}\n{}", ran.stdout, ran.stderr);
+    assert!(ran.stderr.contains("visit scope"), "{}", ran.stderr);
+    let ran = load(&["--mcp", "--quiet"], LOAD_TOKEN);
+    assert_eq!(ran.code, Some(2), "{}", ran.stderr);
+    assert!(ran.stderr.contains("--url"), "{}", ran.stderr);
+    assert!(!ran.stderr.contains("panicked"), "{}", ran.stderr);
+}

@@ -308,7 +308,25 @@ impl Face {
 
     /// The answer to a retry naming asks that are no longer open.
     async fn gone(&self, round: &Round, stale: &[&str]) -> Result<CallToolResult, McpError> {
-        let record = self.record(&round.run).await?;
+        let record = self
+            .runtime
+            .try_record(&round.run)
+            .await
+            .map_err(internal)?;
+        // A run ended longer ago than the retention horizon is no longer known: the
+        // retry is refused all the same, and the error says so rather than failing.
+        let Some(record) = record else {
+            return Ok(failed(format!(
+                "{} no longer open (resolved, expired or cancelled); run {} has ended and \
+                 is past the retention horizon; nothing was changed",
+                match stale {
+                    [one] => format!("ask {one} is"),
+                    many => format!("asks {} are", many.join(", ")),
+                },
+                round.run
+            ))
+            .with_meta(Some(run_meta(&round.subject, &round.run))));
+        };
         let how = match record.status {
             status if status.is_terminal() => format!(
                 "run {} has ended ({status}{})",

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use super::model::{Launch, Model, ModelFault, Tally};
+use super::rounds::{RoundAnswer, Rounds, TOOL};
 use crate::ask::is_expiry_marker;
 use crate::ask::{Ask, OnExpiry};
 use crate::clock::ManualClock;
@@ -46,6 +47,9 @@ pub struct RandomConfig {
     pub subjects: usize,
     /// A deliberate break in the model, to show the checks catch one.
     pub fault: Option<ModelFault>,
+    /// An MCP face to make a share of the calls through (`docs/simulation.md`, "MCP
+    /// rounds"); without one the workload makes none.
+    pub rounds: Option<Rounds>,
 }
 
 impl RandomConfig {
@@ -56,6 +60,7 @@ impl RandomConfig {
             ops,
             subjects,
             fault: None,
+            rounds: None,
         }
     }
 
@@ -68,8 +73,9 @@ impl RandomConfig {
                 ModelFault::LateExpiry => " --model-fault late-expiry",
             })
             .unwrap_or_default();
+        let http = if self.rounds.is_some() { " --http" } else { "" };
         format!(
-            "parkway sim --random --seed {} --ops {} --subjects {}{fault} --trace",
+            "parkway sim --random{http} --seed {} --ops {} --subjects {}{fault} --trace",
             self.seed, self.ops, self.subjects
         )
     }
@@ -147,6 +153,18 @@ enum Op {
     },
     Advance(u64),
     Passivate,
+    /// A `tools/call` of the MCP face: an `asker` of one ask on `subject`.
+    McpCall {
+        subject: String,
+        kill: bool,
+        ttl: u64,
+    },
+    /// The retry of a round an `McpCall` was answered with: its ask answered `true`.
+    McpRetry {
+        subject: String,
+        key: String,
+        state: String,
+    },
 }
 
 /// Expressions the save must refuse.
@@ -199,6 +217,10 @@ fn register(builder: Builder) -> Builder {
             }
             Ok(json!({"answers": answers}))
         })
+        .tool(
+            "asker",
+            crate::ToolSpec::new(TOOL).subject_expr(".arguments.subject"),
+        )
         .register("chain", &[], |ctx, kwargs, _| async move {
             let ttl = kwargs["ttl"].as_u64().unwrap_or(60);
             let child = json!({"n": 1, "ttl": ttl, "kill": kwargs["kill"]});
@@ -258,6 +280,9 @@ pub async fn random(config: &RandomConfig) -> Result<RandomReport, BuildError> {
         retention,
     };
     let rt = open.build(store.clone()).await?;
+    if let Some(rounds) = &config.rounds {
+        rounds.0.attach(&rt).await;
+    }
     for door in doors() {
         if let Err(e) = rt.save_door(door) {
             return Ok(RandomReport::broken(
@@ -283,6 +308,8 @@ pub async fn random(config: &RandomConfig) -> Result<RandomReport, BuildError> {
         subjects: (0..config.subjects.max(1))
             .map(|k| format!("s{k}"))
             .collect(),
+        rounds: config.rounds.clone(),
+        pending: Vec::new(),
     };
     let mut trace = Vec::new();
     let mut failure = None;
@@ -373,6 +400,9 @@ impl RandomReport {
     }
 }
 
+/// With an MCP face, the share of operations that are MCP calls or retries.
+const MCP_SHARE: f64 = 0.15;
+
 /// How often an operation ends in a crash of the process and a restart.
 const CRASH_CHANCE: f64 = 0.04;
 
@@ -422,6 +452,11 @@ struct Sim {
     frames: broadcast::Receiver<Frame>,
     model: Model,
     subjects: Vec<String>,
+    /// The MCP face the workload calls through, if any.
+    rounds: Option<Rounds>,
+    /// Every round an MCP call was answered with: its subject, key and state. A round
+    /// stays after its retry, so it may be retried again (and must then be refused).
+    pending: Vec<(String, String, String)>,
 }
 
 /// What an operation must give, as the model predicts it.
@@ -443,6 +478,12 @@ enum Expect {
     Refused,
     /// Accepted (a cancel, a detached resume, an answer).
     Accepted,
+    /// An MCP call answered with a round of this many asks.
+    Round(usize),
+    /// An MCP retry answered with its run's result.
+    McpResult,
+    /// An MCP call answered with a tool error saying this.
+    ToolError(&'static str),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -514,6 +555,30 @@ impl Sim {
     }
 
     fn draw(&self, rng: &mut SmallRng) -> Op {
+        // Drawn only with a face, so a seed without one makes the workload it always did.
+        if self.rounds.is_some() && rng.random_bool(MCP_SHARE) {
+            // The latest round half the time (its ask most likely still open, so the
+            // retry races the doors), else any round so far (most likely resolved).
+            let round = if rng.random_bool(0.5) {
+                self.pending.last()
+            } else {
+                pick(rng, &self.pending)
+            };
+            if let Some((subject, key, state)) = round
+                && rng.random_bool(0.6)
+            {
+                return Op::McpRetry {
+                    subject: subject.clone(),
+                    key: key.clone(),
+                    state: state.clone(),
+                };
+            }
+            return Op::McpCall {
+                subject: self.subjects[rng.random_range(0..self.subjects.len())].clone(),
+                kill: rng.random_bool(0.5),
+                ttl: [30, 120, 600, 3600][rng.random_range(0..4)],
+            };
+        }
         let subject = self.subjects[rng.random_range(0..self.subjects.len())].clone();
         let ttl = [30, 120, 600, 3600][rng.random_range(0..4)];
         match rng.random_range(0..100) {
@@ -725,6 +790,26 @@ impl Sim {
             }
             Op::BadSave { .. } => Expect::Refused,
             Op::Advance(_) | Op::Passivate => Expect::Accepted,
+            Op::McpCall { .. } => {
+                if m.cap > m.caller_count() {
+                    Expect::Round(1)
+                } else {
+                    Expect::ToolError("INTERACTIONS_MAX_CONCURRENT_CALLER")
+                }
+            }
+            Op::McpRetry { subject, key, .. } => {
+                let on_subject = m.asks.get(key).is_some_and(|a| a.subject == *subject);
+                if !m.is_open(key) || !on_subject {
+                    // Resolved before: by a door, a resume, a cancel, its expiry, or this
+                    // round's own earlier retry.
+                    Expect::ToolError("no longer open")
+                } else {
+                    match self.next_status(key) {
+                        Some(RunStatus::Succeeded) => Expect::McpResult,
+                        _ => Expect::Any,
+                    }
+                }
+            }
         }
     }
 
@@ -786,6 +871,14 @@ impl Sim {
         }
         self.rt.settle().await;
         let line = format!("{line} -> {}", got.short());
+        if let (Op::McpCall { subject, .. }, Got::Mcp(RoundAnswer::Round { keys, state })) =
+            (op, &got)
+        {
+            for key in keys {
+                self.pending
+                    .push((subject.clone(), key.clone(), state.clone()));
+            }
+        }
         let verdict = self.check(op, &expect, &got, launch.as_ref()).await;
         (line, verdict)
     }
@@ -814,6 +907,9 @@ impl Sim {
         self.events = rt.events();
         self.logged = rt.logged_events();
         self.frames = rt.inbox_frames();
+        if let Some(rounds) = &self.rounds {
+            rounds.0.attach(&rt).await;
+        }
         self.rt = rt;
         self.store = store;
         // What became durable but was never shown (the crash came between the two), and
@@ -949,6 +1045,31 @@ impl Sim {
                     Got::Unit(Ok(())),
                 )
             }
+            Op::McpCall { subject, kill, ttl } => {
+                let arguments =
+                    json!({"subject": subject, "n": 1, "fail": false, "kill": kill, "ttl": ttl});
+                let line = format!("mcp tools/call {TOOL} {arguments}");
+                match &self.rounds {
+                    Some(rounds) => (line, Got::Mcp(rounds.0.call(TOOL, arguments).await)),
+                    None => (line, Got::Mcp(RoundAnswer::Error("no MCP face".into()))),
+                }
+            }
+            Op::McpRetry {
+                subject,
+                key,
+                state,
+            } => {
+                let arguments = json!({"subject": subject, "n": 1, "fail": false});
+                let responses = json!({ key: {"action": "accept", "content": {"answer": true}} });
+                let line = format!("mcp retry of {key} on {subject} answering true");
+                match &self.rounds {
+                    Some(rounds) => (
+                        line,
+                        Got::Mcp(rounds.0.retry(TOOL, arguments, state, responses).await),
+                    ),
+                    None => (line, Got::Mcp(RoundAnswer::Error("no MCP face".into()))),
+                }
+            }
         }
     }
 
@@ -1076,6 +1197,7 @@ fn launch_of(op: &Op) -> Option<Launch> {
         Op::Start { n, fail, ttl, .. } => (*ttl, *ttl, *fail, *n as usize),
         Op::Chain { ttl, .. } => (*ttl, ttl * 2, false, 1),
         Op::UserAsk { .. } => (USER_TTL, USER_TTL, false, 1),
+        Op::McpCall { ttl, .. } => (*ttl, *ttl, false, 1),
         _ => return None,
     };
     Some(Launch {
@@ -1091,6 +1213,7 @@ fn launch_of(op: &Op) -> Option<Launch> {
 enum Got {
     Visit(Result<Visit, VisitError>),
     Unit(Result<(), String>),
+    Mcp(RoundAnswer),
 }
 
 impl Got {
@@ -1100,6 +1223,12 @@ impl Got {
             Got::Visit(Err(e)) => format!("refused: {e}"),
             Got::Unit(Ok(())) => "ok".to_owned(),
             Got::Unit(Err(e)) => format!("refused: {e}"),
+            Got::Mcp(RoundAnswer::Round { keys, .. }) => {
+                format!("input_required for {}", keys.join(", "))
+            }
+            Got::Mcp(RoundAnswer::Result(v)) => format!("result {v}"),
+            Got::Mcp(RoundAnswer::ToolError(e)) => format!("tool error: {e}"),
+            Got::Mcp(RoundAnswer::Error(e)) => format!("error: {e}"),
         }
     }
 }
@@ -1118,7 +1247,33 @@ fn record_of(got: &Got) -> Option<&RunRecord> {
 fn compare(expect: &Expect, got: &Got) -> Result<(), String> {
     let refused = matches!(got, Got::Visit(Err(_)) | Got::Unit(Err(_)));
     match expect {
-        Expect::Any => Ok(()),
+        Expect::Any => match got {
+            // Whatever the model cannot foretell, the face answers without a protocol
+            // error (a round, a result, or a tool error).
+            Got::Mcp(RoundAnswer::Error(e)) => Err(format!("the MCP face answered an error: {e}")),
+            _ => Ok(()),
+        },
+        Expect::Round(n) => match got {
+            Got::Mcp(RoundAnswer::Round { keys, .. }) if keys.len() == *n => Ok(()),
+            _ => Err(format!(
+                "the model expected an input_required round of {n} ask(s), got {}",
+                got.short()
+            )),
+        },
+        Expect::McpResult => match got {
+            Got::Mcp(RoundAnswer::Result(v)) if *v == json!({"answers": [true]}) => Ok(()),
+            _ => Err(format!(
+                "the model expected the run's result {{\"answers\": [true]}}, got {}",
+                got.short()
+            )),
+        },
+        Expect::ToolError(says) => match got {
+            Got::Mcp(RoundAnswer::ToolError(e)) if e.contains(says) => Ok(()),
+            _ => Err(format!(
+                "the model expected a tool error saying {says:?}, got {}",
+                got.short()
+            )),
+        },
         Expect::Refused if refused => Ok(()),
         Expect::Refused => Err(format!("the model expected a refusal, got {}", got.short())),
         Expect::Accepted if !refused => Ok(()),
@@ -1217,7 +1372,9 @@ fn op_subject(op: &Op) -> Option<&str> {
         | Op::Cancel { subject, .. }
         | Op::Nudge { subject }
         | Op::Auto { subject }
-        | Op::TakeByHook { subject, .. } => Some(subject),
+        | Op::TakeByHook { subject, .. }
+        | Op::McpCall { subject, .. }
+        | Op::McpRetry { subject, .. } => Some(subject),
         Op::Answer { .. } | Op::BadSave { .. } | Op::Advance(_) | Op::Passivate => None,
     }
 }

@@ -69,6 +69,11 @@ impl Progress {
         }
     }
 
+    /// Count one measured visit (over MCP: one call) done.
+    pub(crate) fn count_visit(&self) {
+        self.visits.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn set_phase(&self, phase: Phase) {
         self.phase.store(phase as u8, Ordering::Relaxed);
     }
@@ -116,7 +121,7 @@ impl Default for Latencies {
 }
 
 /// An empty latency histogram: 1 µs to 1 h, three significant figures.
-fn histogram() -> Histogram<u64> {
+pub(crate) fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3)
         .expect("1 µs to 1 h at three significant figures are valid bounds")
 }

@@ -28,9 +28,11 @@
 //! endpoint serves the counters).
 
 mod http;
+mod mcp;
 mod report;
 mod tally;
 
+pub use mcp::{McpAccount, McpReport, run as run_mcp};
 pub use report::{Baseline, RemoteReport};
 
 use std::sync::Arc;
@@ -137,21 +139,7 @@ pub async fn run(
 
     warm(&http, config.concurrency).await;
     progress.set_phase(Phase::Baseline);
-    let baseline = if config.bare_for.is_zero() {
-        None
-    } else {
-        let timed = LoadConfig {
-            stop: Stop::For(config.bare_for),
-            ..config.clone()
-        };
-        let measured = drive::visit(&timed, &Progress::new(), |_: usize| Healthz {
-            http: Arc::clone(&http),
-            tally: Tally::default(),
-        })
-        .await;
-        let tally = total(measured.visitors, |v| v.tally);
-        Some(Baseline::new(&measured.latencies, measured.seconds, tally))
-    };
+    let baseline = baseline(&http, config).await;
 
     let visitor = |_: usize| Remote {
         http: Arc::clone(&http),
@@ -196,6 +184,25 @@ pub async fn run(
         account,
         baseline,
     }))
+}
+
+/// The `GET /healthz` baseline, for `config.bare_for` at the load's concurrency and
+/// rate; `None` when `bare_for` is zero.
+async fn baseline(http: &Arc<Http>, config: &LoadConfig) -> Option<Baseline> {
+    if config.bare_for.is_zero() {
+        return None;
+    }
+    let timed = LoadConfig {
+        stop: Stop::For(config.bare_for),
+        ..config.clone()
+    };
+    let measured = drive::visit(&timed, &Progress::new(), |_: usize| Healthz {
+        http: Arc::clone(http),
+        tally: Tally::default(),
+    })
+    .await;
+    let tally = total(measured.visitors, |v| v.tally);
+    Some(Baseline::new(&measured.latencies, measured.seconds, tally))
 }
 
 /// Open the pool's connections before anything is measured: `concurrency` requests

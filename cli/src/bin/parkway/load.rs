@@ -1,7 +1,7 @@
 //! `parkway load`: concurrent door visits against a fresh runtime, with a progress bar,
 //! then throughput, latency percentiles, peak memory, the account, and the bare baseline;
 //! with `--url`, the same visits over HTTP against a live `parkway serve`, beside a
-//! `GET /healthz` baseline.
+//! `GET /healthz` baseline; with `--url --mcp`, MCP tool calls answered in a round.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -87,6 +87,12 @@ pub(crate) struct Args {
     /// doors are read and compared with the load's).
     #[arg(long, env = "PARKWAY_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// With --url: instead of door visits, each client calls the MCP tool load_ask at
+    /// /mcp, whose run asks its caller once, and answers the input_required round
+    /// (protocol 2026-07-28, stateless); reports calls/s, each round's latency and an
+    /// account of every call. The door workload's settings are not read.
+    #[arg(long, requires = "url")]
+    mcp: bool,
 }
 
 /// `start:resume:take:cancel`, four whole numbers.
@@ -162,9 +168,15 @@ pub(crate) fn main(args: Args) -> ExitCode {
                 url: url.clone(),
                 token: args.token.clone().unwrap_or_default(),
             };
-            runtime
-                .block_on(remote::run(&config, &server, &progress))
-                .map(|report| (report.clean(), Report::Remote(report)))
+            if args.mcp {
+                runtime
+                    .block_on(remote::run_mcp(&config, &server, &progress))
+                    .map(|report| (report.clean(), Report::Mcp(report)))
+            } else {
+                runtime
+                    .block_on(remote::run(&config, &server, &progress))
+                    .map(|report| (report.clean(), Report::Remote(report)))
+            }
         }
     };
     if let Some((bar, stop, ticker)) = bar {
@@ -183,6 +195,7 @@ pub(crate) fn main(args: Args) -> ExitCode {
         let line = match &report {
             Report::Local(r) => serde_json::to_string(r),
             Report::Remote(r) => serde_json::to_string(r),
+            Report::Mcp(r) => serde_json::to_string(r),
         };
         match line {
             Ok(line) => println!("{line}"),
@@ -195,6 +208,7 @@ pub(crate) fn main(args: Args) -> ExitCode {
         match &report {
             Report::Local(r) => print!("{r}"),
             Report::Remote(r) => print!("{r}"),
+            Report::Mcp(r) => print!("{r}"),
         }
     }
     // Dropping the async runtime with thousands of actors takes a while and proves
@@ -211,6 +225,7 @@ pub(crate) fn main(args: Args) -> ExitCode {
 enum Report {
     Local(load::Report),
     Remote(remote::RemoteReport),
+    Mcp(remote::McpReport),
 }
 
 /// A progress bar on stderr, updated from a thread of its own.

@@ -15,8 +15,10 @@ pub(crate) struct Args {
     #[arg(long)]
     json: bool,
     /// Play each scenario over HTTP too, against a `parkway serve` child in test mode,
-    /// and compare the two transcripts line by line (exit 1 on any difference).
-    #[arg(long, conflicts_with = "random")]
+    /// and compare the two transcripts line by line (exit 1 on any difference). With
+    /// --random: a share of the workload's calls are MCP tool calls over Streamable
+    /// HTTP, their input_required rounds answered by the MCP retry.
+    #[arg(long)]
     http: bool,
     /// Run a generated workload checked against the reference model instead of files.
     #[arg(long)]
@@ -169,6 +171,11 @@ fn random(args: &Args) -> ExitCode {
     for seed in first..first.saturating_add(args.seeds.unwrap_or(1)) {
         let mut config = sim::RandomConfig::new(seed, ops, subjects);
         config.fault = args.model_fault;
+        if args.http {
+            config.rounds = Some(sim::Rounds(std::sync::Arc::new(
+                parkway_cli::replay::McpOverHttp::new(),
+            )));
+        }
         let runtime = match tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -20,6 +20,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// bounds a server that stopped answering.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The protocol revision the MCP mode speaks: the stateless one, with rounds.
+pub(crate) const MCP_VERSION: &str = "2026-07-28";
+
 /// Where a targets file with the load's workload is, for the errors that need it.
 const TARGETS_FILE: &str = "examples/serve/load-targets.json";
 
@@ -34,6 +37,8 @@ pub(crate) struct Http {
     /// Subject `i`'s parked set.
     parked: Vec<Url>,
     healthz: Url,
+    /// The MCP face.
+    mcp: Url,
 }
 
 /// Why a request gave nothing the load can count.
@@ -212,6 +217,7 @@ impl Http {
         Ok(Http {
             client,
             healthz: join("healthz")?,
+            mcp: join("mcp")?,
             base,
             auth,
             visits,
@@ -295,11 +301,98 @@ impl Http {
             .await
     }
 
+    /// The parked set of `subject`, any subject.
+    pub(crate) async fn parked_of(&self, subject: &str) -> Result<Vec<EntryReply>, Failure> {
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .map_err(|()| Failure::Garbled("the server's address takes no path".into()))?
+            .pop_if_empty()
+            .extend(["v1", "subjects", subject, "parked"]);
+        self.send(Method::GET, url, None).await
+    }
+
     /// `GET /healthz`: the baseline's request, with the same headers as a visit's.
     pub(crate) async fn healthz(&self) -> Result<(), Failure> {
         self.send::<Value>(Method::GET, self.healthz.clone(), None)
             .await
             .map(drop)
+    }
+
+    /// A `tools/call` of the MCP face at `/mcp`, over the stateless wire of protocol
+    /// 2026-07-28: a plain JSON-RPC `POST` with the protocol's headers (`params` carries
+    /// its own `_meta`). The call's `result`, or its JSON-RPC error as a failure of kind
+    /// `mcp CODE`.
+    pub(crate) async fn tool_call(&self, id: u64, params: &Value) -> Result<Value, Failure> {
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params,
+        });
+        let response = self
+            .client
+            .post(self.mcp.clone())
+            .header(AUTHORIZATION, self.auth.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", MCP_VERSION)
+            .header("Mcp-Method", "tools/call")
+            .header("Mcp-Name", name)
+            // A JSON value always serialises.
+            .body(serde_json::to_vec(&body).unwrap_or_default())
+            .send()
+            .await
+            .map_err(|e| Failure::Transport(chain(&e)))?;
+        let status = response.status();
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| Failure::Transport(chain(&e)))?;
+        let garbled = |why: String| {
+            Failure::Garbled(format!(
+                "a {status} answer to tools/call that is not a JSON-RPC response: {why}: {}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+            ))
+        };
+        let mut answer: Value = match serde_json::from_slice(&bytes) {
+            Ok(answer) => answer,
+            // Plain HTTP refusals (a bad token) have the HTTP face's error body.
+            Err(_) if !status.is_success() => {
+                return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+                    Ok(body) => Failure::Status {
+                        status,
+                        kind: body.error.kind,
+                        message: body.error.message,
+                    },
+                    Err(e) => garbled(e.to_string()),
+                });
+            }
+            Err(e) => return Err(garbled(e.to_string())),
+        };
+        if let Some(error) = answer.get("error") {
+            return Err(Failure::Status {
+                status,
+                kind: format!("mcp {}", error.get("code").unwrap_or(&Value::Null)),
+                message: error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            });
+        }
+        match answer.get_mut("result").map(Value::take) {
+            Some(result) if status.is_success() => Ok(result),
+            _ => Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+                Ok(body) => Failure::Status {
+                    status,
+                    kind: body.error.kind,
+                    message: body.error.message,
+                },
+                Err(_) => garbled("no result".to_owned()),
+            }),
+        }
     }
 
     /// A door as the server saved it, or `None` when the token may not read doors.
@@ -316,7 +409,7 @@ impl Http {
     }
 
     /// What `failure` of a check says about the server or the token.
-    fn refusal(&self, doing: &str, failure: Failure) -> LoadError {
+    pub(crate) fn refusal(&self, doing: &str, failure: Failure) -> LoadError {
         let base = &self.base;
         match failure {
             Failure::Transport(m) => LoadError::Unreachable(format!("cannot reach {base}: {m}")),
@@ -345,6 +438,22 @@ impl Http {
         }
     }
 
+    /// Check that the server answers `GET /healthz` with the token's headers.
+    pub(crate) async fn check_reachable(&self) -> Result<(), LoadError> {
+        let base = &self.base;
+        match self.healthz().await {
+            Ok(()) => Ok(()),
+            Err(Failure::Transport(m)) => {
+                Err(LoadError::Unreachable(format!("cannot reach {base}: {m}")))
+            }
+            Err(other) => Err(LoadError::Workload(format!(
+                "{base} is not a parkway server: GET /healthz answered {}: {}",
+                other.kind(),
+                other.message()
+            ))),
+        }
+    }
+
     /// Check, before any load, that the server answers, takes the token, and serves the
     /// load's workload: its `/healthz`; a start through `work` of every kind of ask the
     /// load sends, on the subject `probe` (each must park one ask), and as many cancels
@@ -354,19 +463,7 @@ impl Http {
     pub(crate) async fn check(&self, config: &LoadConfig) -> Result<bool, LoadError> {
         let base = &self.base;
         let probe = self.probe();
-        match self.healthz().await {
-            Ok(()) => {}
-            Err(Failure::Transport(m)) => {
-                return Err(LoadError::Unreachable(format!("cannot reach {base}: {m}")));
-            }
-            Err(other) => {
-                return Err(LoadError::Workload(format!(
-                    "{base} is not a parkway server: GET /healthz answered {}: {}",
-                    other.kind(),
-                    other.message()
-                )));
-            }
-        }
+        self.check_reachable().await?;
         let short = humantime::format_duration(config.short_ttl).to_string();
         let mut starts = vec![workload::long_start()];
         if config.short_share > 0.0 {
