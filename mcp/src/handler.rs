@@ -358,24 +358,62 @@ impl Face {
     }
 
     /// Hold a call while its run is at work with nothing to ask (running, or parked on
-    /// waits alone), relaying its progress; the run's record once it ends or asks.
-    async fn hold(&self, run: &str, call: &mut Call) -> Result<RunRecord, McpError> {
+    /// waits alone), relaying its progress, for at most the options' `max_hold`: the
+    /// run's record once it ends or asks, or `None` when the bound passed first.
+    async fn hold(&self, run: &str, call: &mut Call) -> Result<Option<RunRecord>, McpError> {
+        let deadline = tokio::time::Instant::now() + self.options.max_hold;
         // Subscribed before the first read, so no change between the two is missed.
         let mut events = self.runtime.events();
         loop {
             let record = self.record(run).await?;
             call.flush(run).await;
             if !tasks::busy(&record) {
-                return Ok(record);
+                return Ok(Some(record));
             }
             loop {
-                match events.recv().await {
-                    Ok(event) if !tasks::about(&event, run) => continue,
-                    Err(RecvError::Closed) => return Err(internal("the runtime stopped")),
-                    _ => break,
+                match tokio::time::timeout_at(deadline, events.recv()).await {
+                    Err(_) => return Ok(None),
+                    Ok(Ok(event)) if !tasks::about(&event, run) => continue,
+                    Ok(Err(RecvError::Closed)) => return Err(internal("the runtime stopped")),
+                    Ok(_) => break,
                 }
             }
         }
+    }
+
+    /// The answer to a call whose run is still at work when its hold ends: a round with
+    /// no question, whose state the client sends back to be held again, or, for a
+    /// client without rounds, a tool error saying so.
+    fn still_working(
+        &self,
+        tool: &str,
+        subject: &str,
+        record: &RunRecord,
+        client: &Client,
+    ) -> CallToolResponse {
+        let meta = run_meta(subject, &record.run_id);
+        if !client.has_rounds() {
+            return failed(format!(
+                "run {} is still at work after {} and this client's protocol has no rounds \
+                 to call back with; it goes on, and its outcome is kept on subject {subject}",
+                record.run_id,
+                humantime::format_duration(self.options.max_hold)
+            ))
+            .with_meta(Some(meta))
+            .into();
+        }
+        let state = self.states.seal(
+            tool,
+            &Round {
+                v: 1,
+                subject: subject.to_owned(),
+                run: record.run_id.clone(),
+                asks: Vec::new(),
+            },
+        );
+        InputRequiredResult::new(None, Some(state))
+            .with_meta(meta)
+            .into()
     }
 
     /// The call's answer for `record`: its result, its error, a round of its open
@@ -397,7 +435,10 @@ impl Face {
                 return Ok(self.create_task(tool, subject, &record).into());
             }
             if tasks::busy(&record) {
-                record = self.hold(&record.run_id, call).await?;
+                match self.hold(&record.run_id, call).await? {
+                    Some(held) => record = held,
+                    None => return Ok(self.still_working(tool, subject, &record, client)),
+                }
             }
         }
         let meta = run_meta(subject, &record.run_id);

@@ -69,6 +69,10 @@ pub struct Options {
     pub allowed_origins: Vec<String>,
     /// The largest request body, in bytes. Default 1 MiB.
     pub max_body_bytes: usize,
+    /// How long a call that cannot become a task is held while its run is at work with
+    /// nothing to ask (a wait); past it the call answers a round with no question,
+    /// which the client sends back to be held again. Default 60 s.
+    pub max_hold: std::time::Duration,
 }
 
 impl std::fmt::Debug for Options {
@@ -78,6 +82,7 @@ impl std::fmt::Debug for Options {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
             .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_hold", &self.max_hold)
             .finish_non_exhaustive()
     }
 }
@@ -93,6 +98,7 @@ impl Options {
                 .map(str::to_owned)
                 .to_vec(),
             max_body_bytes: 1 << 20,
+            max_hold: std::time::Duration::from_secs(60),
         }
     }
 }

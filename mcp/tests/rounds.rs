@@ -400,3 +400,57 @@ async fn once_round(client: &RunningService<RoleClient, Answering>) -> (String, 
         other => panic!("expected a round, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_call_whose_run_waits_is_held_then_handed_back_to_call_again() {
+    let clock = parkway::ManualClock::default();
+    let runtime = Runtime::builder()
+        .without_env()
+        .ids(Ids::sequential())
+        .clock(clock.clone())
+        .register("slow", &[], |ctx, _, _| async move {
+            ctx.wait(std::time::Duration::from_secs(3600)).await?;
+            Ok(json!({"done": true}))
+        })
+        .tool("slow", ToolSpec::new("slow").description("waits an hour"))
+        .build()
+        .await
+        .unwrap();
+    let mut options = parkway_mcp::Options::new(vec![9; 32]);
+    // The hold's bound, an upper bound on how long this test waits for each answer.
+    options.max_hold = std::time::Duration::from_millis(200);
+    let app = parkway_mcp::router(runtime.clone(), options).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (client, _) = client(&url, answers).await;
+
+    let again = |state: String| {
+        let mut params = CallToolRequestParams::new("slow");
+        params.request_state = Some(state);
+        params
+    };
+    let CallToolResponse::InputRequired(held) = client
+        .call_tool_once(CallToolRequestParams::new("slow"))
+        .await
+        .unwrap()
+    else {
+        panic!("a run still waiting hands the call back");
+    };
+    assert!(held.input_requests.as_ref().is_none_or(|r| r.is_empty()));
+    let state = held.request_state.unwrap();
+    // Sent back while the run still waits: held again, handed back again.
+    let CallToolResponse::InputRequired(held) = client.call_tool_once(again(state)).await.unwrap()
+    else {
+        panic!("still waiting");
+    };
+    let state = held.request_state.unwrap();
+    // The wait ends; the next call back has the result.
+    clock.advance(std::time::Duration::from_secs(3601));
+    runtime.settle().await;
+    let CallToolResponse::Complete(done) = client.call_tool_once(again(state)).await.unwrap()
+    else {
+        panic!("the run ended");
+    };
+    assert_eq!(done.structured_content, Some(json!({"done": true})));
+}
