@@ -35,11 +35,16 @@ async fn health_is_open_and_everything_else_needs_a_token_with_its_scope() {
     assert_eq!(bare.headers()["www-authenticate"], "Bearer");
     let body: Value = bare.json().await.expect("json");
     assert_eq!(body["error"]["kind"], "unauthorized");
+    let said = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("a bearer token is needed"), "{said}");
 
-    let (status, _) = s
+    // A wrong token is told so, not that a token is needed.
+    let (status, body) = s
         .call(Method::GET, "/v1/doors", "not-a-token-at-all-0000", None)
         .await;
     assert_eq!(status, 401);
+    let said = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("not one this server accepts"), "{said}");
     let (status, body) = s.call(Method::GET, "/v1/doors", VISIT, None).await;
     assert_eq!(status, 403);
     assert_eq!(body["error"]["scope"], "admin");
