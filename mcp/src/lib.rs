@@ -48,7 +48,7 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub use handler::{Face, META_RUN, META_SUBJECT};
-pub use remote::{DEFAULT_ASK_EXPIRY, MAX_ROUNDS, Remote};
+pub use remote::{DEFAULT_ASK_EXPIRY, DEFAULT_REQUEST_TIMEOUT, MAX_ROUNDS, Remote};
 
 /// The face's settings.
 #[derive(Clone)]

@@ -36,6 +36,11 @@ pub const MAX_ROUNDS: usize = 10;
 /// tears the chain down, as a caller ask's expiry does). Default one hour.
 pub const DEFAULT_ASK_EXPIRY: Duration = Duration::from_secs(3600);
 
+/// How long one request to a server (its connection included) may take before the call
+/// fails: a server that accepts and never answers does not hold a run for ever.
+/// Default one minute.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The client this runtime is to other servers: it declares what it can relay upward.
 #[derive(Clone)]
 struct Relay;
@@ -60,6 +65,7 @@ impl ClientHandler for Relay {
 pub struct Remote {
     servers: IndexMap<String, McpServer>,
     ask_expiry: Duration,
+    request_timeout: Duration,
     connections: Mutex<HashMap<String, Arc<RunningService<RoleClient, Relay>>>>,
 }
 
@@ -77,6 +83,7 @@ impl Remote {
         Remote {
             servers,
             ask_expiry: DEFAULT_ASK_EXPIRY,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
             connections: Mutex::default(),
         }
     }
@@ -84,6 +91,12 @@ impl Remote {
     /// How long a relayed question waits for the caller.
     pub fn ask_expiry(mut self, expiry: Duration) -> Remote {
         self.ask_expiry = expiry;
+        self
+    }
+
+    /// How long one request to a server may take, its connection included.
+    pub fn request_timeout(mut self, timeout: Duration) -> Remote {
+        self.request_timeout = timeout;
         self
     }
 
@@ -154,31 +167,46 @@ impl Remote {
         )))
     }
 
-    /// One request to `server`, its answer as JSON; a failed connection is dropped, so
-    /// the next request connects again.
+    /// One request to `server`, its answer as JSON, within the request timeout; a
+    /// failed or timed-out request drops the connection, so the next one connects again.
     async fn send(&self, server: &str, params: CallToolRequestParams) -> Result<Value, String> {
-        let peer = self.connection(server).await?;
-        match peer.call_tool_once(params).await {
-            Ok(response) => Ok(match response {
-                CallToolResponse::Complete(result) => serde_json::to_value(result),
-                CallToolResponse::InputRequired(round) => serde_json::to_value(round),
-                CallToolResponse::Task(task) => serde_json::to_value(task),
-                _ => Ok(json!({"resultType": "unknown"})),
-            }
-            .map_err(|e| e.to_string())?),
-            Err(e) => {
+        let limit = self.request_timeout;
+        let sent = tokio::time::timeout(limit, async {
+            let peer = self.connection(server).await?;
+            peer.call_tool_once(params)
+                .await
+                .map_err(|e| format!("the MCP server {server} could not be called: {e}"))
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "the MCP server {server} did not answer within {}",
+                humantime::format_duration(limit)
+            ))
+        });
+        let response = match sent {
+            Ok(response) => response,
+            Err(why) => {
                 self.connections.lock().await.remove(server);
-                Err(format!("the MCP server {server} could not be called: {e}"))
+                return Err(why);
             }
+        };
+        match response {
+            CallToolResponse::Complete(result) => serde_json::to_value(result),
+            CallToolResponse::InputRequired(round) => serde_json::to_value(round),
+            CallToolResponse::Task(task) => serde_json::to_value(task),
+            _ => Ok(json!({"resultType": "unknown"})),
         }
+        .map_err(|e| e.to_string())
     }
 
+    /// The connection to `server`, made if there is none. The table is not locked
+    /// while a connection is made, so a slow server holds up no call to another.
     async fn connection(
         &self,
         server: &str,
     ) -> Result<Arc<RunningService<RoleClient, Relay>>, String> {
-        let mut connections = self.connections.lock().await;
-        if let Some(peer) = connections.get(server) {
+        if let Some(peer) = self.connections.lock().await.get(server) {
             return Ok(Arc::clone(peer));
         }
         let spec = self
@@ -202,9 +230,12 @@ impl Remote {
                     spec.url
                 )
             })?;
-        let peer = Arc::new(peer);
-        connections.insert(server.to_owned(), Arc::clone(&peer));
-        Ok(peer)
+        // Two calls may have connected at once: the first one kept is used by both.
+        let mut connections = self.connections.lock().await;
+        let kept = connections
+            .entry(server.to_owned())
+            .or_insert_with(|| Arc::new(peer));
+        Ok(Arc::clone(kept))
     }
 }
 

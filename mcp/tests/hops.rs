@@ -73,7 +73,16 @@ fn hop(name: &str, url: &str, tool: &str) -> Scripts {
 }
 
 async fn hop_runtime(scripts: &Scripts, dir: Option<&std::path::Path>) -> Runtime {
-    let remote = Arc::new(parkway_mcp::Remote::new(scripts.mcp_servers.clone()));
+    let remote = parkway_mcp::Remote::new(scripts.mcp_servers.clone());
+    hop_runtime_with(scripts, dir, remote).await
+}
+
+async fn hop_runtime_with(
+    scripts: &Scripts,
+    dir: Option<&std::path::Path>,
+    remote: parkway_mcp::Remote,
+) -> Runtime {
+    let remote = Arc::new(remote);
     let mut builder = scripts.register_with(Runtime::builder().without_env(), Some(remote));
     if let Some(dir) = dir {
         builder = builder.data_dir(dir);
@@ -178,4 +187,34 @@ async fn a_call_to_a_server_that_is_not_there_fails_the_run_naming_it() {
     assert_eq!(result.is_error, Some(true));
     let text = serde_json::to_value(&result.content).unwrap().to_string();
     assert!(text.contains("could not be reached"), "{text}");
+}
+
+#[tokio::test]
+async fn a_server_that_accepts_and_never_answers_fails_the_run_at_the_timeout() {
+    // Accepts connections and reads nothing, answers nothing.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let scripts = hop("outer", &url, "inner");
+    let remote = parkway_mcp::Remote::new(scripts.mcp_servers.clone())
+        .request_timeout(std::time::Duration::from_millis(300));
+    let top = hop_runtime_with(&scripts, None, remote).await;
+    let (url, _) = serve(top).await;
+    let c = client(&url).await;
+    let CallToolResponse::Complete(result) = c
+        .call_tool_once(CallToolRequestParams::new("outer"))
+        .await
+        .unwrap()
+    else {
+        panic!("a failed run is a tool error");
+    };
+    assert_eq!(result.is_error, Some(true));
+    let text = serde_json::to_value(&result.content).unwrap().to_string();
+    assert!(text.contains("did not answer within 300ms"), "{text}");
+    held.abort();
 }
