@@ -213,3 +213,37 @@ async fn parkway_mcp_serves_one_client_over_stdio() {
         json!({"service": "api", "go": true})
     );
 }
+
+#[test]
+fn a_damaged_state_key_is_refused_at_start_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (server, _) = serve(dir.path(), &["--data", data.to_str().unwrap()]);
+    drop(server);
+    let key = data.join("parkway.mcp-state-key");
+    assert_eq!(
+        std::fs::read(&key).unwrap().len(),
+        32,
+        "the first start keeps a key"
+    );
+    // A key cut short (a disk that filled, an edit gone wrong): never used as it is.
+    std::fs::write(&key, b"short").unwrap();
+    let targets = dir.path().join("targets.json");
+    let ran = Command::new(env!("CARGO_BIN_EXE_parkway"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--targets"])
+        .arg(&targets)
+        .arg("--data")
+        .arg(&data)
+        .env("PARKWAY_TOKENS", format!("{TOKEN} visit"))
+        .env_remove("PARKWAY_TOKENS_FILE")
+        .env_remove("PARKWAY_MCP_STATE_KEY")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!ran.status.success());
+    let said = String::from_utf8_lossy(&ran.stderr);
+    assert!(
+        said.contains("parkway.mcp-state-key holds 5 bytes"),
+        "{said}"
+    );
+}

@@ -101,16 +101,28 @@ pub(crate) fn remote(scripts: &Scripts) -> std::sync::Arc<dyn parkway::sim::Remo
     std::sync::Arc::new(parkway_mcp::Remote::new(scripts.mcp_servers.clone()))
 }
 
-/// Write `bytes` to a new file at `path` that only its owner can read.
+/// Write `bytes` to a new file at `path` that only its owner can read, whole or not at
+/// all: written beside it under another name, synced, then renamed into place, so a
+/// crash or a full disk midway leaves no short key to be refused at the next start.
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
+    let partial = path.with_extension("partial");
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
+    options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
+    let written = options.open(&partial).and_then(|mut file| {
+        file.write_all(bytes)?;
+        file.sync_all()
+    });
+    if let Err(e) = written.and_then(|()| std::fs::rename(&partial, path)) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e);
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// `parkway mcp` arguments.
