@@ -423,6 +423,45 @@ pub(crate) async fn prefill<V: Visitor>(config: &LoadConfig, make: impl Fn(usize
 /// deadline.
 const TIMER_TICK: Duration = Duration::from_millis(1);
 
+/// When the visit (or call) numbered `ticket` is made and its latency counts from, or
+/// `None` when the run's `stop` is past it. With a rate, each is due at its own
+/// instant, and its latency counts from then when it is made late. Tokio's timer rounds
+/// a deadline up to its next millisecond tick, which would add up to a millisecond of
+/// the tool's own to every latency; the caller wakes at the tick before instead, so a
+/// visit is made no later than due, and its latency counts from when it is made if
+/// that is earlier.
+pub(crate) async fn due(
+    ticket: u64,
+    start: Instant,
+    stop: Stop,
+    rate: Option<u64>,
+) -> Option<Instant> {
+    if let Stop::Count(n) = stop
+        && ticket >= n
+    {
+        return None;
+    }
+    let (at, due) = match rate {
+        Some(rate) => {
+            let at = start + Duration::from_secs_f64(ticket as f64 / rate as f64);
+            if let Some(early) = at.checked_sub(TIMER_TICK)
+                && early > Instant::now()
+            {
+                tokio::time::sleep_until(early.into()).await;
+            }
+            (at, at.min(Instant::now()))
+        }
+        None => {
+            let now = Instant::now();
+            (now, now)
+        }
+    };
+    match stop {
+        Stop::For(d) if at.duration_since(start) >= d => None,
+        _ => Some(due),
+    }
+}
+
 /// What the measured visits saw.
 pub(crate) struct Measured<V> {
     /// The visitors, with what each counted.
@@ -458,37 +497,9 @@ pub(crate) async fn visit<V: Visitor>(
                     break;
                 }
                 let ticket = tickets.fetch_add(1, Ordering::Relaxed);
-                if let Stop::Count(n) = stop
-                    && ticket >= n
-                {
+                let Some(due) = due(ticket, start, stop, rate).await else {
                     break;
-                }
-                // With a rate, each visit is due at its own instant, and its latency
-                // counts from then when it is made late. Tokio's timer rounds a deadline
-                // up to its next millisecond tick, which would add up to a millisecond
-                // of the tool's own to every latency; the visitor wakes at the tick
-                // before instead, so a visit is made no later than due, and its latency
-                // counts from when it is made if that is earlier.
-                let (at, due) = match rate {
-                    Some(rate) => {
-                        let at = start + Duration::from_secs_f64(ticket as f64 / rate as f64);
-                        if let Some(early) = at.checked_sub(TIMER_TICK)
-                            && early > Instant::now()
-                        {
-                            tokio::time::sleep_until(early.into()).await;
-                        }
-                        (at, at.min(Instant::now()))
-                    }
-                    None => {
-                        let now = Instant::now();
-                        (now, now)
-                    }
                 };
-                if let Stop::For(d) = stop
-                    && at.duration_since(start) >= d
-                {
-                    break;
-                }
                 let (op, subject, input) = visits.next_visit();
                 let answer = visitor.visit(op, subject, input).await;
                 let micros = u64::try_from(due.elapsed().as_micros()).unwrap_or(u64::MAX);

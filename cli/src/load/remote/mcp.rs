@@ -27,14 +27,14 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-use super::super::config::{LoadConfig, LoadError, Stop};
+use super::super::config::{LoadConfig, LoadError};
 use super::super::drive::{self, Phase, Progress};
 use super::super::report::{Latency, per_sec};
 use super::http::{Failure, Http, MCP_VERSION};
@@ -49,9 +49,6 @@ const TARGETS_FILE: &str = "examples/serve/load-targets.json";
 /// The `_meta` keys of the face's answers naming the run and its subject.
 const META_RUN: &str = "io.parkway/run";
 const META_SUBJECT: &str = "io.parkway/subject";
-
-/// The resolution of Tokio's timer (as in `drive`): a paced client wakes a tick early.
-const TIMER_TICK: Duration = Duration::from_millis(1);
 
 /// The `_meta` every request of the stateless wire carries.
 fn meta() -> Value {
@@ -373,31 +370,9 @@ pub async fn run(
             let mut client = Client::new();
             loop {
                 let ticket = tickets.fetch_add(1, Ordering::Relaxed);
-                if let Stop::Count(n) = stop
-                    && ticket >= n
-                {
+                let Some(due) = drive::due(ticket, start, stop, rate).await else {
                     break;
-                }
-                let (at, due) = match rate {
-                    Some(rate) => {
-                        let at = start + Duration::from_secs_f64(ticket as f64 / rate as f64);
-                        if let Some(early) = at.checked_sub(TIMER_TICK)
-                            && early > Instant::now()
-                        {
-                            tokio::time::sleep_until(early.into()).await;
-                        }
-                        (at, at.min(Instant::now()))
-                    }
-                    None => {
-                        let now = Instant::now();
-                        (now, now)
-                    }
                 };
-                if let Stop::For(d) = stop
-                    && at.duration_since(start) >= d
-                {
-                    break;
-                }
                 // Ids 1 to 3 are the check's.
                 let answer = format!("yes-{ticket}");
                 let (round, first_us, rest) = call(&http, ticket + 2, &answer, due).await;
