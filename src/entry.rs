@@ -13,7 +13,7 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum Status {
+pub enum EntryStatus {
     /// A pending ask.
     Asking,
     /// An ask being resumed (or answered while its group's siblings still ask).
@@ -24,19 +24,19 @@ pub enum Status {
     Failed,
 }
 
-impl Status {
+impl EntryStatus {
     /// The status as it is written in an entry.
     pub fn as_str(self) -> &'static str {
         match self {
-            Status::Asking => "asking",
-            Status::Running => "running",
-            Status::Finished => "finished",
-            Status::Failed => "failed",
+            EntryStatus::Asking => "asking",
+            EntryStatus::Running => "running",
+            EntryStatus::Finished => "finished",
+            EntryStatus::Failed => "failed",
         }
     }
 }
 
-impl std::fmt::Display for Status {
+impl std::fmt::Display for EntryStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
@@ -67,10 +67,10 @@ impl To {
 /// One parked entry, serialised exactly as the door contract's `$parked` shows it.
 ///
 /// ```
-/// # use parkway::{Entry, Status, To};
+/// # use parkway::{Entry, EntryStatus, To};
 /// let entry = Entry {
 ///     id: "i-42".into(),
-///     status: Status::Asking,
+///     status: EntryStatus::Asking,
 ///     to: Some(To::Caller),
 ///     asked_by: Some(vec!["main".into()]),
 ///     question: Some("proceed?".into()),
@@ -89,7 +89,7 @@ pub struct Entry {
     /// The interaction id, `i-…`.
     pub id: String,
     /// What the entry is waiting for.
-    pub status: Status,
+    pub status: EntryStatus,
     /// Who the ask is addressed to; absent on a waiting outcome.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<To>,
@@ -129,7 +129,7 @@ impl Entry {
     }
 
     /// A waiting outcome: only an id and a status.
-    pub(crate) fn waiting(id: String, status: Status) -> Self {
+    pub(crate) fn waiting(id: String, status: EntryStatus) -> Self {
         Self {
             id,
             status,

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::ask::AskProblem;
-use crate::entry::Status;
+use crate::entry::EntryStatus;
 use crate::event::Settled;
 
 /// A list of problems, displayed joined by `; `.
@@ -375,7 +375,7 @@ pub enum IdProblem {
         /// What the action needs, e.g. `asking`.
         wanted: String,
         /// What it is.
-        status: Status,
+        status: EntryStatus,
     },
     /// A resume payload carries the reserved expiry marker key.
     #[error("payload for interaction {id} carries the reserved key {key}")]

@@ -103,7 +103,7 @@ pub use door::plan::VisitProblem;
 pub use door::registry::HookFire;
 pub use door::saved::SaveProblem;
 pub use door::spec::{Kind as DoorKind, Spec as DoorSpec};
-pub use entry::{Entry, Status, To, WAIT_KEY};
+pub use entry::{Entry, EntryStatus, To, WAIT_KEY};
 pub use error::{
     AskError, BuildError, CancelError, CtxError, IdProblem, LogError, Problems, RecordError,
     ResumeError, RunError, StartError, StoreFault, Suspension, TakeError,

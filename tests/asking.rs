@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parkway::{
-    Ask, AskError, AskProblem, IdProblem, Mode, ResumeError, Resumed, RunStatus, Start, StartError,
-    Status,
+    Ask, AskError, AskProblem, EntryStatus, IdProblem, Mode, ResumeError, Resumed, RunStatus,
+    Start, StartError,
 };
 use serde_json::{Value, json};
 
@@ -175,8 +175,8 @@ async fn a_group_resumes_once_when_its_last_ask_is_resolved() {
         json!({"status": "buffered", "remaining": 1})
     );
     let entries = rt.list("s").await.unwrap();
-    assert_eq!(entries[0].status, Status::Running);
-    assert_eq!(entries[1].status, Status::Asking);
+    assert_eq!(entries[0].status, EntryStatus::Running);
+    assert_eq!(entries[1].status, EntryStatus::Asking);
     assert_eq!(activations.load(Ordering::SeqCst), 1);
 
     let Resumed::Outcome(done) = rt.resume("s", &asks[1].id, json!("B")).await.unwrap() else {

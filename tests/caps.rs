@@ -6,7 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use parkway::{
-    Ask, AskError, Event, IdProblem, Resolution, ResumeError, RunStatus, Settled, Start, Status,
+    Ask, AskError, EntryStatus, Event, IdProblem, Resolution, ResumeError, RunStatus, Settled,
+    Start,
 };
 use serde_json::json;
 
@@ -82,7 +83,7 @@ async fn a_waiting_outcome_is_never_refused() {
     // Resuming with no receiver: the ask (1) becomes a waiting outcome (1).
     rt.resume_detached("s", "i-1", json!(1)).await.unwrap();
     rt.settle().await;
-    assert_eq!(rt.list("s").await.unwrap()[0].status, Status::Finished);
+    assert_eq!(rt.list("s").await.unwrap()[0].status, EntryStatus::Finished);
     assert_eq!(rt.stats().await.caller_open, 1);
     let refused = rt.run(Start::new("s", "asker")).await.unwrap();
     assert_eq!(refused.status, RunStatus::Failed);

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use parkway::{DoorSpec, Event, ItemOutcome, RunStatus, Status, VisitOutcome};
+use parkway::{DoorSpec, EntryStatus, Event, ItemOutcome, RunStatus, VisitOutcome};
 use serde_json::json;
 
 /// A hook starts a run that asks its caller; a route resumes it with the seed's
@@ -69,7 +69,7 @@ async fn a_schedule_leaves_a_waiting_outcome_that_a_route_takes() {
     rt.settle().await;
     let parked = rt.list("s").await.unwrap();
     assert_eq!(parked.len(), 1);
-    assert_eq!(parked[0].status, Status::Finished);
+    assert_eq!(parked[0].status, EntryStatus::Finished);
     let visit = rt.visit("collect", "s", json!({})).await.unwrap();
     assert_eq!(
         visit.outcome,
@@ -143,7 +143,7 @@ async fn a_hook_cannot_take() {
             .contains("resume_expr: door h has no receiver to take interaction i-1"),
         "{e}"
     );
-    assert_eq!(rt.list("s").await.unwrap()[0].status, Status::Finished);
+    assert_eq!(rt.list("s").await.unwrap()[0].status, EntryStatus::Finished);
 }
 
 /// A resolution naming an entry that the same visit's cancel tears down is refused

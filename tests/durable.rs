@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parkway::{
-    Ask, Builder, DoorSpec, Ids, ManualClock, Resumed, RunStatus, Runtime, Start, Status,
+    Ask, Builder, DoorSpec, EntryStatus, Ids, ManualClock, Resumed, RunStatus, Runtime, Start,
 };
 use serde_json::json;
 
@@ -57,7 +57,7 @@ async fn a_run_parked_before_a_restart_is_resumed_after_it() {
     assert_eq!(parked.len(), 1);
     assert_eq!(
         (parked[0].id.as_str(), parked[0].status),
-        (id.as_str(), Status::Asking)
+        (id.as_str(), EntryStatus::Asking)
     );
     assert_eq!(
         rt.record(&record.run_id).await.map(|r| r.status),
@@ -284,7 +284,7 @@ async fn an_open_reads_only_what_it_must_and_the_rest_when_touched() {
     // Its outcome waits on its subject, counted against the caller ceiling.
     let waiting = rt.list("u").await.unwrap();
     assert_eq!(waiting.len(), 1);
-    assert_eq!(waiting[0].status, Status::Finished);
+    assert_eq!(waiting[0].status, EntryStatus::Finished);
     let stats = rt.stats().await;
     assert_eq!((stats.caller_open, stats.user_open, stats.runs), (1, 0, 0));
     // The kept record is dropped at its horizon, once, though it was never in memory.

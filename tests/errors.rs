@@ -420,7 +420,7 @@ fn every_error_has_its_stable_kind() {
     let wrong = IdProblem::WrongStatus {
         id: "i-1".into(),
         wanted: "asking".into(),
-        status: parkway::Status::Finished,
+        status: parkway::EntryStatus::Finished,
     };
     let door = || "d".to_owned();
     let kinds = [

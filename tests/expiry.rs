@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use parkway::{Ask, Event, OnExpiry, Resolution, RunStatus, Start, Status, is_expiry_marker};
+use parkway::{Ask, EntryStatus, Event, OnExpiry, Resolution, RunStatus, Start, is_expiry_marker};
 use serde_json::json;
 
 const TEN_MINUTES: Duration = Duration::from_secs(600);
@@ -79,7 +79,7 @@ async fn resume_on_expiry_hands_the_marker_to_the_run() {
     let entries = rt.list("s").await.unwrap();
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].id, id);
-    assert_eq!(entries[0].status, Status::Finished);
+    assert_eq!(entries[0].status, EntryStatus::Finished);
     assert_eq!(
         rt.take("s", &id).await.unwrap(),
         json!("took the expiry branch")
@@ -93,7 +93,7 @@ async fn expiry_fires_at_the_deadline_not_before() {
     rt.run(Start::new("s", "asker")).await.unwrap();
     clock.advance(TEN_MINUTES - Duration::from_millis(1));
     rt.settle().await;
-    assert_eq!(rt.list("s").await.unwrap()[0].status, Status::Asking);
+    assert_eq!(rt.list("s").await.unwrap()[0].status, EntryStatus::Asking);
     clock.advance(Duration::from_millis(1));
     rt.settle().await;
     assert!(rt.list("s").await.unwrap().is_empty());

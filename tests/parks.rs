@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
-use parkway::{Ask, Entry, Resumed, RunStatus, Start, Status};
+use parkway::{Ask, Entry, EntryStatus, Resumed, RunStatus, Start};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -41,7 +41,7 @@ async fn entry_matches_the_seed_example_byte_for_byte() {
     );
     // And it reads back into the same entry.
     let back: Entry = serde_json::from_str(SEED_EXAMPLE).unwrap();
-    assert_eq!(back.status, Status::Asking);
+    assert_eq!(back.status, EntryStatus::Asking);
 }
 
 /// Unset optional fields are absent, never present as null keys.
@@ -139,15 +139,15 @@ async fn a_resumed_ask_shows_running_until_its_activation_ends() {
     let id2 = id.clone();
     let resumed = tokio::spawn(async move { rt2.resume("s", &id2, json!("yes")).await });
     // The spawned resume may reach the subject after the first list: poll until it has.
-    let mut status = Status::Asking;
+    let mut status = EntryStatus::Asking;
     for _ in 0..1000 {
         status = rt.list("s").await.unwrap()[0].status;
-        if status == Status::Running {
+        if status == EntryStatus::Running {
             break;
         }
         tokio::task::yield_now().await;
     }
-    assert_eq!(status, Status::Running);
+    assert_eq!(status, EntryStatus::Running);
     gate.notify_one();
     let outcome = resumed.await.unwrap().unwrap();
     let Resumed::Outcome(record) = outcome else {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use parkway::{Ask, Event, Resumed, RunStatus, Runtime, Start, Status};
+use parkway::{Ask, EntryStatus, Event, Resumed, RunStatus, Runtime, Start};
 use serde_json::json;
 use tokio::sync::Notify;
 use tokio::time::timeout;
@@ -55,7 +55,7 @@ async fn a_parked_subject_passivates_wakes_and_is_forgotten_when_empty() {
         std::slice::from_ref(&id),
         "the passive state keeps the entry"
     );
-    assert_eq!(listed[0].status, Status::Asking);
+    assert_eq!(listed[0].status, EntryStatus::Asking);
     rt.settle().await;
     assert_eq!(census(&rt).await, (0, 1), "passive again after the list");
 
@@ -95,7 +95,7 @@ async fn a_list_does_not_wake_a_subject_without_an_actor() {
 
     let listed = rt.list("s").await.unwrap();
     assert_eq!(common::ids(&listed), std::slice::from_ref(&id));
-    assert_eq!(listed[0].status, Status::Asking);
+    assert_eq!(listed[0].status, EntryStatus::Asking);
     assert!(rt.list("never-seen").await.unwrap().is_empty());
     rt.settle().await;
     assert_eq!(census(&rt).await, (0, 1), "nothing woken, nothing created");
@@ -364,7 +364,10 @@ async fn a_subject_with_a_live_activation_never_passivates() {
     timeout(GUARD, async {
         loop {
             let listed = rt.list("s").await.unwrap();
-            if listed.first().is_some_and(|e| e.status == Status::Running) {
+            if listed
+                .first()
+                .is_some_and(|e| e.status == EntryStatus::Running)
+            {
                 return;
             }
             tokio::task::yield_now().await;
@@ -376,7 +379,7 @@ async fn a_subject_with_a_live_activation_never_passivates() {
     for _ in 0..2 {
         let listed = rt.list("s").await.unwrap();
         assert_eq!(listed.len(), 1);
-        assert_eq!(listed[0].status, Status::Running);
+        assert_eq!(listed[0].status, EntryStatus::Running);
     }
     let stats = rt.stats().await;
     assert_eq!(
@@ -509,11 +512,11 @@ async fn every_kind_of_held_state_comes_back_from_the_packed_state() {
     let status = |id: &str| listed.iter().find(|e| e.id == id).map(|e| e.status);
     assert_eq!(
         status(&a),
-        Some(Status::Running),
+        Some(EntryStatus::Running),
         "the answered ask of the open group"
     );
-    assert_eq!(status(&b), Some(Status::Asking));
-    assert_eq!(status(&waiting), Some(Status::Finished));
+    assert_eq!(status(&b), Some(EntryStatus::Asking));
+    assert_eq!(status(&waiting), Some(EntryStatus::Finished));
     let payload = listed
         .iter()
         .find(|e| e.id == carried)
@@ -611,7 +614,7 @@ async fn a_message_handled_while_draining_leaves_no_idle_check_behind() {
     let id = rt.list("s").await.unwrap()[0].id.clone();
     rt.resume_detached("s", &id, json!("yes")).await.unwrap();
     rt.settle().await;
-    assert_eq!(rt.list("s").await.unwrap()[0].status, Status::Finished);
+    assert_eq!(rt.list("s").await.unwrap()[0].status, EntryStatus::Finished);
     // One move lands the idle check (due at 1 s) and the outcome's retention (10 s)
     // together: the ticker queues both before the subject handles either, so the
     // retention is handled while the actor drains.

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use parkway::{
-    CancelError, Event, IdProblem, ManualClock, Resolution, ResumeError, Resumed, RunStatus,
-    Runtime, Start, Status,
+    CancelError, EntryStatus, Event, IdProblem, ManualClock, Resolution, ResumeError, Resumed,
+    RunStatus, Runtime, Start,
 };
 use serde_json::json;
 use tokio::sync::broadcast;
@@ -54,7 +54,7 @@ async fn apply(rt: Runtime, clock: ManualClock, subject: String, id: String, op:
                 false
             }
             Err(ResumeError::Refused(IdProblem::WrongStatus { status, .. })) => {
-                assert_eq!(status, Status::Running);
+                assert_eq!(status, EntryStatus::Running);
                 false
             }
             other => panic!("resume of {id}: unexpected {other:?}"),
@@ -66,7 +66,7 @@ async fn apply(rt: Runtime, clock: ManualClock, subject: String, id: String, op:
                 match &problems.0[0] {
                     IdProblem::AlreadyResolved { id: refused, .. } => assert_eq!(refused, &id),
                     IdProblem::WrongStatus { status, .. } => {
-                        assert_eq!(*status, Status::Running);
+                        assert_eq!(*status, EntryStatus::Running);
                         let message = problems.to_string();
                         assert!(
                             message.contains("not asking or a waiting outcome (status: running)"),
@@ -387,12 +387,12 @@ async fn a_second_resume_of_a_buffered_ask_is_refused_and_changes_nothing() {
         "{buffered:?}"
     );
     let before = rt.list("s").await.unwrap();
-    assert_eq!(before[0].status, Status::Running);
+    assert_eq!(before[0].status, EntryStatus::Running);
     let again = rt.resume("s", &a, json!("second")).await;
     assert!(
         matches!(
             &again,
-            Err(ResumeError::Refused(IdProblem::WrongStatus { id, status: Status::Running, .. }))
+            Err(ResumeError::Refused(IdProblem::WrongStatus { id, status: EntryStatus::Running, .. }))
                 if *id == a
         ),
         "{again:?}"
@@ -472,7 +472,7 @@ async fn resume_races_an_expiry_that_resumes_and_exactly_one_answer_lands() {
             }
             Err(ResumeError::Refused(IdProblem::WrongStatus { status, .. })) => {
                 assert!(
-                    matches!(status, Status::Running | Status::Finished),
+                    matches!(status, EntryStatus::Running | EntryStatus::Finished),
                     "{status}"
                 );
                 assert_eq!(
@@ -481,7 +481,7 @@ async fn resume_races_an_expiry_that_resumes_and_exactly_one_answer_lands() {
                 );
                 assert_eq!(seen.resolutions, [Resolution::Expired]);
                 assert_eq!(common::ids(&listed), std::slice::from_ref(&id));
-                assert_eq!(listed[0].status, Status::Finished);
+                assert_eq!(listed[0].status, EntryStatus::Finished);
                 let taken = rt.take(&subject, &id).await.unwrap();
                 assert_eq!(
                     taken,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use parkway::{
-    Ask, Entry, Event, Journal, JournalEntry, Resumed, RunRecord, RunStatus, Start, Status, To,
+    Ask, Entry, EntryStatus, Event, Journal, JournalEntry, Resumed, RunRecord, RunStatus, Start, To,
 };
 use serde_json::{Value, json};
 
@@ -250,7 +250,7 @@ async fn a_call_is_journaled_and_not_repeated_on_replay() {
     // The child's park stays on the subject for a later owner.
     let left = rt.list("s").await.unwrap();
     assert_eq!(common::ids(&left), std::slice::from_ref(&child_ask.id));
-    assert_eq!(left[0].status, Status::Asking);
+    assert_eq!(left[0].status, EntryStatus::Asking);
 }
 
 /// A resumed run runs under its own run id and identity on every activation.
@@ -315,7 +315,7 @@ fn journal_entries_round_trip_as_plain_data() {
         error: None,
         asks: Some(vec![Entry {
             id: "i-1".into(),
-            status: Status::Asking,
+            status: EntryStatus::Asking,
             to: Some(To::Caller),
             asked_by: Some(vec!["asker".into(), "main".into()]),
             question: Some("proceed?".into()),

@@ -6,8 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use parkway::{
-    Ask, CancelError, Clock, Event, IdProblem, Resolution, ResumeError, Resumed, RunStatus,
-    Settled, Start, Status, TakeError, expiry_marker,
+    Ask, CancelError, Clock, EntryStatus, Event, IdProblem, Resolution, ResumeError, Resumed,
+    RunStatus, Settled, Start, TakeError, expiry_marker,
 };
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -116,7 +116,7 @@ async fn take_returns_the_result_once() {
     let id = rt.list("s").await.unwrap()[0].id.clone();
     rt.resume_detached("s", &id, json!("yes")).await.unwrap();
     rt.settle().await;
-    assert_eq!(rt.list("s").await.unwrap()[0].status, Status::Finished);
+    assert_eq!(rt.list("s").await.unwrap()[0].status, EntryStatus::Finished);
     assert_eq!(rt.take("s", &id).await.unwrap(), json!({"answer": "yes"}));
     assert!(rt.list("s").await.unwrap().is_empty());
     let again = rt.take("s", &id).await.unwrap_err();
@@ -159,7 +159,7 @@ async fn taking_a_failed_outcome_raises() {
     let id = rt.list("s").await.unwrap()[0].id.clone();
     rt.resume_detached("s", &id, json!("go")).await.unwrap();
     rt.settle().await;
-    assert_eq!(rt.list("s").await.unwrap()[0].status, Status::Failed);
+    assert_eq!(rt.list("s").await.unwrap()[0].status, EntryStatus::Failed);
     let taker = rt
         .run(Start::new("s", "taker").kwargs(json!({"id": id})))
         .await

@@ -9,7 +9,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use parkway::{Entry, Event, RunRecord, RunStatus, Runtime, Status, TaskSupport, ToolCallError};
+use parkway::{
+    Entry, EntryStatus, Event, RunRecord, RunStatus, Runtime, TaskSupport, ToolCallError,
+};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
@@ -221,7 +223,9 @@ impl Face {
         let entries = self.runtime.list(&round.subject).await.map_err(internal)?;
         let open: HashMap<&str, &Entry> = entries
             .iter()
-            .filter(|e| e.status == Status::Asking && round.asks.iter().any(|(_, id)| *id == e.id))
+            .filter(|e| {
+                e.status == EntryStatus::Asking && round.asks.iter().any(|(_, id)| *id == e.id)
+            })
             .map(|e| (e.id.as_str(), e))
             .collect();
         let stale: Vec<&str> = round

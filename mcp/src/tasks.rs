@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use parkway::{Entry, Event, RunRecord, RunStatus, Status};
+use parkway::{Entry, EntryStatus, Event, RunRecord, RunStatus};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CancelTaskParams, CreateTaskResult, DetailedTask, GetTaskParams, GetTaskResult, InputRequests,
@@ -47,7 +47,7 @@ pub(crate) fn questions(record: &RunRecord) -> Vec<Entry> {
         .asks
         .iter()
         .flatten()
-        .filter(|e| e.status == Status::Asking && !e.is_wait())
+        .filter(|e| e.status == EntryStatus::Asking && !e.is_wait())
         .cloned()
         .collect()
 }
@@ -59,7 +59,7 @@ pub(crate) fn waits(record: &RunRecord) -> bool {
             .asks
             .iter()
             .flatten()
-            .any(|e| e.status == Status::Asking && e.is_wait())
+            .any(|e| e.status == EntryStatus::Asking && e.is_wait())
 }
 
 /// Whether the run is at work with nothing to ask: running, or parked on waits alone.
@@ -261,7 +261,7 @@ impl Face {
                     .asks
                     .iter()
                     .flatten()
-                    .filter(|e| e.status == Status::Asking)
+                    .filter(|e| e.status == EntryStatus::Asking)
                     .map(|e| e.id.clone())
                     .collect(),
                 RunStatus::Suspended => record

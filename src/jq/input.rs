@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 use jaq_json::{Map, Num, Val};
 use serde_json::Value;
 
-use crate::entry::{Entry, Status, To};
+use crate::entry::{Entry, EntryStatus, To};
 
 /// The words every parked entry repeats, converted once and shared by every entry's
 /// conversion: its field names and the values of `status` and `to`. Sharing them saves
@@ -39,21 +39,21 @@ impl Words {
             answer_format: owned("answer_format"),
             group_id: owned("group_id"),
             payload: owned("payload"),
-            asking: owned(Status::Asking.as_str()),
-            running: owned(Status::Running.as_str()),
-            finished: owned(Status::Finished.as_str()),
-            failed: owned(Status::Failed.as_str()),
+            asking: owned(EntryStatus::Asking.as_str()),
+            running: owned(EntryStatus::Running.as_str()),
+            finished: owned(EntryStatus::Finished.as_str()),
+            failed: owned(EntryStatus::Failed.as_str()),
             caller: owned(To::Caller.as_str()),
             user: owned(To::User.as_str()),
         })
     }
 
-    fn status(&self, status: Status) -> Val {
+    fn status(&self, status: EntryStatus) -> Val {
         match status {
-            Status::Asking => self.asking.clone(),
-            Status::Running => self.running.clone(),
-            Status::Finished => self.finished.clone(),
-            Status::Failed => self.failed.clone(),
+            EntryStatus::Asking => self.asking.clone(),
+            EntryStatus::Running => self.running.clone(),
+            EntryStatus::Finished => self.finished.clone(),
+            EntryStatus::Failed => self.failed.clone(),
         }
     }
 
@@ -181,7 +181,7 @@ mod tests {
     fn entries() -> Vec<Entry> {
         let full = Entry {
             id: "i-1".into(),
-            status: Status::Asking,
+            status: EntryStatus::Asking,
             to: Some(To::Caller),
             asked_by: Some(vec!["child".into(), "main".into()]),
             question: Some("proceed?".into()),
@@ -191,15 +191,15 @@ mod tests {
         };
         let user = Entry {
             to: Some(To::User),
-            status: Status::Running,
+            status: EntryStatus::Running,
             payload: None,
             ..full.clone()
         };
         let statuses = [
-            Status::Asking,
-            Status::Running,
-            Status::Finished,
-            Status::Failed,
+            EntryStatus::Asking,
+            EntryStatus::Running,
+            EntryStatus::Finished,
+            EntryStatus::Failed,
         ];
         let waiting = statuses.map(|status| Entry::waiting("i-2".into(), status));
         [full, user].into_iter().chain(waiting).collect()

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Duration as Span, Utc};
 use serde_json::Value;
 
-use crate::entry::{Entry, Status, To};
+use crate::entry::{Entry, EntryStatus, To};
 use crate::event::{Event, Resolution};
 use crate::inbox::Frame;
 
@@ -430,7 +430,7 @@ impl Model {
             listed.insert(entry.id.clone());
             let id = &entry.id;
             match entry.status {
-                Status::Asking => {
+                EntryStatus::Asking => {
                     if !self.is_open(id) {
                         return Err(format!(
                             "{id} is listed asking, but the model has it {}",
@@ -450,7 +450,7 @@ impl Model {
                         ));
                     }
                 }
-                Status::Running => {
+                EntryStatus::Running => {
                     let resolved = self.asks.get(id).and_then(|a| a.resolved);
                     if !matches!(resolved, Some(Resolution::Resumed | Resolution::Expired)) {
                         return Err(format!(
@@ -459,7 +459,7 @@ impl Model {
                         ));
                     }
                     let sibling = entries.iter().any(|e| {
-                        e.status == Status::Asking
+                        e.status == EntryStatus::Asking
                             && e.group_id.is_some()
                             && e.group_id == entry.group_id
                     });
@@ -472,14 +472,14 @@ impl Model {
                         self.running.insert(id.clone());
                     }
                 }
-                Status::Finished | Status::Failed => {
+                EntryStatus::Finished | EntryStatus::Failed => {
                     let Some(w) = self.waiting.get(id) else {
                         return Err(format!(
                             "{id} is listed as a waiting outcome, but the model has it {}",
                             self.describe(id)
                         ));
                     };
-                    if w.failed != (entry.status == Status::Failed) {
+                    if w.failed != (entry.status == EntryStatus::Failed) {
                         return Err(format!(
                             "{id} waits as {}, but its run {}",
                             entry.status.as_str(),
@@ -605,7 +605,7 @@ fn shape(entry: &Entry) -> Result<(), String> {
         return Err(format!("entry id {id:?} does not look like i-…"));
     }
     match entry.status {
-        Status::Asking | Status::Running => {
+        EntryStatus::Asking | EntryStatus::Running => {
             if entry.to != Some(To::Caller) && entry.to != Some(To::User) {
                 return Err(format!("live entry {id} has no `to`"));
             }
@@ -616,7 +616,7 @@ fn shape(entry: &Entry) -> Result<(), String> {
                 return Err(format!("live entry {id} has neither question nor payload"));
             }
         }
-        Status::Finished | Status::Failed => {
+        EntryStatus::Finished | EntryStatus::Failed => {
             if entry.to.is_some()
                 || entry.asked_by.is_some()
                 || entry.question.is_some()

@@ -592,7 +592,7 @@ mod tests {
             if crash {
                 assert_eq!(listed.len(), 1, "{listed:?}");
                 assert_eq!(listed[0].id, id);
-                assert_eq!(listed[0].status, crate::Status::Finished);
+                assert_eq!(listed[0].status, crate::EntryStatus::Finished);
                 let log = next.event_log(1, usize::MAX).expect("reads the log");
                 assert!(
                     log.iter().any(|l| matches!(&l.event, crate::Event::WaitingOutcomeStored { interaction, .. } if *interaction == id)),

@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::effect::{Effect, Launch, Receiver, Reply, Step, Waiting};
 use super::{Ack, Msg, Op};
 use crate::ask::{Ask, Checked, EXPIRY_MARKER_KEY, OnExpiry, expiry_marker};
-use crate::entry::{Entry, Status, To};
+use crate::entry::{Entry, EntryStatus, To};
 use crate::error::{AskError, IdProblem, RunError};
 use crate::event::{Event, Resolution, Settled};
 use crate::ids::Kind;
@@ -855,9 +855,9 @@ impl State {
         let Waiting { id, run, outcome } = waiting;
         let now = step.now;
         let status = if outcome.is_ok() {
-            Status::Finished
+            EntryStatus::Finished
         } else {
-            Status::Failed
+            EntryStatus::Failed
         };
         let name: Arc<str> = Arc::from(id.as_str());
         let key = step.arm(
@@ -1036,7 +1036,7 @@ impl State {
         }
         let entry = Entry {
             id: id.clone(),
-            status: Status::Asking,
+            status: EntryStatus::Asking,
             to: Some(ask.to),
             asked_by: Some(lineage.to_vec()),
             question: ask.question,
@@ -1108,7 +1108,7 @@ impl State {
         if let Some(group) = self.groups.shift_remove(gid) {
             for id in group.members {
                 if let Some(p) = self.remove_entry(step, &id)
-                    && p.entry.status == Status::Asking
+                    && p.entry.status == EntryStatus::Asking
                 {
                     self.resolved(step, &id, how, p.entry.to);
                 }
@@ -1122,7 +1122,7 @@ impl State {
     fn check_asking(&self, step: &Step<'_>, id: &str) -> Result<(), IdProblem> {
         match self.entries.get(id) {
             None => Err(self.gone(step, id)),
-            Some(p) if p.entry.status != Status::Asking => Err(IdProblem::WrongStatus {
+            Some(p) if p.entry.status != EntryStatus::Asking => Err(IdProblem::WrongStatus {
                 id: id.to_owned(),
                 wanted: "asking".into(),
                 status: p.entry.status,
@@ -1188,7 +1188,7 @@ impl State {
             self.resolved(step, id, how, to);
             return (Ack::Started, None);
         }
-        parked.entry.status = Status::Running;
+        parked.entry.status = EntryStatus::Running;
         parked.input = None;
         parked.answer = Some(Box::new(answer));
         self.parked = None;
@@ -1207,7 +1207,7 @@ impl State {
             .filter(|m| {
                 self.entries
                     .get(m.as_str())
-                    .is_some_and(|p| p.entry.status == Status::Asking)
+                    .is_some_and(|p| p.entry.status == EntryStatus::Asking)
             })
             .count();
         if remaining > 0 {
@@ -1305,7 +1305,7 @@ impl State {
                 match self.entries.get(id.as_str()) {
                     None => problems.push(self.gone(step, id)),
                     // Already resolved by a resume: a cancel would resolve it twice.
-                    Some(p) if p.entry.status == Status::Running => {
+                    Some(p) if p.entry.status == EntryStatus::Running => {
                         problems.push(IdProblem::WrongStatus {
                             id: id.clone(),
                             wanted: "asking or a waiting outcome".into(),
@@ -1426,7 +1426,7 @@ impl State {
             .collect();
         for id in owned {
             if let Some(p) = self.remove_entry(step, &id)
-                && p.entry.status == Status::Asking
+                && p.entry.status == EntryStatus::Asking
             {
                 let how = if id == interaction {
                     how
@@ -1494,7 +1494,7 @@ impl State {
     /// chain down: the chain the expiry needs from the supervisor.
     fn expiry_needs(&self, id: &str, key: TimerKey) -> Option<Arc<str>> {
         let parked = self.entries.get(id)?;
-        let due = parked.entry.status == Status::Asking
+        let due = parked.entry.status == EntryStatus::Asking
             && parked.timer == Some(key)
             && parked.on_expiry == OnExpiry::Kill;
         (due && self.is_linked(&parked.run)).then(|| Arc::clone(&parked.run))
@@ -1506,7 +1506,7 @@ impl State {
         let Some(parked) = self.entries.get_mut(id) else {
             return;
         };
-        if parked.entry.status != Status::Asking || parked.timer != Some(key) {
+        if parked.entry.status != EntryStatus::Asking || parked.timer != Some(key) {
             return;
         }
         parked.timer = None;
@@ -1652,7 +1652,7 @@ impl State {
             let orphans: Vec<Arc<str>> = self
                 .entries
                 .iter()
-                .filter(|(_, p)| p.run == *run && p.entry.status == Status::Asking)
+                .filter(|(_, p)| p.run == *run && p.entry.status == EntryStatus::Asking)
                 .map(|(id, _)| Arc::clone(id))
                 .collect();
             for id in orphans {
@@ -1692,7 +1692,7 @@ impl State {
             if let Some(item) = parked
                 .offered
                 .as_ref()
-                .filter(|_| parked.entry.status == Status::Asking)
+                .filter(|_| parked.entry.status == EntryStatus::Asking)
             {
                 step.push(Effect::Offer(item.clone()));
             }
@@ -1747,7 +1747,7 @@ impl State {
     pub(crate) fn offers(&self) -> bool {
         self.entries
             .values()
-            .any(|p| p.offered.is_some() && p.entry.status == Status::Asking)
+            .any(|p| p.offered.is_some() && p.entry.status == EntryStatus::Asking)
     }
 
     /// The earliest deadline of the subject's timers (its asks' expiries and its waiting

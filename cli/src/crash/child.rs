@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use parkway::{Entry, Resumed, Runtime, Start, Status, TakeError};
+use parkway::{Entry, EntryStatus, Resumed, Runtime, Start, TakeError};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -180,11 +180,11 @@ impl Task {
     fn pick(&mut self, entries: &[Entry], seq: u64) -> Call {
         let asking: Vec<&Entry> = entries
             .iter()
-            .filter(|e| e.status == Status::Asking)
+            .filter(|e| e.status == EntryStatus::Asking)
             .collect();
         let waiting: Vec<&Entry> = entries
             .iter()
-            .filter(|e| matches!(e.status, Status::Finished | Status::Failed))
+            .filter(|e| matches!(e.status, EntryStatus::Finished | EntryStatus::Failed))
             .collect();
         let mut choices: Vec<(u32, Pick)> = Vec::new();
         if entries.len() < MAX_ENTRIES {

@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use parkway::{Entry, RunRecord, RunStatus, Status};
+use parkway::{Entry, EntryStatus, RunRecord, RunStatus};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -206,16 +206,16 @@ impl Subject {
                 let nonce = self.runs.get(&e.run).map(|r| r.nonce.clone());
                 let shown = match &e.state {
                     State::Waiting(_) => Shown {
-                        status: Status::Finished,
+                        status: EntryStatus::Finished,
                         question: None,
                         payload: None,
                         group: None,
                     },
                     state => Shown {
                         status: if *state == State::Asking {
-                            Status::Asking
+                            EntryStatus::Asking
                         } else {
-                            Status::Running
+                            EntryStatus::Running
                         },
                         question: Some(question(e.k)),
                         payload: Some(json!({"nonce": nonce, "run": e.run, "k": e.k})),
@@ -236,7 +236,7 @@ fn question(k: usize) -> String {
 /// What a listing shows of an entry, for comparison.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 struct Shown {
-    status: Status,
+    status: EntryStatus,
     question: Option<String>,
     payload: Option<Value>,
     group: Option<String>,
@@ -726,7 +726,7 @@ impl Checker {
         for (k, e) in asks.iter().enumerate() {
             let shown = Shown::of(e);
             let expected = Shown {
-                status: Status::Asking,
+                status: EntryStatus::Asking,
                 question: Some(question(k)),
                 payload: Some(json!({"nonce": nonce, "run": record.run_id, "k": k})),
                 group: e.group_id.clone(),

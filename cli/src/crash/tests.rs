@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use parkway::{Entry, RunRecord, RunStatus, Status, To};
+use parkway::{Entry, EntryStatus, RunRecord, RunStatus, To};
 use serde_json::{Value, json};
 
 use super::log::{Acked, Call, Line, Reader, Target};
@@ -106,7 +106,7 @@ fn at() -> DateTime<Utc> {
 fn ask(id: &str, nonce: &str, run: &str, k: usize, group: &str) -> Entry {
     Entry {
         id: id.to_owned(),
-        status: Status::Asking,
+        status: EntryStatus::Asking,
         to: Some(To::Caller),
         asked_by: Some(vec!["one".to_owned()]),
         question: Some(format!("answer {k}?")),
@@ -119,7 +119,7 @@ fn ask(id: &str, nonce: &str, run: &str, k: usize, group: &str) -> Entry {
 fn waiting(id: &str) -> Entry {
     Entry {
         id: id.to_owned(),
-        status: Status::Finished,
+        status: EntryStatus::Finished,
         to: None,
         asked_by: None,
         question: None,
@@ -415,7 +415,7 @@ fn a_buffered_answer_dropped_is_caught() {
     h.done(resume("i-1", "A"), Acked::Buffered { remaining: 1 });
     h.kill();
     let mut buffered = ask("i-1", "n1", "r-1", 0, "g-1");
-    buffered.status = Status::Running;
+    buffered.status = EntryStatus::Running;
     h.observe(
         vec![buffered, ask("i-2", "n1", "r-1", 1, "g-1")],
         &[("r-1", parked_record("r-1", Target::Pair))],

@@ -11,7 +11,7 @@ use tokio::sync::broadcast::error::TryRecvError;
 use super::config::LoadError;
 use super::workload;
 use parkway::bench::Parked;
-use parkway::{Event, Resolution, Runtime, Status};
+use parkway::{EntryStatus, Event, Resolution, Runtime};
 
 /// Counts of the runtime's events.
 #[derive(Debug, Clone, Copy, Default)]
@@ -152,8 +152,8 @@ impl Left {
             };
             for entry in &entries {
                 match entry.status {
-                    Status::Asking | Status::Running => left.open += 1,
-                    Status::Finished | Status::Failed => left.waiting += 1,
+                    EntryStatus::Asking | EntryStatus::Running => left.open += 1,
+                    EntryStatus::Finished | EntryStatus::Failed => left.waiting += 1,
                     // A status this account does not know leaves it unbalanced.
                     _ => {}
                 }

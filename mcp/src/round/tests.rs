@@ -1,10 +1,10 @@
 use super::*;
-use parkway::{Entry, Status, To};
+use parkway::{Entry, EntryStatus, To};
 
 fn ask(format: Option<&str>, payload: Option<Value>) -> Entry {
     let mut entry: Entry =
         serde_json::from_value(json!({"id": "i-1", "status": "asking"})).unwrap();
-    entry.status = Status::Asking;
+    entry.status = EntryStatus::Asking;
     entry.to = Some(To::Caller);
     entry.question = Some("q?".into());
     entry.answer_format = format.map(str::to_owned);

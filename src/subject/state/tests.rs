@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 
 use super::{After, Chains, Handled, State, Touch};
 use crate::ask::{Ask, OnExpiry};
-use crate::entry::Status;
+use crate::entry::EntryStatus;
 use crate::error::{IdProblem, RunError, Suspension};
 use crate::ids::Ids;
 use crate::record::RunRecord;
@@ -316,7 +316,7 @@ fn answers(effects: &[Effect]) -> Vec<Option<Value>> {
         .collect()
 }
 
-fn status(world: &World, id: &str) -> Option<Status> {
+fn status(world: &World, id: &str) -> Option<EntryStatus> {
     world
         .state
         .list()
@@ -356,7 +356,7 @@ fn an_ask_parks_an_entry_and_arms_its_deadline() {
         let (run, _, _) = w.start(Parent::Top);
         let (id, effects) = w.ask(&run, 1, ask);
         assert_eq!(show(&effects), expected);
-        assert_eq!(status(&w, &id), Some(Status::Asking));
+        assert_eq!(status(&w, &id), Some(EntryStatus::Asking));
     }
 }
 
@@ -395,7 +395,7 @@ fn a_resume_of_the_last_ask_of_a_group_replays_the_run_with_every_answer() {
             "reply resume Buffered { remaining: 1 }"
         ]
     );
-    assert_eq!(status(&w, &a), Some(Status::Running));
+    assert_eq!(status(&w, &a), Some(EntryStatus::Running));
     // The last one resumes the run once, with both answers in its journal.
     let effects = w.resume(&b, json!("B"));
     assert_eq!(
@@ -472,7 +472,7 @@ fn a_resolved_run_without_a_receiver_leaves_its_outcome_waiting_to_be_taken() {
             "event waiting_outcome_stored i-1"
         ]
     );
-    assert_eq!(status(&w, &id), Some(Status::Finished));
+    assert_eq!(status(&w, &id), Some(EntryStatus::Finished));
     let (reply, _) = oneshot::channel();
     let effects = w.op(Op::Take {
         interaction: id.clone(),
@@ -507,7 +507,7 @@ fn a_receiver_that_stopped_waiting_leaves_the_outcome_waiting() {
     };
     let mut step = Step::new(w.now, &w.settings, &w.ids, &w.keys);
     w.state.leave_waiting(&mut step, waiting);
-    assert_eq!(status(&w, &id), Some(Status::Finished));
+    assert_eq!(status(&w, &id), Some(EntryStatus::Finished));
 }
 
 #[test]
@@ -573,7 +573,7 @@ fn a_cancel_in_a_chain_asks_for_the_chain_and_then_tears_it_all_down() {
     let (effects, needs) = w.cancel(&[&id], None);
     assert_eq!(show(&effects), Vec::<String>::new());
     assert_eq!(needs, Some(vec!["r-2".to_owned()]));
-    assert_eq!(status(&w, &id), Some(Status::Asking));
+    assert_eq!(status(&w, &id), Some(EntryStatus::Asking));
     // With the chain, the asker and its caller (still executing) are torn down.
     let chains = Chains::from([(
         Arc::clone(&child),
@@ -732,7 +732,7 @@ fn an_idle_subject_passivates_and_wakes_with_its_parked_set() {
         Ok(state) => *state,
         Err(e) => panic!("it unpacks: {e}"),
     };
-    assert_eq!(status(&w, &id), Some(Status::Asking));
+    assert_eq!(status(&w, &id), Some(EntryStatus::Asking));
     let effects = w.resume(&id, json!(1));
     assert!(show(&effects).contains(&"activate r-1#2".to_owned()));
 }
