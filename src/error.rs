@@ -480,6 +480,30 @@ pub enum TakeError {
     Store(StoreFault),
 }
 
+/// Why [`Runtime::await_outcome`](crate::Runtime::await_outcome) handed back no value.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum AwaitError {
+    /// The take was refused, or the waiting outcome was a failure
+    /// ([`TakeError::Failed`]): as [`Runtime::take`](crate::Runtime::take) says it.
+    #[error("{0}")]
+    Take(TakeError),
+    /// The interaction was still asking or running when the timeout passed; nothing
+    /// changed.
+    #[error(
+        "interaction {id} on subject {subject} left no outcome to take within {}",
+        humantime::format_duration(*waited)
+    )]
+    TimedOut {
+        /// The subject.
+        subject: String,
+        /// The interaction.
+        id: String,
+        /// How long it was waited for.
+        waited: std::time::Duration,
+    },
+}
+
 /// Why a cancel was refused; nothing changed.
 #[derive(Debug, Clone, PartialEq, Eq, Error, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

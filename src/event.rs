@@ -201,6 +201,28 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// The subject the event is about: every event names one.
+    pub fn subject(&self) -> &str {
+        match self {
+            Event::AskParked { subject, .. }
+            | Event::AskResolved { subject, .. }
+            | Event::RunStarted { subject, .. }
+            | Event::RunFinished { subject, .. }
+            | Event::RunFailed { subject, .. }
+            | Event::RunCancelled { subject, .. }
+            | Event::CapRefused { subject, .. }
+            | Event::ExpiryFired { subject, .. }
+            | Event::WaitingOutcomeStored { subject, .. }
+            | Event::WaitingOutcomeTaken { subject, .. }
+            | Event::WaitingOutcomeDropped { subject, .. }
+            | Event::RecordDropped { subject, .. }
+            | Event::RunProgress { subject, .. }
+            | Event::VisitRefused { subject, .. } => subject,
+        }
+    }
+}
+
 /// An event as the durable event log keeps it: with its sequence number, which orders
 /// the log without gaps (`Runtime::event_log`, `Runtime::logged_events`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

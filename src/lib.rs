@@ -105,8 +105,8 @@ pub use door::saved::SaveProblem;
 pub use door::spec::{Kind as DoorKind, Spec as DoorSpec};
 pub use entry::{Entry, EntryStatus, To, WAIT_KEY};
 pub use error::{
-    AskError, BuildError, CancelError, CtxError, IdProblem, LogError, Problems, RecordError,
-    ResumeError, RunError, StartError, StoreFault, Suspension, TakeError,
+    AskError, AwaitError, BuildError, CancelError, CtxError, IdProblem, LogError, Problems,
+    RecordError, ResumeError, RunError, StartError, StoreFault, Suspension, TakeError,
 };
 pub use event::{Event, Logged, Resolution, Settled};
 pub use health::Health;

@@ -146,6 +146,51 @@ impl RunRecord {
     }
 }
 
+impl RunRecord {
+    /// The caller asks this record raises to its caller, oldest first: empty unless the
+    /// run is parked.
+    pub fn asks(&self) -> &[Entry] {
+        self.asks.as_deref().unwrap_or_default()
+    }
+
+    /// The first caller ask this record raises, or why there is none: the record of a
+    /// run that ended, is running, or waits only on a person is
+    /// [`NoResult::NotParked`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use parkway::{Ask, Runtime, Start};
+    /// use serde_json::json;
+    ///
+    /// let rt = Runtime::builder().without_env().build().await?;
+    /// rt.register("deploy", &[], |ctx, _, _| async move {
+    ///     let go = ctx.ask(Ask::caller("proceed?").answer_format("confirm")).await?;
+    ///     Ok(json!({"deployed": go["answer"] == "yes"}))
+    /// });
+    /// let record = rt.run(Start::new("thread-1", "deploy")).await?;
+    /// let ask = record.first_ask()?;
+    /// assert_eq!(ask.question.as_deref(), Some("proceed?"));
+    /// let done = rt.resume("thread-1", &ask.id, json!({"answer": "yes"})).await?;
+    /// assert_eq!(done.into_result()?, json!({"deployed": true}));
+    /// # Ok(()) }
+    /// ```
+    pub fn first_ask(&self) -> Result<&Entry, NoResult> {
+        self.asks().first().ok_or_else(|| NoResult::NotParked {
+            run_id: self.run_id.clone(),
+            target: self.target.clone(),
+            status: self.status,
+        })
+    }
+
+    /// The interaction ids of the user asks the run waits on (its suspension), oldest
+    /// first: empty unless the run is suspended or parked beside them.
+    pub fn user_asks(&self) -> &[String] {
+        self.suspension
+            .as_ref()
+            .map_or(&[], |s| s.interactions.as_slice())
+    }
+}
+
 /// The suspension sentinel of a run record: the open user asks.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -189,10 +234,26 @@ impl Resumed {
             Resumed::Buffered { .. } => None,
         }
     }
+
+    /// The resumed run's record, or [`NoResult::Buffered`] when the answer was kept
+    /// until the other asks of its group are resolved.
+    pub fn into_record(self) -> Result<RunRecord, NoResult> {
+        match self {
+            Resumed::Outcome(record) => Ok(record),
+            Resumed::Buffered { remaining, .. } => Err(NoResult::Buffered { remaining }),
+        }
+    }
+
+    /// The resumed run's result ([`RunRecord::into_result`]), or why there is none:
+    /// the answer was buffered, or the run failed, was cancelled, or asked again.
+    pub fn into_result(self) -> Result<Value, NoResult> {
+        self.into_record()?.into_result()
+    }
 }
 
-/// Why a run record holds no result: what [`RunRecord::into_result`](crate::RunRecord::into_result)
-/// gives for a run that did not succeed.
+/// Why there is no result to hand out: what [`RunRecord::into_result`] gives for a run
+/// that did not succeed, and what the helpers of [`Resumed`] and
+/// [`Visit`](crate::Visit) give when the resolution they report has no value.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum NoResult {
@@ -227,4 +288,46 @@ pub enum NoResult {
         /// Where it stands.
         status: RunStatus,
     },
+    /// The record raises no caller ask: the run is not parked.
+    #[error("run {run_id} of target {target} asks its caller nothing (status: {status})")]
+    NotParked {
+        /// The run.
+        run_id: String,
+        /// Its target.
+        target: String,
+        /// Where it stands.
+        status: RunStatus,
+    },
+    /// The answer was kept: other asks of its group are still open, and the run resumes
+    /// once they are resolved.
+    #[error("the answer was buffered: {remaining} ask(s) of its group still open")]
+    Buffered {
+        /// How many asks of the group are still asking.
+        remaining: usize,
+    },
+    /// A taken waiting outcome was a failure: the taker fails as the resolved run did.
+    #[error("interaction {id} failed: {error}")]
+    TakeFailed {
+        /// The interaction.
+        id: String,
+        /// The resolved run's error.
+        error: String,
+    },
+    /// The interaction was resumed with no receiver: the run's next outcome waits on
+    /// the subject (take it with [`Runtime::await_outcome`](crate::Runtime::await_outcome)).
+    #[error("interaction {id} was resumed with no receiver: its outcome waits on the subject")]
+    NoReceiver {
+        /// The interaction.
+        id: String,
+    },
+    /// The run was started with no receiver (a hook or a schedule started it): its
+    /// record is read with [`Runtime::record`](crate::Runtime::record).
+    #[error("run {run_id} was started with no receiver: its record is read by its id")]
+    Unreceived {
+        /// The run.
+        run_id: String,
+    },
+    /// The visit resolved nothing and started nothing.
+    #[error("the visit resolved nothing and started nothing")]
+    Nothing,
 }

@@ -841,6 +841,76 @@ impl Runtime {
             .await
     }
 
+    /// Take the waiting outcome `interaction` once it is there: the result a resumed
+    /// run leaves on its subject when nobody received it (a person answered through the
+    /// inbox, a hook or a schedule resumed it, or its ask expired with `resume`).
+    ///
+    /// While the interaction is still `asking` or `running` this waits, up to
+    /// `timeout`, then answers [`AwaitError::TimedOut`](crate::AwaitError::TimedOut)
+    /// and changes nothing. The timeout is counted on tokio's timer, not the
+    /// runtime's [`Clock`]: with a [`ManualClock`](crate::ManualClock), move the clock
+    /// to fire an expiry, then await. Anything else is answered as
+    /// [`Runtime::take`] answers it at once: a `failed` outcome raises
+    /// ([`TakeError::Failed`]), and an interaction resolved another way (taken already,
+    /// cancelled, or resumed by a run that parked again) is refused naming how.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use parkway::{Ask, Runtime, Start};
+    /// use serde_json::json;
+    ///
+    /// let rt = Runtime::builder().without_env().build().await?;
+    /// rt.register("publish", &[], |ctx, _, _| async move {
+    ///     let ok = ctx.ask(Ask::user("publish the post?").answer_format("confirm")).await?;
+    ///     Ok(json!({"published": ok["answer"] == true}))
+    /// });
+    /// let record = rt.run(Start::new("blog", "publish")).await?;
+    /// let ask = &record.user_asks()[0];
+    /// rt.answer(ask, json!(true)).await?; // as a person does through the inbox
+    /// let result = rt.await_outcome("blog", ask, Duration::from_secs(5)).await?;
+    /// assert_eq!(result, json!({"published": true}));
+    /// # Ok(()) }
+    /// ```
+    pub async fn await_outcome(
+        &self,
+        subject: &str,
+        interaction: &str,
+        timeout: Duration,
+    ) -> Result<Value, crate::AwaitError> {
+        use crate::entry::EntryStatus;
+        use crate::error::IdProblem;
+        let deadline = tokio::time::Instant::now() + timeout;
+        // Subscribed before the first look, so no change after it goes unseen.
+        let mut events = self.events();
+        loop {
+            match self.take(subject, interaction).await {
+                Err(TakeError::Refused(IdProblem::WrongStatus {
+                    status: EntryStatus::Asking | EntryStatus::Running,
+                    ..
+                })) => {}
+                other => return other.map_err(crate::AwaitError::Take),
+            }
+            // Look again after the next change on the subject (or after missing some).
+            loop {
+                match tokio::time::timeout_at(deadline, events.recv()).await {
+                    Err(_) => {
+                        return Err(crate::AwaitError::TimedOut {
+                            subject: subject.to_owned(),
+                            id: interaction.to_owned(),
+                            waited: timeout,
+                        });
+                    }
+                    Ok(Ok(event)) if event.subject() != subject => {}
+                    Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => break,
+                    Ok(Err(broadcast::error::RecvError::Closed)) => {
+                        return Err(crate::AwaitError::Take(TakeError::Stopped));
+                    }
+                }
+            }
+        }
+    }
+
     /// Cancel each named interaction: a whole-chain kill. All ids are checked first; any
     /// problem refuses them all and changes nothing.
     pub async fn cancel(&self, subject: &str, ids: &[&str]) -> Result<(), CancelError> {

@@ -98,7 +98,7 @@ async fn a_runtime_at_the_last_instant_does_not_spin() {
     let record = rt.run(Start::new("w", "asker")).await.unwrap();
     let id = record.asks.unwrap()[0].id.clone();
     rt.resume_detached("w", &id, json!(true)).await.unwrap();
-    rt.save_door(DoorSpec::schedule("tick", "5s", "s2", "echo"))
+    rt.save_door(DoorSpec::schedule("tick", "echo").every("5s").subject("s2"))
         .unwrap();
     rt.settle().await;
     let before = rt.now();

@@ -318,12 +318,47 @@ async fn save_time_refusals() {
             vec!["kwargs must be a JSON object"],
         ),
         (
-            DoorSpec::schedule("d", "soon", "s", "echo"),
+            DoorSpec::schedule("d", "echo").every("soon").subject("s"),
             vec!["schedule interval \"soon\""],
         ),
         (
-            DoorSpec::hook("d", "t", "s", "echo").condition("$x"),
+            DoorSpec::hook("d", "echo")
+                .topic("t")
+                .subject("s")
+                .condition("$x"),
             vec!["undeclared variable $x in condition"],
+        ),
+        // The builder names each field; one left out, or set on a kind that does not
+        // take it, is refused rather than dropped.
+        (
+            DoorSpec::hook("d", "echo").subject("s"),
+            vec!["hook topic must not be empty"],
+        ),
+        (
+            DoorSpec::hook("d", "echo").topic("t"),
+            vec!["hook needs exactly one of subject and subject_expr"],
+        ),
+        (
+            DoorSpec::schedule("d", "echo").subject("s"),
+            vec!["schedule interval \"\""],
+        ),
+        (
+            DoorSpec::route("d", "echo")
+                .topic("t")
+                .every("5m")
+                .subject("s"),
+            vec![
+                "a route door takes no topic",
+                "a route door takes no interval",
+                "a route door takes no subject",
+            ],
+        ),
+        (
+            DoorSpec::schedule("d", "echo")
+                .every("5m")
+                .subject("s")
+                .condition("true"),
+            vec!["a schedule door takes no condition"],
         ),
     ];
     let (rt, _clock) = common::runtime().await;

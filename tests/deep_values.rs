@@ -268,8 +268,12 @@ async fn deep_ask_payloads_and_schemas_are_refused() {
 async fn deep_visit_and_fire_inputs_are_refused() {
     let (rt, _clock) = common::runtime().await;
     rt.save_door(DoorSpec::route("go", "asker")).unwrap();
-    rt.save_door(DoorSpec::hook("on-push", "push", "s", "asker"))
-        .unwrap();
+    rt.save_door(
+        DoorSpec::hook("on-push", "asker")
+            .topic("push")
+            .subject("s"),
+    )
+    .unwrap();
     let (_, listed) = parked(&rt, "s").await;
     let before = footprint(&rt, "s").await;
     for depth in DEPTHS {

@@ -14,8 +14,12 @@ use serde_json::json;
 #[tokio::test]
 async fn a_hook_starts_a_run_and_a_route_resumes_it() {
     let (rt, _clock) = common::runtime().await;
-    rt.save_door(DoorSpec::hook("on-push", "push", "thread-1", "asker"))
-        .unwrap();
+    rt.save_door(
+        DoorSpec::hook("on-push", "asker")
+            .topic("push")
+            .subject("thread-1"),
+    )
+    .unwrap();
     rt.save_door(
         DoorSpec::route("confirm", "asker")
             .resume_expr(r#"{id: $parked[0].id, payload: {answer: "yes"}}"#),
@@ -56,7 +60,9 @@ async fn a_schedule_leaves_a_waiting_outcome_that_a_route_takes() {
     let mut events = rt.events();
     rt.run(parkway::Start::new("s", "asker")).await.unwrap();
     rt.save_door(
-        DoorSpec::schedule("nightly", "5m", "s", "asker")
+        DoorSpec::schedule("nightly", "asker")
+            .every("5m")
+            .subject("s")
             .resume_expr(r#"[$parked[] | select(.status == "asking") | {id, payload: .status}]"#),
     )
     .unwrap();
@@ -94,7 +100,9 @@ async fn a_schedule_leaves_a_waiting_outcome_that_a_route_takes() {
 async fn hook_condition_and_subject_expr() {
     let (rt, _clock) = common::runtime().await;
     rt.save_door(
-        DoorSpec::hook("on-msg", "msg", "unused", "echo")
+        DoorSpec::hook("on-msg", "echo")
+            .topic("msg")
+            .subject("unused")
             .condition(r#".kind == "note""#)
             .subject_expr(r#""thread-" + .thread"#)
             .start_expr("{text: .text}"),
@@ -113,8 +121,13 @@ async fn hook_condition_and_subject_expr() {
     // Another topic fires nothing.
     assert!(rt.fire("nothing-here", json!({})).await.is_empty());
 
-    rt.save_door(DoorSpec::hook("bad", "msg2", "s", "echo").condition("1"))
-        .unwrap();
+    rt.save_door(
+        DoorSpec::hook("bad", "echo")
+            .topic("msg2")
+            .subject("s")
+            .condition("1"),
+    )
+    .unwrap();
     let bad = rt.fire("msg2", json!({})).await;
     let e = bad[0].visit.clone().unwrap().unwrap_err();
     assert_eq!(
@@ -131,8 +144,13 @@ async fn a_hook_cannot_take() {
     rt.run(parkway::Start::new("s", "asker")).await.unwrap();
     rt.resume_detached("s", "i-1", json!("x")).await.unwrap();
     rt.settle().await;
-    rt.save_door(DoorSpec::hook("h", "t", "s", "echo").resume_expr(r#""i-1""#))
-        .unwrap();
+    rt.save_door(
+        DoorSpec::hook("h", "echo")
+            .topic("t")
+            .subject("s")
+            .resume_expr(r#""i-1""#),
+    )
+    .unwrap();
     let e = rt.fire("t", json!({})).await[0]
         .visit
         .clone()
@@ -180,12 +198,12 @@ async fn a_resume_inside_a_cancelled_chain_is_refused() {
 async fn doors_are_replaced_and_removed_at_run_time() {
     let (rt, clock) = common::runtime().await;
     let mut events = rt.events();
-    rt.save_door(DoorSpec::schedule("tick", "1m", "s", "echo"))
+    rt.save_door(DoorSpec::schedule("tick", "echo").every("1m").subject("s"))
         .unwrap();
     clock.advance(Duration::from_secs(60));
     rt.settle().await;
     // Replaced with a 10m interval: the 1m timer of the old save does nothing.
-    rt.save_door(DoorSpec::schedule("tick", "10m", "s", "echo"))
+    rt.save_door(DoorSpec::schedule("tick", "echo").every("10m").subject("s"))
         .unwrap();
     clock.advance(Duration::from_secs(60));
     rt.settle().await;
@@ -213,7 +231,9 @@ async fn a_slow_hook_condition_blocks_no_worker() {
     // Runs about 1e10 steps and allocates nothing: it ends at its deadline, long after
     // this test.
     rt.save_door(
-        DoorSpec::hook("slow", "t", "s", "echo")
+        DoorSpec::hook("slow", "echo")
+            .topic("t")
+            .subject("s")
             .condition("reduce (range(100000) as $a | range(100000)) as $i (0; . + 1) | . > 0"),
     )
     .unwrap();
@@ -240,8 +260,13 @@ async fn a_slow_hook_condition_blocks_no_worker() {
 async fn a_hook_whose_condition_passes_its_deadline_is_broken() {
     let (rt, _clock) = common::runtime_with(|b| b.jq_deadline(Duration::from_millis(50))).await;
     let heavy = "[range(100000) as $a | range(100000) | $a] | length > 0";
-    rt.save_door(DoorSpec::hook("h", "push", "s", "asker").condition(heavy))
-        .unwrap();
+    rt.save_door(
+        DoorSpec::hook("h", "asker")
+            .topic("push")
+            .subject("s")
+            .condition(heavy),
+    )
+    .unwrap();
     let first = rt.fire("push", json!({})).await;
     let error = first[0].visit.clone().unwrap().unwrap_err().to_string();
     assert!(error.contains("deadline"), "{error}");
@@ -250,8 +275,13 @@ async fn a_hook_whose_condition_passes_its_deadline_is_broken() {
         second[0].visit.clone().unwrap().unwrap_err().to_string(),
         "door h is broken: an expression passed its evaluation deadline; save it again"
     );
-    rt.save_door(DoorSpec::hook("h", "push", "s", "asker").condition("true"))
-        .unwrap();
+    rt.save_door(
+        DoorSpec::hook("h", "asker")
+            .topic("push")
+            .subject("s")
+            .condition("true"),
+    )
+    .unwrap();
     let third = rt.fire("push", json!({})).await;
     assert!(third[0].visit.clone().unwrap().is_ok());
 }

@@ -122,14 +122,18 @@ async fn doors_refuse_bad_names_at_save_and_a_hook_a_bad_computed_subject() {
     let long = "t".repeat(MAX_NAME_BYTES + 1);
     let table: [(DoorSpec, &[&str]); 4] = [
         (
-            DoorSpec::hook("h", "top\u{0}ic", "s\u{1b}", "asker"),
+            DoorSpec::hook("h", "asker")
+                .topic("top\u{0}ic")
+                .subject("s\u{1b}"),
             &[
                 r#"topic "top\0ic" holds a control character (U+0000) at byte 3"#,
                 r#"subject "s\u{1b}" holds a control character (U+001B) at byte 1"#,
             ],
         ),
         (
-            DoorSpec::schedule("sch", "5m", "s\u{7f}", "asker"),
+            DoorSpec::schedule("sch", "asker")
+                .every("5m")
+                .subject("s\u{7f}"),
             &[r#"subject "s\u{7f}" holds a control character (U+007F) at byte 1"#],
         ),
         (
@@ -153,8 +157,13 @@ async fn doors_refuse_bad_names_at_save_and_a_hook_a_bad_computed_subject() {
         assert!(rt.door(&name).is_none());
     }
 
-    rt.save_door(DoorSpec::hook("h", "topic", "unused", "echo").subject_expr(r#""a\u0000b""#))
-        .unwrap();
+    rt.save_door(
+        DoorSpec::hook("h", "echo")
+            .topic("topic")
+            .subject("unused")
+            .subject_expr(r#""a\u0000b""#),
+    )
+    .unwrap();
     let fires = rt.fire("topic", json!({})).await;
     let Some(Err(e)) = &fires[0].visit else {
         panic!("{fires:?}");

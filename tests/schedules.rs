@@ -25,7 +25,11 @@ async fn intervals_under_a_second_are_refused() {
     let mut events = rt.events();
     for interval in ["1ns", "1us", "999ms"] {
         let e = rt
-            .save_door(DoorSpec::schedule("fast", interval, "s", "echo"))
+            .save_door(
+                DoorSpec::schedule("fast", "echo")
+                    .every(interval)
+                    .subject("s"),
+            )
             .unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -46,7 +50,7 @@ async fn intervals_under_a_second_are_refused() {
             .contains("unknown door fast")
     );
 
-    rt.save_door(DoorSpec::schedule("fast", "1s", "s", "echo"))
+    rt.save_door(DoorSpec::schedule("fast", "echo").every("1s").subject("s"))
         .unwrap();
     clock.advance(Duration::from_secs(3));
     rt.settle().await;
@@ -79,8 +83,13 @@ async fn a_year_jump_fires_once_and_keeps_the_boundaries() {
             .map(|mut f| std::mem::take(&mut *f))
             .unwrap_or_default()
     };
-    rt.save_door(DoorSpec::schedule("tick", "1s", "s", "note").start_expr("{fired_at: .fired_at}"))
-        .unwrap();
+    rt.save_door(
+        DoorSpec::schedule("tick", "note")
+            .every("1s")
+            .subject("s")
+            .start_expr("{fired_at: .fired_at}"),
+    )
+    .unwrap();
     let saved = clock.now();
     let at = |d: chrono::TimeDelta| json!((saved + d).to_rfc3339_opts(SecondsFormat::AutoSi, true));
     let year = chrono::TimeDelta::days(365);
@@ -108,7 +117,9 @@ async fn a_slow_schedule_visit_holds_up_no_other_timer() {
     // Runs about 1e10 steps and allocates nothing: it ends at its deadline, long after
     // this test.
     rt.save_door(
-        DoorSpec::schedule("slow", "1m", "cron", "echo")
+        DoorSpec::schedule("slow", "echo")
+            .every("1m")
+            .subject("cron")
             .start_expr("reduce (range(100000) as $a | range(100000)) as $i (0; . + 1) | {n: .}"),
     )
     .unwrap();

@@ -195,7 +195,7 @@ fn calls_after_shutdown_are_refused() {
     let tokio = tokio_runtime(2);
     tokio.block_on(async {
         let (rt, _) = build().await;
-        rt.save_door(DoorSpec::hook("hook", "t", "s-0", "asker"))
+        rt.save_door(DoorSpec::hook("hook", "asker").topic("t").subject("s-0"))
             .expect("saves");
         let record = rt.run(Start::new("s-0", "asker")).await.unwrap();
         let id = record.asks.expect("asks")[0].id.clone();

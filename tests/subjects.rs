@@ -61,11 +61,11 @@ async fn every_operation_refuses_the_empty_subject() {
 async fn hooks_and_schedules_refuse_it_at_save() {
     let (rt, _clock) = common::runtime().await;
     let hook = rt
-        .save_door(DoorSpec::hook("h", "topic", "", "asker"))
+        .save_door(DoorSpec::hook("h", "asker").topic("topic").subject(""))
         .unwrap_err();
     assert!(hook.to_string().contains("subject"), "{hook}");
     let schedule = rt
-        .save_door(DoorSpec::schedule("s", "5m", "", "asker"))
+        .save_door(DoorSpec::schedule("s", "asker").every("5m").subject(""))
         .unwrap_err();
     assert!(schedule.to_string().contains("subject"), "{schedule}");
 }

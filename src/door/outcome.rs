@@ -7,7 +7,7 @@ use thiserror::Error;
 use super::plan::VisitProblem;
 use super::saved::SaveProblem;
 use crate::error::Problems;
-use crate::record::{Resumed, RunRecord};
+use crate::record::{NoResult, Resumed, RunRecord};
 
 /// The outcome of one resolution a visit applied.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -73,6 +73,143 @@ pub struct Visit {
     /// The one non-cancel action.
     #[serde(flatten)]
     pub outcome: VisitOutcome,
+}
+
+impl ItemOutcome {
+    /// The interaction the resolution named.
+    pub fn id(&self) -> &str {
+        match self {
+            ItemOutcome::Resumed { id, .. }
+            | ItemOutcome::Taken { id, .. }
+            | ItemOutcome::TakeFailed { id, .. } => id,
+        }
+    }
+
+    /// The resumed run's record, when this resolution resumed an ask and its outcome
+    /// came back; else why not.
+    pub fn record(&self) -> Result<&RunRecord, NoResult> {
+        match self {
+            ItemOutcome::Resumed {
+                outcome: Some(Resumed::Outcome(record)),
+                ..
+            } => Ok(record),
+            ItemOutcome::Resumed {
+                outcome: Some(Resumed::Buffered { remaining, .. }),
+                ..
+            } => Err(NoResult::Buffered {
+                remaining: *remaining,
+            }),
+            ItemOutcome::Resumed { id, outcome: None } => {
+                Err(NoResult::NoReceiver { id: id.clone() })
+            }
+            ItemOutcome::Taken { id, .. } | ItemOutcome::TakeFailed { id, .. } => {
+                Err(NoResult::NoReceiver { id: id.clone() })
+            }
+        }
+    }
+
+    /// The value this resolution hands back: the resumed run's result, or the taken
+    /// outcome's; else why there is none (the run failed, was cancelled or asked again,
+    /// the answer was buffered, the taken outcome had failed).
+    pub fn into_result(self) -> Result<Value, NoResult> {
+        match self {
+            ItemOutcome::Taken { result, .. } => Ok(result),
+            ItemOutcome::TakeFailed { id, error } => Err(NoResult::TakeFailed { id, error }),
+            ItemOutcome::Resumed { id, outcome } => match outcome {
+                Some(resumed) => resumed.into_result(),
+                None => Err(NoResult::NoReceiver { id }),
+            },
+        }
+    }
+}
+
+impl Visit {
+    /// The record of the run this visit started, or why there is none: the visit
+    /// resolved asks instead, or did nothing, or has no receiver.
+    pub fn started(&self) -> Result<&RunRecord, NoResult> {
+        match &self.outcome {
+            VisitOutcome::Started {
+                record: Some(record),
+                ..
+            } => Ok(record),
+            VisitOutcome::Started {
+                run_id,
+                record: None,
+            } => Err(NoResult::Unreceived {
+                run_id: run_id.clone(),
+            }),
+            VisitOutcome::Resolved { .. } | VisitOutcome::Nothing => Err(NoResult::Nothing),
+        }
+    }
+
+    /// The record of the first run this visit resumed, or why there is none.
+    pub fn resumed(&self) -> Result<&RunRecord, NoResult> {
+        match &self.outcome {
+            VisitOutcome::Resolved { results } => results
+                .first()
+                .map_or(Err(NoResult::Nothing), ItemOutcome::record),
+            VisitOutcome::Started { .. } | VisitOutcome::Nothing => Err(NoResult::Nothing),
+        }
+    }
+
+    /// The record of the run this visit started or first resumed: [`Visit::started`]
+    /// or [`Visit::resumed`], whichever the visit did.
+    pub fn record(&self) -> Result<&RunRecord, NoResult> {
+        match &self.outcome {
+            VisitOutcome::Started { .. } => self.started(),
+            VisitOutcome::Resolved { .. } | VisitOutcome::Nothing => self.resumed(),
+        }
+    }
+
+    /// The values the visit hands back, one per resolution in order (or the started
+    /// run's result), or the first error among them.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use parkway::{Ask, DoorSpec, Runtime, Start};
+    /// use serde_json::json;
+    ///
+    /// let rt = Runtime::builder().without_env().build().await?;
+    /// rt.register("deploy", &[], |ctx, _, _| async move {
+    ///     let go = ctx.ask(Ask::caller("proceed?").answer_format("confirm")).await?;
+    ///     Ok(json!({"deployed": go["answer"] == "yes"}))
+    /// });
+    /// rt.save_door(DoorSpec::route("approve", "deploy")
+    ///     .resume_expr(r#"$parked | map({id, payload: {answer: "yes"}})"#))?;
+    /// rt.run(Start::new("thread-1", "deploy")).await?;
+    /// let visit = rt.visit("approve", "thread-1", json!({})).await?;
+    /// assert_eq!(visit.values()?, vec![json!({"deployed": true})]);
+    /// # Ok(()) }
+    /// ```
+    pub fn values(self) -> Result<Vec<Value>, NoResult> {
+        match self.outcome {
+            VisitOutcome::Nothing => Ok(Vec::new()),
+            VisitOutcome::Started { run_id, record } => match record {
+                Some(record) => Ok(vec![record.into_result()?]),
+                None => Err(NoResult::Unreceived { run_id }),
+            },
+            VisitOutcome::Resolved { results } => {
+                results.into_iter().map(ItemOutcome::into_result).collect()
+            }
+        }
+    }
+
+    /// The one value the visit hands back: the started run's result, or the first
+    /// resolution's; else why there is none ([`NoResult::Nothing`] for a visit that did
+    /// nothing). Every later resolution is dropped: use [`Visit::values`] for all.
+    pub fn result(self) -> Result<Value, NoResult> {
+        match self.outcome {
+            VisitOutcome::Nothing => Err(NoResult::Nothing),
+            VisitOutcome::Started { run_id, record } => match record {
+                Some(record) => record.into_result(),
+                None => Err(NoResult::Unreceived { run_id }),
+            },
+            VisitOutcome::Resolved { results } => results
+                .into_iter()
+                .next()
+                .map_or(Err(NoResult::Nothing), ItemOutcome::into_result),
+        }
+    }
 }
 
 /// Why a visit applied nothing.

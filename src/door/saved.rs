@@ -51,6 +51,15 @@ pub enum SaveProblem {
     /// A hook must have exactly one of `subject` and `subject_expr`.
     #[error("hook needs exactly one of subject and subject_expr")]
     HookSubject,
+    /// A builder method set a field this kind of door does not take (a `topic` on a
+    /// route, an interval on a hook).
+    #[error("a {door_kind} door takes no {field}")]
+    Misplaced {
+        /// The field.
+        field: String,
+        /// The door's kind: `route`, `hook` or `schedule`.
+        door_kind: String,
+    },
     /// A hook's topic is empty.
     #[error("hook topic must not be empty")]
     EmptyTopic,
@@ -137,6 +146,15 @@ impl Saved {
         let contract = Contract::compile(&spec).map_err(|errors| {
             problems.extend(errors.into_iter().map(SaveProblem::from));
         });
+        let kind = match &spec.kind {
+            Kind::Route => "route",
+            Kind::Hook { .. } => "hook",
+            Kind::Schedule { .. } => "schedule",
+        };
+        problems.extend(spec.misplaced().iter().map(|field| SaveProblem::Misplaced {
+            field: (*field).to_owned(),
+            door_kind: kind.to_owned(),
+        }));
         let mut hook_program = |name: &str, source: &Option<String>| -> Option<Program> {
             let source = source.as_ref()?;
             match Program::compile_with(name, source, HOOK_VARS) {

@@ -71,6 +71,11 @@ pub struct Spec {
     /// Yields the extras of a start (an object), or `null`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extras_expr: Option<String>,
+    /// Fields a builder method set that this kind of door does not take (a `topic` on a
+    /// route): reported when the door is saved, never kept.
+    #[serde(skip)]
+    #[cfg_attr(feature = "schema", schemars(skip))]
+    misplaced: Vec<&'static str>,
 }
 
 impl Spec {
@@ -84,6 +89,7 @@ impl Spec {
             resume_expr: None,
             start_expr: None,
             extras_expr: None,
+            misplaced: Vec::new(),
         }
     }
 
@@ -92,28 +98,46 @@ impl Spec {
         Self::new(name, Kind::Route, target)
     }
 
-    /// A hook on `topic` visiting the fixed `subject`.
-    pub fn hook(name: &str, topic: &str, subject: &str, target: &str) -> Self {
+    /// A hook: fired by a topic, with no receiver. Name its [`topic`](Self::topic) and
+    /// its subject ([`subject`](Self::subject) or [`subject_expr`](Self::subject_expr));
+    /// a hook without them is refused at save.
+    ///
+    /// ```
+    /// use parkway::DoorSpec;
+    /// let door = DoorSpec::hook("release", "deploy")
+    ///     .topic("releases")
+    ///     .subject("thread-1")
+    ///     .resume_expr(r#"$parked | map(select(.status == "asking") | {id, payload: {answer: "yes"}})"#);
+    /// # let _ = door;
+    /// ```
+    pub fn hook(name: &str, target: &str) -> Self {
         Self::new(
             name,
             Kind::Hook {
-                topic: topic.to_owned(),
+                topic: String::new(),
                 condition: None,
-                subject: Some(subject.to_owned()),
+                subject: None,
                 subject_expr: None,
             },
             target,
         )
     }
 
-    /// A schedule visiting `subject` every `interval` (humantime, e.g. `5m`; at least
-    /// `1s`, or the save is refused).
-    pub fn schedule(name: &str, interval: &str, subject: &str, target: &str) -> Self {
+    /// A schedule: fired by the runtime clock, with no receiver. Name its interval
+    /// ([`every`](Self::every)) and its [`subject`](Self::subject); a schedule without
+    /// them is refused at save.
+    ///
+    /// ```
+    /// use parkway::DoorSpec;
+    /// let door = DoorSpec::schedule("nightly", "report").every("24h").subject("reports");
+    /// # let _ = door;
+    /// ```
+    pub fn schedule(name: &str, target: &str) -> Self {
         Self::new(
             name,
             Kind::Schedule {
-                interval: interval.to_owned(),
-                subject: subject.to_owned(),
+                interval: String::new(),
+                subject: String::new(),
             },
             target,
         )
@@ -149,26 +173,72 @@ impl Spec {
         self
     }
 
+    /// For a hook: the topic that fires it.
+    pub fn topic(mut self, name: &str) -> Self {
+        match &mut self.kind {
+            Kind::Hook { topic, .. } => *topic = name.to_owned(),
+            _ => self.misplaced.push("topic"),
+        }
+        self
+    }
+
+    /// For a hook or a schedule: the fixed subject it visits (for a hook, in place of a
+    /// `subject_expr`).
+    pub fn subject(mut self, name: &str) -> Self {
+        match &mut self.kind {
+            Kind::Hook {
+                subject,
+                subject_expr,
+                ..
+            } => {
+                *subject = Some(name.to_owned());
+                *subject_expr = None;
+            }
+            Kind::Schedule { subject, .. } => *subject = name.to_owned(),
+            Kind::Route => self.misplaced.push("subject"),
+        }
+        self
+    }
+
+    /// For a schedule: how often it fires (humantime, e.g. `5m`; at least `1s`, or the
+    /// save is refused).
+    pub fn every(mut self, interval: &str) -> Self {
+        match &mut self.kind {
+            Kind::Schedule { interval: i, .. } => *i = interval.to_owned(),
+            _ => self.misplaced.push("interval"),
+        }
+        self
+    }
+
     /// For a hook: the condition that must hold for a fire to visit.
     pub fn condition(mut self, source: &str) -> Self {
-        if let Kind::Hook { condition, .. } = &mut self.kind {
-            *condition = Some(source.to_owned());
+        match &mut self.kind {
+            Kind::Hook { condition, .. } => *condition = Some(source.to_owned()),
+            _ => self.misplaced.push("condition"),
         }
         self
     }
 
     /// For a hook: compute the subject from the fire's input instead of a fixed one.
     pub fn subject_expr(mut self, source: &str) -> Self {
-        if let Kind::Hook {
-            subject,
-            subject_expr,
-            ..
-        } = &mut self.kind
-        {
-            *subject = None;
-            *subject_expr = Some(source.to_owned());
+        match &mut self.kind {
+            Kind::Hook {
+                subject,
+                subject_expr,
+                ..
+            } => {
+                *subject = None;
+                *subject_expr = Some(source.to_owned());
+            }
+            _ => self.misplaced.push("subject_expr"),
         }
         self
+    }
+
+    /// The fields set by a builder method that this kind of door does not take; each
+    /// refuses the save.
+    pub(crate) fn misplaced(&self) -> &[&'static str] {
+        &self.misplaced
     }
 }
 
@@ -263,6 +333,7 @@ impl TryFrom<Raw> for Spec {
             resume_expr: raw.resume_expr,
             start_expr: raw.start_expr,
             extras_expr: raw.extras_expr,
+            misplaced: Vec::new(),
         })
     }
 }
@@ -278,12 +349,14 @@ mod tests {
 
     #[test]
     fn a_door_reads_back_from_its_json() {
-        let hook = Spec::hook("h", "deploys", "s", "t")
+        let hook = Spec::hook("h", "t")
+            .topic("deploys")
+            .subject("s")
             .condition(".ok")
             .resume_expr("null");
         let text = serde_json::to_value(&hook).unwrap();
         assert_eq!(serde_json::from_value::<Spec>(text).unwrap(), hook);
-        let schedule = Spec::schedule("tick", "5m", "s", "t");
+        let schedule = Spec::schedule("tick", "t").every("5m").subject("s");
         let text = serde_json::to_value(&schedule).unwrap();
         assert_eq!(serde_json::from_value::<Spec>(text).unwrap(), schedule);
     }

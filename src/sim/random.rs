@@ -254,11 +254,15 @@ fn doors() -> Vec<DoorSpec> {
         DoorSpec::route("auto", "asker")
             .resume_expr(FIRST_ASKING)
             .start_expr("null"),
-        DoorSpec::hook("nudge", "nudge", "", "asker")
+        DoorSpec::hook("nudge", "asker")
+            .topic("nudge")
+            .subject("")
             .subject_expr(".subject")
             .resume_expr(FIRST_ASKING)
             .start_expr("null"),
-        DoorSpec::hook("taker", "take", "", "asker")
+        DoorSpec::hook("taker", "asker")
+            .topic("take")
+            .subject("")
             .subject_expr(".subject")
             .resume_expr(".id")
             .start_expr("null"),
