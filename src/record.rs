@@ -164,7 +164,7 @@ impl RunRecord {
     ///
     /// let rt = Runtime::builder().without_env().build().await?;
     /// rt.register("deploy", &[], |ctx, _, _| async move {
-    ///     let go = ctx.ask(Ask::caller("proceed?").answer_format("confirm")).await?;
+    ///     let go = ctx.ask(Ask::caller("proceed?").answer_format("confirm").expiry_at("10m")).await?;
     ///     Ok(json!({"deployed": go["answer"] == "yes"}))
     /// });
     /// let record = rt.run(Start::new("thread-1", "deploy")).await?;
@@ -179,6 +179,7 @@ impl RunRecord {
             run_id: self.run_id.clone(),
             target: self.target.clone(),
             status: self.status,
+            error: self.error.clone(),
         })
     }
 
@@ -289,7 +290,10 @@ pub enum NoResult {
         status: RunStatus,
     },
     /// The record raises no caller ask: the run is not parked.
-    #[error("run {run_id} of target {target} asks its caller nothing (status: {status})")]
+    #[error(
+        "run {run_id} of target {target} asks its caller nothing (status: {status}{})",
+        error.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
+    )]
     NotParked {
         /// The run.
         run_id: String,
@@ -297,6 +301,8 @@ pub enum NoResult {
         target: String,
         /// Where it stands.
         status: RunStatus,
+        /// Why it failed or was cancelled, when it did.
+        error: Option<String>,
     },
     /// The answer was kept: other asks of its group are still open, and the run resumes
     /// once they are resolved.

@@ -862,8 +862,8 @@ impl Runtime {
     ///
     /// let rt = Runtime::builder().without_env().build().await?;
     /// rt.register("publish", &[], |ctx, _, _| async move {
-    ///     let ok = ctx.ask(Ask::user("publish the post?").answer_format("confirm")).await?;
-    ///     Ok(json!({"published": ok["answer"] == true}))
+    ///     let ok = ctx.ask(Ask::user("publish the post?").answer_format("confirm").expiry_at("1h")).await?;
+    ///     Ok(json!({"published": ok == true}))
     /// });
     /// let record = rt.run(Start::new("blog", "publish")).await?;
     /// let ask = &record.user_asks()[0];

@@ -171,7 +171,7 @@ impl Visit {
     ///
     /// let rt = Runtime::builder().without_env().build().await?;
     /// rt.register("deploy", &[], |ctx, _, _| async move {
-    ///     let go = ctx.ask(Ask::caller("proceed?").answer_format("confirm")).await?;
+    ///     let go = ctx.ask(Ask::caller("proceed?").answer_format("confirm").expiry_at("10m")).await?;
     ///     Ok(json!({"deployed": go["answer"] == "yes"}))
     /// });
     /// rt.save_door(DoorSpec::route("approve", "deploy")
