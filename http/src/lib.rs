@@ -228,13 +228,12 @@ fn build(
         .route(
             "/v1/subjects/{subject}/parked/{id}/resume",
             post(subjects::resume),
-        )
-        .route(
-            "/v1/subjects/{subject}/parked/{id}/take",
-            post(subjects::take),
         );
     // A long poll waits up to `max_wait`: it is bounded by that, not the timeout.
-    let poll = Router::new().route("/v1/runs/{id}", get(runs::read));
+    let poll = Router::new().route("/v1/runs/{id}", get(runs::read)).route(
+        "/v1/subjects/{subject}/parked/{id}/take",
+        post(subjects::take),
+    );
     let answer = Router::new()
         .route("/v1/interactions", get(inbox::list))
         .route("/v1/interactions/stream", get(inbox::stream))

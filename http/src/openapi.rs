@@ -485,9 +485,18 @@ pub fn document() -> Value {
         "post",
         operation(
             "take",
-            "Take a waiting outcome.",
+            "Take a waiting outcome; with wait, an interaction still asking or running is waited for, then answered as a take answers it then.",
             "visit",
-            vec![subject, id.clone()],
+            vec![
+                subject,
+                id.clone(),
+                query(
+                    "wait",
+                    false,
+                    json!({"type": "string", "pattern": "^[0-9]{1,6}(ms|s|m)$",
+            "description": "a duration such as 30s (any humantime duration is taken; longer waits are cut to the server's bound)"}),
+                ),
+            ],
             None,
             answers([
                 (

@@ -13,7 +13,10 @@ use crate::{ApiError, Face};
 
 /// The `wait` query parameter: a humantime duration (`30s`), at most the server's
 /// `max_wait` (longer asks are cut to it).
-fn wait_of(query: &HashMap<String, String>, max: Duration) -> Result<Duration, ApiError> {
+pub(crate) fn wait_of(
+    query: &HashMap<String, String>,
+    max: Duration,
+) -> Result<Duration, ApiError> {
     match query.get("wait") {
         None => Ok(Duration::ZERO),
         Some(text) => humantime::parse_duration(text)

@@ -9,7 +9,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use parkway::{Entry, TakeError};
+use parkway::{AwaitError, Entry, TakeError};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -54,13 +54,23 @@ pub(crate) async fn resume(
     Ok(Json(face.runtime.resume(&subject, &id, body.0).await?).into_response())
 }
 
-/// `POST /v1/subjects/{subject}/parked/{id}/take`: take a waiting outcome; 200 with
-/// `{"status": "finished", "result"}` or `{"status": "failed", "error"}`.
+/// `POST /v1/subjects/{subject}/parked/{id}/take?wait=30s`: take a waiting outcome; 200
+/// with `{"status": "finished", "result"}` or `{"status": "failed", "error"}`. With
+/// `wait`, an interaction still `asking` or `running` is waited for (at most the
+/// server's `max_wait`), then answered as a take answers it then.
 pub(crate) async fn take(
     State(face): State<Arc<Face>>,
     Path((subject, id)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    match face.runtime.take(&subject, &id).await {
+    let wait = crate::runs::wait_of(&query, face.options.max_wait)?;
+    let taken = match face.runtime.await_outcome(&subject, &id, wait).await {
+        Ok(result) => Ok(result),
+        Err(AwaitError::Take(e)) => Err(e),
+        // Still asking or running when the wait ended: refused as a take refuses it now.
+        Err(_) => face.runtime.take(&subject, &id).await,
+    };
+    match taken {
         Ok(result) => Ok(Json(json!({"status": "finished", "result": result}))),
         Err(TakeError::Failed { error, .. }) => {
             Ok(Json(json!({"status": "failed", "error": error})))

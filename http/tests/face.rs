@@ -862,3 +862,54 @@ async fn a_client_that_disconnects_mid_resume_loses_nothing() {
     );
     s.stop().await;
 }
+
+/// A person's answer resumes a run nobody receives: `take?wait=` waits for its outcome
+/// and hands it over; on an ask still open, the wait ends as a take refuses it then.
+#[tokio::test]
+async fn a_take_with_wait_hands_over_the_outcome_a_person_s_answer_leaves() {
+    let s = Server::start().await;
+    let (_, record) = s
+        .call(
+            Method::POST,
+            "/v1/targets/user_asker/run",
+            VISIT,
+            Some(json!({"subject": "u"})),
+        )
+        .await;
+    let id = record["suspension"]["interactions"][0]
+        .as_str()
+        .expect("a user ask")
+        .to_owned();
+    let take = format!("/v1/subjects/u/parked/{id}/take?wait=20s");
+    let waiting = s.call(Method::POST, &take, VISIT, None);
+    let answer = async {
+        let path = format!("/v1/interactions/{id}/answer");
+        let body = json!({"answer": true});
+        s.call(Method::POST, &path, ANSWER, Some(body)).await
+    };
+    let ((status, taken), (answered, _)) = tokio::join!(waiting, answer);
+    assert_eq!(answered, 200);
+    assert_eq!(status, 200, "{taken}");
+    assert_eq!(
+        taken,
+        json!({"status": "finished", "result": {"answer": true}})
+    );
+
+    // A caller ask nobody answers: after the wait, the take's own refusal.
+    let (_, record) = s
+        .call(
+            Method::POST,
+            "/v1/targets/asker/run",
+            VISIT,
+            Some(json!({"subject": "c"})),
+        )
+        .await;
+    let id = record["asks"][0]["id"].as_str().expect("an ask").to_owned();
+    let take = format!("/v1/subjects/c/parked/{id}/take?wait=10ms");
+    let (status, refused) = s.call(Method::POST, &take, VISIT, None).await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(refused["error"]["status"], "asking", "{refused}");
+    let (status, refused) = s.call(Method::POST, &format!("{take}x"), VISIT, None).await;
+    assert_eq!(status, 400, "{refused}");
+    s.stop().await;
+}
