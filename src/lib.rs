@@ -93,6 +93,25 @@ mod tools;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+/// The guide's pages, each example compiled and run as a doctest so none can rot.
+#[cfg(doctest)]
+mod guide {
+    #[doc = include_str!("../docs/guide/embed.md")]
+    struct Embed;
+    #[doc = include_str!("../docs/guide/answer-from-a-run.md")]
+    struct AnswerFromARun;
+    #[doc = include_str!("../docs/guide/doors.md")]
+    struct Doors;
+    #[doc = include_str!("../docs/guide/user-asks.md")]
+    struct UserAsks;
+    #[doc = include_str!("../docs/guide/expiry.md")]
+    struct Expiry;
+    #[doc = include_str!("../docs/guide/waiting-outcomes.md")]
+    struct WaitingOutcomes;
+    #[doc = include_str!("../docs/guide/durability.md")]
+    struct Durability;
+}
+
 pub use ask::{
     Ask, AskProblem, EXPIRY_MARKER_KEY, Expiry, Mode, OnExpiry, expiry_marker, is_expiry_marker,
 };
