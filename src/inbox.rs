@@ -57,9 +57,9 @@ pub struct InboxItem {
     /// Target names from the asking run up to the top of its chain.
     pub asked_by: Vec<String>,
     /// The human titles of the targets in `asked_by` that have one, by target name: a
-    /// target's title is that of a tool offered for it (of the first by tool name, when
-    /// several are), as the tools stood when the ask was raised or the runtime was
-    /// opened again. Absent when none of them has one.
+    /// target's title is that of a tool offered for it (with several, the first by tool
+    /// name that has one), as the tools stood when the ask entered the inbox (raised, or
+    /// read back as the runtime opened). Absent when none of them has one.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub asked_by_titles: BTreeMap<String, String>,
     /// When the ask lapses.
