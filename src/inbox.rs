@@ -12,6 +12,7 @@
 //! recalled from the durable event log, once, at the first answer the inbox does not
 //! know ([`Inbox::recall_left`]).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -24,6 +25,7 @@ use tokio::sync::broadcast;
 
 use crate::ask::EXPIRY_MARKER_KEY;
 use crate::event::Settled;
+use crate::tool_spec::Tools;
 
 /// The default page size of [`Runtime::inbox`](crate::Runtime::inbox).
 pub const DEFAULT_PAGE_SIZE: usize = 50;
@@ -54,6 +56,12 @@ pub struct InboxItem {
     pub schema: Option<Value>,
     /// Target names from the asking run up to the top of its chain.
     pub asked_by: Vec<String>,
+    /// The human titles of the targets in `asked_by` that have one, by target name: a
+    /// target's title is that of a tool offered for it (with several, the first by tool
+    /// name that has one), as the tools stood when the ask entered the inbox (raised, or
+    /// read back as the runtime opened). Absent when none of them has one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub asked_by_titles: BTreeMap<String, String>,
     /// When the ask lapses.
     pub expiry_at: chrono::DateTime<chrono::Utc>,
 }
@@ -66,8 +74,9 @@ pub struct InboxItem {
 pub enum Frame {
     /// A user ask was raised.
     Add {
-        /// The item.
-        item: InboxItem,
+        /// The item (boxed: the stream's buffer holds a frame per slot, and the other
+        /// frames are small).
+        item: Box<InboxItem>,
     },
     /// A user ask was answered (through the answer door, or resumed by a run or door).
     Answered {
@@ -180,12 +189,19 @@ impl Inbox {
         self.items.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A user ask was raised.
-    pub(crate) fn add(&self, item: InboxItem) {
+    /// A user ask was raised; the titles of the targets that asked are read off `tools`.
+    pub(crate) fn add(&self, mut item: InboxItem, tools: &Tools) {
+        item.asked_by_titles = item
+            .asked_by
+            .iter()
+            .filter_map(|target| Some((target.clone(), tools.title(target)?)))
+            .collect();
         let mut items = self.items();
         items.insert(item.id.clone(), item.clone());
         // Sent under the lock, so frames are in the order the list changed.
-        let _ = self.frames.send(Frame::Add { item });
+        let _ = self.frames.send(Frame::Add {
+            item: Box::new(item),
+        });
     }
 
     /// A user ask left the inbox; `answered` says whether it was answered.

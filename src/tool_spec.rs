@@ -285,6 +285,16 @@ impl Tools {
         self.by_name.get(name).map(|t| Arc::clone(t.value()))
     }
 
+    /// The title of `target`: that of the first tool by name offered for it with one.
+    pub(crate) fn title(&self, target: &str) -> Option<String> {
+        self.by_name
+            .iter()
+            .filter(|t| t.target == target)
+            .filter_map(|t| Some((t.spec.name.clone(), t.spec.title.clone()?)))
+            .min()
+            .map(|(_, title)| title)
+    }
+
     /// Every tool, sorted by name.
     pub(crate) fn all(&self) -> Vec<Arc<Tool>> {
         let mut all: Vec<Arc<Tool>> = self.by_name.iter().map(|t| Arc::clone(t.value())).collect();

@@ -461,3 +461,70 @@ async fn a_sync_ask_given_up_by_its_run_no_longer_counts_it_idle() {
     rt.settle().await;
     assert_eq!(rt.record(&run).await.unwrap().status, RunStatus::Succeeded);
 }
+
+/// A person reads who asked by the targets' titles: an item carries the title of each
+/// target in its `asked_by` chain that a tool offers one for (the first tool by name when
+/// several do), in the list and in the `add` frame alike; an item none of whose targets
+/// has a title carries no `asked_by_titles` at all, as before there were titles.
+#[tokio::test]
+async fn inbox_items_carry_the_titles_of_the_targets_that_asked() {
+    let (rt, _clock) = common::runtime().await;
+    register_user(&rt);
+    rt.register("pipeline", &[], |ctx, _, _| async move {
+        let record = ctx.call("user_text", json!({})).await?;
+        Ok(serde_json::to_value(record)?)
+    });
+    let tool = |name: &str, title: &str| parkway::ToolSpec::new(name).title(title);
+    rt.add_tool("pipeline", tool("pipeline_b", "Second pipeline title"))
+        .unwrap();
+    rt.add_tool("pipeline", tool("pipeline_a", "Release pipeline"))
+        .unwrap();
+    rt.add_tool("pipeline", parkway::ToolSpec::new("pipeline_0"))
+        .unwrap();
+    let mut frames = rt.inbox_frames();
+    rt.run(Start::new("s", "pipeline")).await.unwrap();
+    rt.run(Start::new("t", "user_text")).await.unwrap();
+    let page = rt.inbox(1, None).unwrap();
+    let chained = &page.items[0];
+    assert_eq!(chained.asked_by, ["user_text", "pipeline"]);
+    assert_eq!(
+        common::json_of(&chained.asked_by_titles),
+        json!({"pipeline": "Release pipeline"})
+    );
+    let Ok(Frame::Add { item }) = frames.try_recv() else {
+        panic!("an add frame")
+    };
+    assert_eq!(*item, *chained);
+    let plain = common::json_of(&page.items[1]);
+    assert_eq!(plain["asked_by"], json!(["user_text"]));
+    assert!(plain.get("asked_by_titles").is_none(), "{plain}");
+}
+
+/// Read back from a data directory, a pending user ask is offered again with the titles
+/// the tools give as the runtime opens, not those it was raised under.
+#[tokio::test]
+async fn a_user_ask_read_back_carries_the_titles_of_the_tools_as_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = |title: &'static str| {
+        parkway::Runtime::builder()
+            .without_env()
+            .ids(parkway::Ids::sequential())
+            .data_dir(dir.path())
+            .register("review", &[], |ctx, _, _| async move {
+                Ok(ctx.ask(Ask::user("approve?").expiry_at("1h")).await?)
+            })
+            .tool("review", parkway::ToolSpec::new("review").title(title))
+            .build()
+    };
+    let rt = open("Review a release").await.unwrap();
+    rt.run(Start::new("u", "review")).await.unwrap();
+    let titles = |rt: &parkway::Runtime| {
+        common::json_of(&rt.inbox(1, None).unwrap().items[0].asked_by_titles)
+    };
+    assert_eq!(titles(&rt), json!({"review": "Review a release"}));
+    rt.shutdown().await;
+    drop(rt);
+    let rt = open("Approve the release").await.unwrap();
+    assert_eq!(titles(&rt), json!({"review": "Approve the release"}));
+    rt.shutdown().await;
+}

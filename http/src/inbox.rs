@@ -98,7 +98,7 @@ pub(crate) fn frame(runtime: &Runtime, event: &Event) -> Option<(&'static str, V
             to: To::User,
             ..
         } => Frame::Add {
-            item: runtime.inbox_item(interaction)?,
+            item: Box::new(runtime.inbox_item(interaction)?),
         },
         Event::AskResolved {
             interaction,

@@ -1,7 +1,8 @@
 //! The inbox page in a real headless browser: Debian's chromium driven through its
 //! chromedriver over WebDriver. The page lists pending user asks, shows a new one
-//! without a reload, answers each format, shows a refused answer's reason beside its
-//! field, and the asking run resumes with the answer.
+//! without a reload, names who asked by title, says how long is left as time passes,
+//! answers each format, repeats the answer sent, shows a refused answer's reason beside
+//! its field, and the asking run resumes with the answer.
 //!
 //! Needs the Debian packages `chromium` and `chromium-driver`; without them the test
 //! fails saying so. With `PARKWAY_SCREENSHOT=1` it also saves `docs/inbox-page.png`.
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::{ADMIN, ANSWER, BOUND, Server, VISIT, builder};
 use fantoccini::{Client, ClientBuilder, Locator};
-use parkway::{Ask, Builder};
+use parkway::{Ask, Builder, ToolSpec};
 use parkway_http::Options;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -135,8 +136,19 @@ fn asking(builder: Builder, name: &str, ask: Ask) -> Builder {
     })
 }
 
-/// The test targets, one per answer format.
+/// The test targets, one per answer format. `ship` and `release` are offered as tools
+/// with a title; `release` calls `release_notes`, which asks within it.
 fn targets(builder: Builder) -> Builder {
+    let builder = builder
+        .tool("ship", ToolSpec::new("ship").title("Ship a release"))
+        .tool(
+            "release",
+            ToolSpec::new("release").title("Release pipeline"),
+        )
+        .register("release", &[], |ctx, _, _| async move {
+            let record = ctx.call("release_notes", json!({})).await?;
+            Ok(serde_json::to_value(record)?)
+        });
     let builder = asking(
         builder,
         "ship",
@@ -146,7 +158,7 @@ fn targets(builder: Builder) -> Builder {
     );
     let builder = asking(
         builder,
-        "pick",
+        "pick_environment",
         Ask::user("Which environment first?")
             .answer_format("select")
             .options(["staging", "production", "canary"])
@@ -154,7 +166,7 @@ fn targets(builder: Builder) -> Builder {
     );
     let builder = asking(
         builder,
-        "note",
+        "release_notes",
         Ask::user("Anything the release notes should say?")
             .answer_format("text")
             .expiry_at(HOUR),
@@ -207,6 +219,28 @@ async fn raise(s: &Server, target: &str, subject: &str) -> (String, String) {
     (run, ask)
 }
 
+/// Run `target` (which calls a child that asks) on `subject` over HTTP: the child run's
+/// id and its one interaction's id.
+async fn raise_within(s: &Server, target: &str, subject: &str) -> (String, String) {
+    let (status, record) = s
+        .call(
+            Method::POST,
+            &format!("/v1/targets/{target}/run"),
+            VISIT,
+            Some(json!({ "subject": subject })),
+        )
+        .await;
+    assert_eq!(status, 200, "{record}");
+    let child = &record["result"];
+    assert_eq!(child["status"], "suspended", "{record}");
+    let run = child["run_id"].as_str().expect("a run id").to_owned();
+    let ask = child["suspension"]["interactions"][0]
+        .as_str()
+        .expect("an interaction id")
+        .to_owned();
+    (run, ask)
+}
+
 /// The CSS selector of the page's item for interaction `id`.
 fn item(id: &str) -> String {
     format!(r#"li[data-id="{id}"]"#)
@@ -245,6 +279,25 @@ async fn gone(c: &Client, id: &str) {
     until(c, &format!("the item {id} leaves the page"), &script).await;
 }
 
+/// The item's "asked by" as shown, and each target's name and tooltip.
+async fn asked_by(c: &Client, id: &str) -> Value {
+    let script = format!(
+        "const dd = document.querySelector('{} .asked-by');
+         return [dd.textContent, [...dd.querySelectorAll('.target')].map((t) => [t.dataset.target, t.title])]",
+        item(id)
+    );
+    js(c, &script).await
+}
+
+/// Wait until the page's notice reads `text`.
+async fn noticed(c: &Client, text: &str) {
+    let script = format!(
+        "return document.getElementById('notice').textContent === {}",
+        json!(text)
+    );
+    until(c, &format!("the notice reads {text:?}"), &script).await;
+}
+
 /// Poll the run's record until it is no longer suspended; it must have succeeded.
 async fn result(s: &Server, run: &str) -> Value {
     let deadline = Instant::now() + BOUND;
@@ -274,7 +327,7 @@ async fn the_inbox_page_shows_asks_live_answers_each_format_and_shows_refusals()
         .expect("builds");
     let s = Server::with(runtime, Options::default()).await;
     // Pending before the page opens: read from the list.
-    let (pick_run, pick) = raise(&s, "pick", "release-1.4").await;
+    let (pick_run, pick) = raise(&s, "pick_environment", "release-1.4").await;
     let (_, sign) = raise(&s, "sign", "release-1.4").await;
 
     let driver = Driver::start();
@@ -336,7 +389,7 @@ async fn the_inbox_page_shows_asks_live_answers_each_format_and_shows_refusals()
 
     // Raised after the page loaded: each arrives through the stream.
     let (ship_run, ship) = raise(&s, "ship", "release-1.4").await;
-    let (note_run, note) = raise(&s, "note", "release-1.4").await;
+    let (note_run, note) = raise_within(&s, "release", "release-1.4").await;
     let (scale_run, scale) = raise(&s, "scale", "svc-web").await;
     let shipped = shown(&c, &ship).await;
     shown(&c, &note).await;
@@ -351,16 +404,95 @@ async fn the_inbox_page_shows_asks_live_answers_each_format_and_shows_refusals()
         "the list was read once: the new asks came through the stream"
     );
     let text = shipped.text().await.expect("text");
-    for part in ["Ship release 1.4 to production?", "release-1.4", "ship"] {
+    for part in ["Ship release 1.4 to production?", "release-1.4"] {
         assert!(text.contains(part), "the item shows {part:?}: {text}");
     }
-    assert!(
-        shipped
-            .find(Locator::Css(".expiry time[datetime]"))
-            .await
-            .is_ok(),
-        "the item shows its expiry"
+
+    // Who asked, as a person reads it: a target by its tool's title, else by its name
+    // made readable; a chain from its top; each target's name in its tooltip.
+    assert_eq!(
+        asked_by(&c, &ship).await,
+        json!(["Ship a release", [["ship", "target ship"]]])
     );
+    assert_eq!(
+        asked_by(&c, &pick).await,
+        json!([
+            "Pick environment",
+            [["pick_environment", "target pick_environment"]]
+        ])
+    );
+    assert_eq!(
+        asked_by(&c, &note).await,
+        json!([
+            "Release pipeline › Release notes",
+            [
+                ["release", "target release"],
+                ["release_notes", "target release_notes"]
+            ]
+        ])
+    );
+
+    // How long is left, by the page's clock (the browser's `Date.now`), with the
+    // absolute time in `datetime` and the tooltip. Raised with an hour to go and read
+    // well within a minute of it: "in 59 min", rounded down.
+    let expiry = format!("{} .expiry time", item(&ship));
+    let (_, listed) = s.call(Method::GET, "/v1/interactions", ANSWER, None).await;
+    let listed = listed["items"]
+        .as_array()
+        .and_then(|items| items.iter().find(|i| i["id"] == json!(ship)))
+        .unwrap_or_else(|| panic!("{ship} is listed: {listed}"))
+        .clone();
+    assert_eq!(
+        js(
+            &c,
+            &format!(
+                "const t = document.querySelector('{expiry}');
+                 return [t.textContent, t.dateTime, t.title === new Date(t.dateTime).toLocaleString()]"
+            )
+        )
+        .await,
+        json!(["in 59 min", listed["expiry_at"], true])
+    );
+    // As the clock moves on, the text follows without a reload.
+    js(&c, "window.parkwayRealNow = Date.now; return null").await;
+    for (left_ms, reads) in [
+        (2 * 3_600_000 + 5 * 60_000, "in 2 h 5 min"),
+        (40_000, "in 40 s"),
+        (-1, "expired"),
+    ] {
+        js(
+            &c,
+            &format!(
+                "const at = Date.parse(document.querySelector('{expiry}').dateTime);
+                 Date.now = () => at - ({left_ms}); return null"
+            ),
+        )
+        .await;
+        until(
+            &c,
+            &format!("the expiry reads {reads:?}"),
+            &format!("return document.querySelector('{expiry}').textContent === '{reads}'"),
+        )
+        .await;
+    }
+    assert_eq!(
+        js(
+            &c,
+            &format!(
+                "return document.querySelector('{} .expiry').hasAttribute('data-expired')",
+                item(&ship)
+            )
+        )
+        .await,
+        json!(true)
+    );
+    js(&c, "Date.now = window.parkwayRealNow; return null").await;
+    until(
+        &c,
+        "the expiry reads by the real clock again",
+        &format!("return document.querySelector('{expiry}').textContent === 'in 59 min'"),
+    )
+    .await;
 
     // The external ask is shown read-only.
     let signed = c
@@ -492,6 +624,13 @@ async fn the_inbox_page_shows_asks_live_answers_each_format_and_shows_refusals()
         .await
         .expect("clicks");
     gone(&c, &scale).await;
+    // Each answer sent is repeated: a form's fields by their titles, cut short.
+    noticed(
+        &c,
+        "Answer sent: name: web, replicas: 3, Canary ratio: 0.25, region: us-east, \
+         Dry run: yes… — How should the service be scaled?",
+    )
+    .await;
     assert_eq!(
         result(&s, &scale_run).await,
         json!({"answer": {"name": "web", "replicas": 3, "ratio": 0.25, "region": "us-east",
@@ -507,6 +646,7 @@ async fn the_inbox_page_shows_asks_live_answers_each_format_and_shows_refusals()
         .await
         .expect("clicks");
     gone(&c, &ship).await;
+    noticed(&c, "Answer sent: yes — Ship release 1.4 to production?").await;
     assert_eq!(result(&s, &ship_run).await, json!({"answer": true}));
 
     // Select: one of the options.
@@ -529,6 +669,7 @@ async fn the_inbox_page_shows_asks_live_answers_each_format_and_shows_refusals()
         .await
         .expect("clicks");
     gone(&c, &pick).await;
+    noticed(&c, "Answer sent: canary — Which environment first?").await;
     assert_eq!(result(&s, &pick_run).await, json!({"answer": "canary"}));
 
     // Text: an empty answer is stopped in the page, then a real one is sent.
@@ -555,6 +696,11 @@ async fn the_inbox_page_shows_asks_live_answers_each_format_and_shows_refusals()
         .expect("types");
     send.click().await.expect("clicks");
     gone(&c, &note).await;
+    noticed(
+        &c,
+        "Answer sent: “Faster start-up.” — Anything the release notes should say?",
+    )
+    .await;
     assert_eq!(
         result(&s, &note_run).await,
         json!({"answer": "Faster start-up."})
@@ -590,6 +736,7 @@ async fn the_inbox_page_shows_asks_live_answers_each_format_and_shows_refusals()
         .await
         .expect("clicks");
     gone(&c, &late).await;
+    noticed(&c, "Answer sent: no — Ship release 1.4 to production?").await;
     assert_eq!(result(&s, &late_run).await, json!({"answer": false}));
 
     // Cancelled elsewhere: the stream's `removed` frame takes the item away.

@@ -463,7 +463,7 @@ impl<'a> Work<'a> {
                         None => s.events.publish(event),
                     }
                 }
-                Effect::Offer(item) => hub.inbox.add(*item),
+                Effect::Offer(item) => hub.inbox.add(*item, &s.tools),
                 Effect::Arm(key, timer) => s.timers.arm(key, timer),
                 Effect::Disarm(key) => s.timers.disarm(key),
                 Effect::Release(to) => s.release(to),

@@ -233,7 +233,7 @@ fn apply_outside(hub: &Arc<Hub>, subject: &Arc<str>, effect: Effect) {
     let s = &hub.services;
     match effect {
         Effect::Arm(key, timer) => s.timers.arm(key, timer),
-        Effect::Offer(item) => hub.inbox.add(*item),
+        Effect::Offer(item) => hub.inbox.add(*item, &s.tools),
         Effect::Link { run, parent } => {
             let _ = hub
                 .supervisor

@@ -1028,6 +1028,8 @@ impl State {
                 options: ask.options.clone(),
                 schema: ask.schema.clone(),
                 asked_by: lineage.to_vec(),
+                // Filled by the inbox, which knows the tools.
+                asked_by_titles: Default::default(),
                 expiry_at: checked.deadline,
             })
         });
