@@ -1,58 +1,73 @@
 //! parkway: a runtime in which agent and tool runs park on a *subject* to ask the run
-//! that called them, and are resumed, taken, cancelled or expired through *doors*.
+//! that called them, and are resumed, taken, cancelled or expired through *doors* whose
+//! behaviour is written in jq.
 //!
-//! # Layout
+//! # Start with the guide
 //!
-//! - [`runtime`](Runtime): the public face, built with a [`Builder`].
-//! - `services`: the leaf services every part shares (settings, clock, ids, targets,
-//!   events, ceilings, the timer handle, the count of work in flight).
-//! - `subject`: one actor per subject owning its parked set. Its transitions are a
-//!   function of the state and one message that returns effects as data; the actor
-//!   applies them. The hub, the registry that spawns and passivates actors, the client
-//!   operations (start, park, list, resume, take, cancel, visit, answer), and the run
-//!   records and inbox the effects keep.
-//! - `run`: a run's [`Ctx`] (`ask`, `step`, `call`), its [`Journal`], the activation
-//!   that executes it, and the port through which it reaches the runtime.
-//! - `supervisor`: the run tree and whole-chain walks; every timer, and the ticker that
-//!   waits on the clock for them.
-//! - `door`: a door's definition, its compiled contract and the plan it yields, the
-//!   saved doors, and what a visit hands back.
-//! - `inbox`: the interactions inbox of user asks, its frame stream and answer checks.
-//! - `tools`: the generic tools `list_parked`, `resume_parked`, `cancel_parked`.
-//! - `jq`: door expressions, compiled and evaluated with jaq under a deadline and a
-//!   budget.
-//! - `store`: the durable store: keyspaces of bytes, atomic batches, group commit, in
-//!   memory or on disk (fjall).
-//! - `depth`: the nesting limit every value entering the runtime is checked against.
-//! - [`Ask`], [`Entry`], [`RunRecord`], [`Event`], the errors: the data the runtime takes
-//!   and hands out.
-//! - [`Clock`], [`Ids`], [`Settings`]: the seams time, identifiers and tunables come in by.
-//! - [`sim`]: scenario files and seeded random workloads on virtual time, checked
-//!   against a reference model.
-//! - [`check`]: a data directory read whole to find damage, changing nothing in it.
-//! - `bench`: internals the benchmarks and the load tool reach (hidden, not API).
+//! The guide in the repository's `docs/guide/` has one short page per task, each with a
+//! complete example that CI runs:
+//!
+//! 1. embed parkway and run a target that asks its caller (`embed.md`);
+//! 2. answer an ask from another run (`answer-from-a-run.md`);
+//! 3. drive runs through doors: routes, hooks, schedules (`doors.md`);
+//! 4. ask a person: user asks and the inbox (`user-asks.md`);
+//! 5. deadlines: expiry and the marker (`expiry.md`);
+//! 6. waiting outcomes: results nobody received (`waiting-outcomes.md`);
+//! 7. keep state across restarts: the data directory (`durability.md`);
+//! 8. serve it in production, and load and simulation (`serve-in-production.md`,
+//!    `load-and-simulation.md`).
 //!
 //! # A first run
 //!
 //! ```
-//! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! use parkway::{Ask, Ids, ManualClock, Resumed, RunStatus, Runtime, Start};
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use parkway::{Ask, Runtime, Start};
 //! use serde_json::json;
 //!
-//! let rt = Runtime::builder().without_env().clock(ManualClock::default())
-//!     .ids(Ids::sequential()).build().await.unwrap();
-//! rt.register("deploy", &[], |ctx, _kwargs, _extras| async move {
-//!     let answer = ctx.ask(Ask::caller("proceed?").answer_format("confirm").expiry_at("10m")).await?;
-//!     Ok(json!({"deployed": answer["answer"] == "yes"}))
-//! });
-//! let record = rt.run(Start::new("thread-1", "deploy")).await.unwrap();
-//! assert_eq!(record.status, RunStatus::Parked);
-//! let parked = rt.list("thread-1").await.unwrap();
-//! let Resumed::Outcome(done) = rt.resume("thread-1", &parked[0].id, json!({"answer": "yes"})).await.unwrap()
-//!     else { unreachable!() };
-//! assert_eq!(done.result, Some(json!({"deployed": true})));
-//! # }
+//! let rt = Runtime::builder()
+//!     .register("deploy", &[], |ctx, _kwargs, _extras| async move {
+//!         let answer = ctx.ask(Ask::caller("proceed?").expiry_at("10m")).await?;
+//!         Ok(json!({"deployed": answer == "yes"}))
+//!     })
+//!     .build()
+//!     .await?;
+//! let record = rt.run(Start::new("thread-1", "deploy")).await?; // parked on its ask
+//! let ask = record.first_ask()?;
+//! let outcome = rt.resume("thread-1", &ask.id, json!("yes")).await?;
+//! assert_eq!(outcome.into_result()?, json!({"deployed": true}));
+//! # Ok(()) }
 //! ```
+//!
+//! # The public types
+//!
+//! - **The runtime:** [`Runtime`], built with a [`Builder`]; [`Start`] names a run to
+//!   start. Targets are registered on the builder (or the runtime) and receive a
+//!   [`Ctx`]: [`Ctx::ask`], [`Ctx::step`], [`Ctx::call`], and the generic tools
+//!   [`Ctx::list_parked`], [`Ctx::resume_parked`], [`Ctx::take_parked`],
+//!   [`Ctx::cancel_parked`].
+//! - **Asks and parked entries:** [`Ask`] (with [`OnExpiry`], [`Mode`], [`Expiry`]),
+//!   [`Entry`] with its [`EntryStatus`] and addressee [`To`], and the expiry marker
+//!   ([`is_expiry_marker`]).
+//! - **Outcomes:** [`RunRecord`] and its [`RunStatus`], [`Resumed`], and [`NoResult`],
+//!   which every result helper ([`RunRecord::into_result`], [`RunRecord::first_ask`],
+//!   [`Resumed::into_result`], [`Visit::result`]) returns when there is no value.
+//!   [`Runtime::await_outcome`] takes a result nobody received once it is there.
+//! - **Doors:** [`DoorSpec`] (route, hook, schedule), what a visit did ([`Visit`],
+//!   [`VisitOutcome`], [`ItemOutcome`]), a hook fire ([`HookFire`]).
+//! - **The inbox:** [`Runtime::inbox`] pages of [`InboxItem`]s, [`Runtime::answer`],
+//!   its live [`Frame`]s, and [`check_answer`].
+//! - **Tools:** [`ToolSpec`] describes a target as a tool for the MCP face
+//!   ([`Runtime::call_tool`]).
+//! - **Events:** [`Event`], and the durable log's [`Logged`] entries.
+//! - **Errors:** one enum per operation ([`StartError`], [`ResumeError`], [`TakeError`],
+//!   [`CancelError`], [`VisitError`], [`AnswerError`], [`AwaitError`], …), each naming
+//!   what was wrong; [`RunError`] and [`AskError`] inside a target.
+//! - **Seams:** [`Clock`] ([`SystemClock`], [`ManualClock`]), [`Ids`], [`Settings`].
+//! - **Tools around it:** [`sim`] (scenario files and seeded random workloads checked
+//!   against a reference model) and `check` (a data directory read whole for damage,
+//!   with the `disk` feature).
+//!
+//! How the code is laid out: `ARCHITECTURE.md` in the repository.
 
 #![warn(missing_docs, unreachable_pub)]
 
