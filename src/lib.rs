@@ -19,17 +19,20 @@
 //!   saved doors, and what a visit hands back.
 //! - `inbox`: the interactions inbox of user asks, its frame stream and answer checks.
 //! - `tools`: the generic tools `list_parked`, `resume_parked`, `cancel_parked`.
+//! - `validator`: JSON Schema validation of form answers and tool arguments (jsonschema,
+//!   the `forms` feature).
 //! - `jq`: door expressions, compiled and evaluated with jaq under a deadline and a
 //!   budget.
 //! - `store`: the durable store: keyspaces of bytes, atomic batches, group commit, in
-//!   memory or on disk (fjall).
+//!   memory or on disk (fjall, the `disk` feature).
 //! - `depth`: the nesting limit every value entering the runtime is checked against.
 //! - [`Ask`], [`Entry`], [`RunRecord`], [`Event`], the errors: the data the runtime takes
 //!   and hands out.
 //! - [`Clock`], [`Ids`], [`Settings`]: the seams time, identifiers and tunables come in by.
 //! - [`sim`]: scenario files and seeded random workloads on virtual time, checked
 //!   against a reference model.
-//! - [`check`]: a data directory read whole to find damage, changing nothing in it.
+//! - [`check`]: a data directory read whole to find damage, changing nothing in it
+//!   (the `disk` feature's).
 //! - `bench`: internals the benchmarks and the load tool reach (hidden, not API).
 //!
 //! # A first run
@@ -59,6 +62,7 @@
 mod ask;
 #[doc(hidden)]
 pub mod bench;
+#[cfg(feature = "disk")]
 pub mod check;
 mod clock;
 mod depth;
@@ -79,14 +83,18 @@ mod services;
 mod settings;
 pub mod sim;
 // The memory engine, the figures and the event keys are reached only by the store's own
-// tests until a simulation or an event log uses them.
-#[cfg_attr(not(test), allow(dead_code, unused_imports))]
+// tests (built with the `disk` feature) until a simulation or an event log uses them.
+#[cfg_attr(
+    any(not(test), not(feature = "disk")),
+    allow(dead_code, unused_imports)
+)]
 mod store;
 mod subject;
 mod supervisor;
 mod target;
 mod tool_spec;
 mod tools;
+mod validator;
 
 /// The README's example, compiled as a doctest so it cannot rot.
 #[doc = include_str!("../README.md")]
