@@ -11,6 +11,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::entry::To;
+use crate::validator::{SchemaError, Validator};
 
 /// Whether the asking activation waits for the answer or parks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -199,13 +200,13 @@ impl Ask {
                 None => problems.push(AskProblem::FormWithoutSchema),
                 // Refused by `validate` already: the schema compiler recurses per level.
                 Some(schema) if crate::depth::exceeds(schema, crate::MAX_SCHEMA_DEPTH) => {}
-                Some(schema) => {
-                    if let Err(e) = jsonschema::validator_for(schema) {
-                        problems.push(AskProblem::BadSchema {
-                            reason: e.to_string(),
-                        });
+                Some(schema) => match Validator::new(schema) {
+                    Ok(_) => {}
+                    Err(SchemaError::Invalid(reason)) => {
+                        problems.push(AskProblem::BadSchema { reason });
                     }
-                }
+                    Err(SchemaError::NoForms) => problems.push(AskProblem::NoForms),
+                },
             },
             other => problems.push(AskProblem::UnknownFormat {
                 format: other.to_owned(),
@@ -391,6 +392,10 @@ pub enum AskProblem {
         /// Why.
         reason: String,
     },
+    /// A `form` user ask whose schema needs a JSON Schema validator, in a build without
+    /// the `forms` feature (`docs/features.md`).
+    #[error("the form's schema cannot be checked: {}", crate::validator::NO_FORMS)]
+    NoForms,
     /// An answer format that is not one of the five.
     #[error("answer_format {format:?} is not one of text, confirm, select, form, external")]
     UnknownFormat {

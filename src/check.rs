@@ -6,7 +6,8 @@
 //! again as the runtime would (through the table's filter and index), and decodes each
 //! value as the runtime reads it back. It reports what it read and every damage found,
 //! each naming the keyspace and where: the key, or, for a block that cannot be read at
-//! all (its keys are lost with it), the keys read on either side of it.
+//! all (its keys are lost with it), the keys read on either side of it. It is the `disk`
+//! feature's: a build without the disk store has no `check`.
 //!
 //! ```no_run
 //! let report = parkway::check::check(std::path::Path::new("/var/lib/parkway")).unwrap();

@@ -26,6 +26,7 @@ use tokio::sync::broadcast;
 use crate::ask::EXPIRY_MARKER_KEY;
 use crate::event::Settled;
 use crate::tool_spec::Tools;
+use crate::validator::{SchemaError, Validator};
 
 /// The default page size of [`Runtime::inbox`](crate::Runtime::inbox).
 pub const DEFAULT_PAGE_SIZE: usize = 50;
@@ -424,9 +425,11 @@ pub fn check_answer(
         }
         "form" => {
             let schema = schema.cloned().unwrap_or(Value::Bool(true));
-            let validator = jsonschema::validator_for(&schema)
-                .map_err(|e| whole(format!("the form's schema is invalid: {e}")))?;
-            let problems = schema_problems(&validator, answer);
+            let validator = Validator::new(&schema).map_err(|e| match e {
+                SchemaError::Invalid(e) => whole(format!("the form's schema is invalid: {e}")),
+                SchemaError::NoForms => whole(e.to_string()),
+            })?;
+            let problems = validator.problems(answer);
             if problems.is_empty() {
                 Ok(())
             } else {
@@ -435,30 +438,6 @@ pub fn check_answer(
         }
         _ => Ok(()),
     }
-}
-
-/// Every way `value` fails `validator`, each at its JSON pointer (a missing property at
-/// its own path, not its object's).
-pub(crate) fn schema_problems(
-    validator: &jsonschema::Validator,
-    value: &Value,
-) -> Vec<AnswerProblem> {
-    validator
-        .iter_errors(value)
-        .map(|e| {
-            let missing = match e.kind() {
-                jsonschema::error::ValidationErrorKind::Required {
-                    property: Value::String(p),
-                } => Some(p.replace('~', "~0").replace('/', "~1")),
-                _ => None,
-            };
-            let at = match missing {
-                Some(p) => format!("{}/{p}", e.instance_path().as_str()),
-                None => e.instance_path().as_str().to_owned(),
-            };
-            AnswerProblem::new(at, e.to_string())
-        })
-        .collect()
 }
 
 fn kind(v: &Value) -> &'static str {

@@ -67,6 +67,12 @@
 //!   against a reference model) and `check` (a data directory read whole for damage,
 //!   with the `disk` feature).
 //!
+//! # Features
+//!
+//! `disk` (the data directory's store, fjall) and `forms` (JSON Schema validation of form
+//! answers and tool arguments, jsonschema) are on by default; `default-features = false`
+//! leaves both out, and what each build without them refuses is in `docs/features.md`.
+//!
 //! How the code is laid out: `ARCHITECTURE.md` in the repository.
 
 #![warn(missing_docs, unreachable_pub)]
@@ -74,6 +80,7 @@
 mod ask;
 #[doc(hidden)]
 pub mod bench;
+#[cfg(feature = "disk")]
 pub mod check;
 mod clock;
 mod depth;
@@ -94,14 +101,18 @@ mod services;
 mod settings;
 pub mod sim;
 // The memory engine, the figures and the event keys are reached only by the store's own
-// tests until a simulation or an event log uses them.
-#[cfg_attr(not(test), allow(dead_code, unused_imports))]
+// tests (built with the `disk` feature) until a simulation or an event log uses them.
+#[cfg_attr(
+    any(not(test), not(feature = "disk")),
+    allow(dead_code, unused_imports)
+)]
 mod store;
 mod subject;
 mod supervisor;
 mod target;
 mod tool_spec;
 mod tools;
+mod validator;
 
 /// The README's example, compiled as a doctest so it cannot rot.
 #[doc = include_str!("../README.md")]

@@ -344,6 +344,8 @@ impl Builder {
     /// reads back what the directory holds when it is built, and acknowledges nothing
     /// before it is durable there. Without it (and without `PARKWAY_DATA_DIR` in the
     /// environment, read unless [`Builder::without_env`]) the runtime runs in memory.
+    /// A build of parkway without the `disk` feature refuses a data directory at
+    /// [`Builder::build`] ([`BuildError::Store`], naming the feature).
     pub fn data_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
         self.data_dir = Some(dir.into());
         self

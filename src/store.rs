@@ -17,6 +17,10 @@
 //!   batch from damage before it; `mark`: the mark of the last acknowledged group, which
 //!   tells a torn batch from an acknowledged one damaged.
 //!
+//! The last five are the `disk` feature's. Without it, `disk` is `no_disk.rs`: an engine
+//! that has no value and whose open refuses every directory, naming the feature, so the
+//! writer and the rest of the crate compile the same either way.
+//!
 //! A caller submits a [`Batch`] with an [`Ack`] and goes on; the ack is called once,
 //! from the writer (on disk, its sync thread), when the batch is durable or when it
 //! never will be. Acks are called in submission order. A failed sync poisons the store:
@@ -27,17 +31,25 @@
 //! subject's change becomes in bytes is its caller's business.
 
 mod batch;
+#[cfg(feature = "disk")]
 mod damage;
+#[cfg(feature = "disk")]
 mod disk;
+#[cfg(not(feature = "disk"))]
+#[path = "store/no_disk.rs"]
+mod disk;
+#[cfg(feature = "disk")]
 mod journal;
 mod log;
+#[cfg(feature = "disk")]
 mod mark;
 mod memory;
+#[cfg(feature = "disk")]
 mod reader;
 mod space;
 mod writer;
 
-#[cfg(test)]
+#[cfg(all(test, feature = "disk"))]
 mod tests;
 
 use std::path::{Path, PathBuf};
@@ -45,6 +57,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub(crate) use batch::{Batch, Op};
+#[cfg(feature = "disk")]
 pub(crate) use reader::Reader;
 pub(crate) use space::{
     Space, instant_key, instant_of, name_of, named_key, sequence_key, sequence_of,
@@ -358,6 +371,7 @@ pub(crate) enum OpenError {
     /// A journal is damaged before its end: opening would drop what follows the damage
     /// (the engine takes the first batch it cannot read for a torn tail), or the last
     /// acknowledged group is missing from it.
+    #[cfg(feature = "disk")]
     #[error(
         "store directory {path}: the journal {journal} is damaged at byte {offset}: {reason}; {}",
         damage::dropped(*.batches, *.bytes, *.later, *.last_acknowledged, *.acknowledged_lost)
@@ -394,6 +408,16 @@ pub(crate) enum OpenError {
     /// A directory opened only to be read holds no store (no `data/` folder).
     #[error("store directory {path} holds no parkway store")]
     NoStore {
+        /// The data directory.
+        path: PathBuf,
+    },
+    /// This build has no disk engine: it was built without the `disk` feature.
+    #[cfg(not(feature = "disk"))]
+    #[error(
+        "store directory {path}: this build of parkway has no disk store: enable the `disk` \
+         feature to use a data directory"
+    )]
+    NoDisk {
         /// The data directory.
         path: PathBuf,
     },

@@ -22,6 +22,8 @@
 
 pub(crate) mod actor;
 pub(crate) mod client;
+// What `parkway check` decodes each value with (the `disk` feature's).
+#[cfg(feature = "disk")]
 pub(crate) mod decode;
 pub(crate) mod durable;
 pub(crate) mod effect;

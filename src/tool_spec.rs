@@ -18,6 +18,7 @@ use thiserror::Error;
 
 use crate::inbox::AnswerProblem;
 use crate::jq::{CompileError, Input, Limits, Program};
+use crate::validator::{SchemaError, Validator};
 
 /// The variables a tool's `subject_expr` may use: the tool's name and the clock's now.
 const SUBJECT_VARS: &[&str] = &["tool", "now"];
@@ -206,7 +207,7 @@ pub struct Tool {
     pub target: String,
     /// The spec as given.
     pub spec: ToolSpec,
-    input: jsonschema::Validator,
+    input: Validator,
     subject: Option<Program>,
 }
 
@@ -333,10 +334,14 @@ fn compile(target: &str, spec: ToolSpec) -> Result<Tool, ToolSpecError> {
                 "{what} must be an object schema (\"type\": \"object\")"
             ));
         }
-        match jsonschema::validator_for(schema) {
+        match Validator::new(schema) {
             Ok(v) => Some(v),
-            Err(e) => {
+            Err(SchemaError::Invalid(e)) => {
                 problems.push(format!("{what} is not a valid JSON schema: {e}"));
+                None
+            }
+            Err(e @ SchemaError::NoForms) => {
+                problems.push(format!("{what}: {e}"));
                 None
             }
         }
@@ -373,7 +378,7 @@ fn compile(target: &str, spec: ToolSpec) -> Result<Tool, ToolSpecError> {
 impl Tool {
     /// Every way `arguments` fail the input schema; empty when they pass.
     pub fn argument_problems(&self, arguments: &Value) -> Vec<AnswerProblem> {
-        crate::inbox::schema_problems(&self.input, arguments)
+        self.input.problems(arguments)
     }
 
     /// The subject a call with `arguments` and request metadata `meta` runs on, or why
@@ -428,7 +433,9 @@ impl Tool {
 mod tests {
     use serde_json::json;
 
-    use crate::{BuildError, Ids, Runtime, ToolCallError, ToolSpec};
+    #[cfg(feature = "forms")]
+    use crate::ToolCallError;
+    use crate::{BuildError, Ids, Runtime, ToolSpec};
 
     async fn runtime(spec: ToolSpec) -> Result<Runtime, BuildError> {
         Runtime::builder()
@@ -442,6 +449,7 @@ mod tests {
             .await
     }
 
+    #[cfg(feature = "forms")]
     #[tokio::test]
     async fn a_bad_spec_fails_the_build_naming_every_problem() {
         let spec = ToolSpec::new("bad name!")
@@ -462,6 +470,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "forms")]
     #[tokio::test]
     async fn arguments_are_checked_and_the_subject_read_before_anything_starts() {
         let schema = json!({"type": "object", "required": ["service"],

@@ -9,7 +9,10 @@ mod common;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use parkway::{DoorSpec, ManualClock, Start};
+use parkway::ManualClock;
+#[cfg(feature = "disk")]
+use parkway::{DoorSpec, Start};
+#[cfg(feature = "disk")]
 use serde_json::json;
 
 fn at(text: &str) -> DateTime<Utc> {
@@ -86,6 +89,7 @@ fn advance_past_the_last_instant_panics() {
 /// schedule, is refused a move by `u64::MAX` seconds; moved to the last instant instead,
 /// it settles, and settles again with nothing more happening (no subject waking and
 /// passivating round after round).
+#[cfg(feature = "disk")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtime_at_the_last_instant_does_not_spin() {
     let dir = tempfile::tempdir().unwrap();

@@ -8,9 +8,11 @@
 
 mod common;
 
+#[cfg(feature = "forms")]
+use parkway::MAX_SCHEMA_DEPTH;
 use parkway::{
-    Ask, AskError, DoorSpec, IdProblem, MAX_SCHEMA_DEPTH, MAX_VALUE_DEPTH, Mode, ResumeError,
-    RunStatus, Runtime, Start, StartError, VisitError, VisitProblem,
+    Ask, AskError, DoorSpec, IdProblem, MAX_VALUE_DEPTH, Mode, ResumeError, RunStatus, Runtime,
+    Start, StartError, VisitError, VisitProblem,
 };
 use serde_json::{Value, json};
 
@@ -187,6 +189,7 @@ async fn deep_resume_payloads_are_refused_and_the_ask_stays_open() {
 }
 
 /// A user ask's answer through the answer door: refused as invalid, still pending.
+#[cfg(feature = "forms")]
 #[tokio::test]
 async fn a_deep_answer_is_refused_and_the_user_ask_stays_pending() {
     let (rt, _clock) = common::runtime().await;
@@ -376,6 +379,7 @@ async fn deep_step_and_target_results_fail_the_run() {
 /// a debug build: the limit leaves a wide margin. (The heaviest path, unpacking a
 /// passive subject's state, needs about 400 KiB here.) An overflow aborts the test
 /// binary.
+#[cfg(feature = "forms")]
 #[test]
 fn values_at_the_limit_fit_a_third_of_a_worker_stack() {
     let tokio = tokio::runtime::Builder::new_multi_thread()
@@ -388,6 +392,7 @@ fn values_at_the_limit_fit_a_third_of_a_worker_stack() {
     tokio.block_on(body).expect("the body ran to its end");
 }
 
+#[cfg(feature = "forms")]
 async fn at_the_limit() {
     let (rt, _clock) = common::runtime_with(|b| b.passivate_after(std::time::Duration::ZERO)).await;
     let limit = MAX_VALUE_DEPTH;

@@ -133,6 +133,7 @@ async fn an_async_user_ask_resumes_on_expiry() {
 }
 
 /// The answer door validates by format, naming the field at fault; nothing changes.
+#[cfg(feature = "forms")]
 #[tokio::test]
 async fn answers_are_validated_by_format() {
     let (rt, _clock) = common::runtime().await;

@@ -632,6 +632,7 @@ async fn a_message_handled_while_draining_leaves_no_idle_check_behind() {
 /// as it would have without a store, and does not hold an actor and an idle check for
 /// another `passivate_after`. The waiting-outcomes scenario, on a data directory:
 /// subject t2 passivates as its waiting outcome's retention drops it.
+#[cfg(feature = "disk")]
 #[tokio::test(flavor = "current_thread")]
 async fn a_subject_woken_only_by_an_acknowledgement_passivates_at_once() {
     let text = std::fs::read_to_string(concat!(
@@ -664,6 +665,7 @@ async fn a_subject_woken_only_by_an_acknowledgement_passivates_at_once() {
 /// actor began to drain (handed to a fresh actor, as here), passivates once the timer is
 /// handled, instead of keeping its actor for another `passivate_after`. On a server with
 /// several threads such a timer once kept a subject live where one thread had it passive.
+#[cfg(feature = "disk")]
 #[tokio::test]
 async fn a_timer_that_wakes_a_subject_does_not_keep_its_actor() {
     for durable in [false, true] {

@@ -162,6 +162,7 @@ async fn a_step_that_cannot_finish_is_reported_hung() {
 }
 
 /// The scenario files in `scenarios/`, in name order.
+#[cfg(feature = "disk")]
 fn shipped() -> Vec<std::path::PathBuf> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut paths: Vec<_> = std::fs::read_dir(&dir)
@@ -175,6 +176,7 @@ fn shipped() -> Vec<std::path::PathBuf> {
 
 /// The same scenario gives the same bytes, text and JSON lines, on every run: every
 /// file in `scenarios/` is run twice and must pass.
+#[cfg(feature = "disk")]
 #[tokio::test]
 async fn every_shipped_scenario_passes_and_replays_byte_for_byte() {
     let paths = shipped();
@@ -259,6 +261,7 @@ async fn a_deliberately_broken_model_is_caught_with_its_replay_command() {
 /// dropped), but for a visit refused to its visitor: its `visit_refused` is published,
 /// not logged, so a refusal costs the store nothing. The guided tour restarts, so is
 /// durable only.
+#[cfg(feature = "disk")]
 #[tokio::test]
 async fn on_a_data_directory_every_step_logs_the_events_it_shows_in_memory() {
     let paths = shipped();

@@ -103,6 +103,7 @@ async fn cancelling_a_wait_cancels_its_run() {
 
 /// A wait survives a restart: the runtime rebuilt on the same directory re-arms its
 /// timer, and the run ends when the deadline passes.
+#[cfg(feature = "disk")]
 #[tokio::test]
 async fn a_wait_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();

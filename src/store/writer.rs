@@ -817,7 +817,8 @@ impl Shared {
     }
 }
 
-#[cfg(test)]
+// Both run the sync thread, which only the disk engine has.
+#[cfg(all(test, feature = "disk"))]
 mod tests {
     use super::*;
     use crate::store::Faults;

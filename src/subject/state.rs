@@ -33,7 +33,9 @@ use crate::supervisor::{Timer, TimerKey};
 use crate::target::Target;
 
 mod parts;
-pub(crate) use parts::{Unread, check_part};
+pub(crate) use parts::Unread;
+#[cfg(feature = "disk")]
+pub(crate) use parts::check_part;
 #[cfg(test)]
 mod tests;
 mod tracked;

@@ -229,6 +229,7 @@ fn id_of(key: &[u8], prefix: usize) -> Option<Arc<str>> {
 
 /// Decodes a part as `space` keeps it (a subject's rest, an entry, a run, a group, a
 /// resolution remembered), to check it; `Ok(false)` for a space that keeps no part.
+#[cfg(feature = "disk")]
 pub(crate) fn check_part(space: Space, value: &[u8]) -> Result<bool, serde_json::Error> {
     match space {
         Space::Subjects => serde_json::from_slice::<Rest>(value).map(drop)?,
