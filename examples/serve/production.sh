@@ -12,12 +12,12 @@
 # Every wait is bounded. The first thing that is not as expected stops the script with a
 # message, the server's log, and exit code 1. CI runs it (.ci/run).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 if [ $# -ne 1 ]; then
   echo "usage: $0 PARKWAY_BINARY" >&2
   exit 2
 fi
 parkway=$(realpath "$1")
+cd "$(dirname "$0")/../.."
 command -v curl >/dev/null || { echo "curl is needed" >&2; exit 2; }
 # The interpreter itself, not a version manager's shim: it is started for every check.
 python=$(python3 -c 'import sys; print(sys.executable)') || { echo "python3 is needed" >&2; exit 2; }
