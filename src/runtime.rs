@@ -882,7 +882,14 @@ impl Runtime {
     ) -> Result<Value, crate::AwaitError> {
         use crate::entry::EntryStatus;
         use crate::error::IdProblem;
-        let deadline = tokio::time::Instant::now() + timeout;
+        // A timeout past what the timer counts (`Duration::MAX`) is waited for as long as
+        // it counts: about thirty years.
+        let now = tokio::time::Instant::now();
+        let far = Duration::from_secs(30 * 365 * 24 * 3600);
+        let deadline = now
+            .checked_add(timeout)
+            .or_else(|| now.checked_add(far))
+            .unwrap_or(now);
         // Subscribed before the first look, so no change after it goes unseen.
         let mut events = self.events();
         loop {

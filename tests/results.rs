@@ -185,6 +185,15 @@ async fn await_outcome_gives_up_at_its_timeout_and_changes_nothing() {
         format!("interaction {ask} on subject s left no outcome to take within 30s")
     );
     assert_eq!(rt.list("s").await.unwrap()[0].status, EntryStatus::Asking);
+
+    // A timeout past what the timer counts is no panic: the outcome is still taken once
+    // it is there.
+    let forever = {
+        let (rt, ask) = (rt.clone(), ask.clone());
+        tokio::spawn(async move { rt.await_outcome("s", &ask, Duration::MAX).await })
+    };
+    rt.resume_detached("s", &ask, json!("late")).await.unwrap();
+    assert_eq!(forever.await.unwrap(), Ok(json!({"answer": "late"})));
 }
 
 /// An ask that lapses with `on_expiry = resume`: the run resumes with the marker, and
