@@ -109,6 +109,7 @@ pub mod sim;
 mod store;
 mod subject;
 mod supervisor;
+mod sync;
 mod target;
 mod tool_spec;
 mod tools;

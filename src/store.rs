@@ -631,7 +631,7 @@ impl Store {
 
     /// Whether a writer thread commits (rather than `sync_now` or each submitter).
     pub(crate) fn has_writer(&self) -> bool {
-        writer::lock(&self.handle.thread).is_some()
+        crate::sync::lock(&self.handle.thread).is_some()
     }
 
     /// Closes the store: the writer commits what is queued and stops, and a disk store
@@ -640,7 +640,7 @@ impl Store {
     /// the writer has stopped.
     pub(crate) fn close(&self) {
         self.handle.shared.close();
-        let thread = writer::lock(&self.handle.thread).take();
+        let thread = crate::sync::lock(&self.handle.thread).take();
         if let Some(thread) = thread
             && !self.handle.shared.runs_here(&thread)
         {

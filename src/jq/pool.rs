@@ -34,7 +34,7 @@
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -42,6 +42,7 @@ use tokio::sync::oneshot;
 
 use super::deadline::deadline_after;
 use super::watchdog::{Expire, Watchdog};
+use crate::sync::lock;
 
 /// Stack size of a worker (and of a compilation thread): enough to drop the deepest value an
 /// evaluation can build within its budget (see [`collect`](super::collect);
@@ -338,12 +339,6 @@ fn serve(shared: &Shared) {
             return;
         }
     }
-}
-
-/// Lock, ignoring poisoning: jobs run outside every lock (and panics in them are caught), so
-/// no lock is ever held across a panic that could leave its data half-updated.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> Failure {

@@ -15,9 +15,11 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::thread;
 use std::time::Instant;
+
+use crate::sync::lock;
 
 /// Something the watchdog can give up on, run by a pool whose shared state is a `P`.
 pub(super) trait Expire<P>: Send + Sync {
@@ -146,10 +148,4 @@ fn watch<P>(inner: &Inner<P>, pool: &Weak<P>) {
             }
         }
     }
-}
-
-/// Lock, ignoring poisoning: the watchdog gives up on jobs outside its lock, so no lock is
-/// ever held across a panic that could leave the deadlines half-updated.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -21,7 +21,7 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::writer::lock;
+use crate::sync::lock;
 
 /// The journal files of one engine folder, as the syncs have found them.
 pub(super) struct Journals {

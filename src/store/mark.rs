@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::writer::lock;
+use crate::sync::lock;
 
 /// The mark's file name in a data directory.
 pub(super) const MARK_FILE: &str = "parkway.acked";

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use super::writer::lock;
 use super::{Batch, Entries, Op, Space};
+use crate::sync::lock;
 
 /// The durable contents of a memory store.
 pub(super) struct Memory {

@@ -17,20 +17,16 @@
 //! writer has seen it (nor synced: a group written in the moment before is refused).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::disk::{Disk, ReadFailure};
 use super::log::{self, Log};
 use super::memory::Memory;
-use super::{Ack, Batch, Entries, Faults, Receipt, Space, Stamp, Stats, StoreError};
+use crate::sync::lock;
 
-/// Locks `mutex`, going on if a thread panicked while holding it: every critical section
-/// here leaves its data consistent at each step.
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use super::{Ack, Batch, Entries, Faults, Receipt, Space, Stamp, Stats, StoreError};
 
 /// The engine a store writes to.
 pub(super) enum Engine {
