@@ -74,8 +74,8 @@ pub struct ManualClock {
 #[error(
     "the clock cannot move forward by {} from {}: that is past {}, the last instant it shows",
     humantime::format_duration(*by),
-    crate::error::rfc3339(now),
-    crate::error::rfc3339(&ManualClock::last())
+    rfc3339(now),
+    rfc3339(&ManualClock::last())
 )]
 pub struct ClockError {
     /// Where the clock stands.
@@ -177,4 +177,9 @@ impl Clock for ManualClock {
             let _ = rx.changed().await;
         })
     }
+}
+
+/// `at` as RFC 3339 text in UTC, as the rest of the runtime writes times.
+pub(crate) fn rfc3339(at: &DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }

@@ -13,7 +13,7 @@
 //! operations ([`VisitError`], [`SaveError`], [`AnswerError`]) are given here too, so
 //! the whole table is in one place.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -418,10 +418,8 @@ pub enum IdProblem {
     },
 }
 
-/// `at` as RFC 3339 text in UTC, as the rest of the runtime writes times.
-pub(crate) fn rfc3339(at: &DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
-}
+/// `at` as RFC 3339 text in UTC: the clock's own writing of times.
+pub(crate) use crate::clock::rfc3339;
 
 /// Why a resume was refused; nothing changed.
 #[derive(Debug, Clone, PartialEq, Eq, Error, Serialize, Deserialize)]

@@ -26,7 +26,7 @@ use tokio::sync::broadcast;
 use crate::ask::EXPIRY_MARKER_KEY;
 use crate::event::Settled;
 use crate::tool_spec::Tools;
-use crate::validator::{SchemaError, Validator};
+use crate::validator::{AnswerProblem, SchemaError, Validator, joined};
 
 /// The default page size of [`Runtime::inbox`](crate::Runtime::inbox).
 pub const DEFAULT_PAGE_SIZE: usize = 50;
@@ -307,52 +307,6 @@ impl AnswerError {
             AnswerError::Store(fault) => fault.kind(),
         }
     }
-}
-
-/// One thing wrong with an answer: where, as a JSON pointer into the answer (`""` for
-/// the whole answer; a missing property at its own pointer, `/name`), and what.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[non_exhaustive]
-pub struct AnswerProblem {
-    /// The JSON pointer of the part at fault; `""` for the whole answer.
-    pub at: String,
-    /// What is wrong with it.
-    pub message: String,
-}
-
-impl AnswerProblem {
-    /// A problem `message` at the pointer `at`.
-    pub fn new(at: impl Into<String>, message: impl Into<String>) -> AnswerProblem {
-        AnswerProblem {
-            at: at.into(),
-            message: message.into(),
-        }
-    }
-
-    /// A problem with the whole answer.
-    pub fn whole(message: impl Into<String>) -> AnswerProblem {
-        AnswerProblem::new("", message)
-    }
-}
-
-impl std::fmt::Display for AnswerProblem {
-    /// `at /name: message`, or the message alone for the whole answer.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.at.as_str() {
-            "" => f.write_str(&self.message),
-            at => write!(f, "at {at}: {}", self.message),
-        }
-    }
-}
-
-/// The problems as one line.
-pub(crate) fn joined(problems: &[AnswerProblem]) -> String {
-    problems
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 /// Check `answer` against the ask's format; every problem names the field at fault.

@@ -158,8 +158,7 @@ pub use event::{Event, Logged, Resolution, Settled};
 pub use health::Health;
 pub use ids::Ids;
 pub use inbox::{
-    AnswerError, AnswerProblem, DEFAULT_PAGE_SIZE, Frame, InboxItem, MAX_PAGE_SIZE, Page,
-    check_answer,
+    AnswerError, DEFAULT_PAGE_SIZE, Frame, InboxItem, MAX_PAGE_SIZE, Page, check_answer,
 };
 pub use jq::{CompileError, CompileErrors, EvalError};
 pub use keys::{DeliveryError, MAX_KEY_BYTES};
@@ -175,3 +174,4 @@ pub use tool_spec::{
     MAX_TOOL_NAME, ResultForm, TaskSupport, Tool, ToolCallError, ToolSpec, ToolSpecError,
 };
 pub use tools::{GENERIC_TOOLS, generic_tool_descriptions};
+pub use validator::AnswerProblem;

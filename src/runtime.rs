@@ -462,7 +462,7 @@ impl Builder {
                 shutdown: tokio::sync::OnceCell::new(),
             }),
         };
-        if let Err(reason) = crate::subject::durable::recover(runtime.hub()).await {
+        if let Err(reason) = crate::subject::open::recover(runtime.hub()).await {
             runtime.shutdown().await;
             return Err(BuildError::Store(format!(
                 "the data directory {} could not be read back: {reason}",
@@ -750,10 +750,13 @@ impl Runtime {
             });
         }
         let services = &self.hub().services;
+        let limits = crate::jq::Limits {
+            deadline: services.settings.jq_deadline,
+            max_input_bytes: services.settings.max_input_bytes,
+        };
+        let fresh = || services.ids.next(crate::ids::Kind::Group);
         let subject = tool
-            .subject(&arguments, meta, services, || {
-                services.ids.next(crate::ids::Kind::Group)
-            })
+            .subject(&arguments, meta, services.clock.now(), &limits, fresh)
             .await?;
         let start = Start::new(subject.clone(), tool.target.clone())
             .kwargs(arguments)
@@ -1128,7 +1131,7 @@ impl Runtime {
     pub async fn answer(&self, interaction: &str, answer: Value) -> Result<(), crate::AnswerError> {
         let answer = depth::check(answer, || crate::AnswerError::Invalid {
             id: interaction.to_owned(),
-            problems: vec![crate::inbox::AnswerProblem::whole(format!(
+            problems: vec![crate::validator::AnswerProblem::whole(format!(
                 "the answer is nested deeper than {} levels",
                 depth::MAX_VALUE_DEPTH
             ))],

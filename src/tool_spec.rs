@@ -16,9 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::inbox::AnswerProblem;
 use crate::jq::{CompileError, Input, Limits, Program};
-use crate::validator::{SchemaError, Validator};
+use crate::validator::{AnswerProblem, SchemaError, Validator, joined};
 
 /// The variables a tool's `subject_expr` may use: the tool's name and the clock's now.
 const SUBJECT_VARS: &[&str] = &["tool", "now"];
@@ -244,10 +243,7 @@ pub enum ToolCallError {
         name: String,
     },
     /// The arguments fail the tool's input schema; every problem is named.
-    #[error(
-        "the arguments of tool {tool} are invalid: {}",
-        crate::inbox::joined(problems)
-    )]
+    #[error("the arguments of tool {tool} are invalid: {}", joined(problems))]
     InvalidArguments {
         /// The tool.
         tool: String,
@@ -387,7 +383,8 @@ impl Tool {
         &self,
         arguments: &Value,
         meta: &Value,
-        services: &crate::services::Services,
+        now: chrono::DateTime<chrono::Utc>,
+        limits: &Limits,
         fresh: impl FnOnce() -> String,
     ) -> Result<String, ToolCallError> {
         let Some(program) = &self.subject else {
@@ -398,16 +395,11 @@ impl Tool {
             why,
         };
         let doc = serde_json::json!({"arguments": arguments, "_meta": meta});
-        let now = services.clock.now();
         let vars = [
             Input::string(&self.spec.name),
             Input::string(&now.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)),
         ];
-        let limits = Limits {
-            deadline: services.settings.jq_deadline,
-            max_input_bytes: services.settings.max_input_bytes,
-        };
-        let result = Program::run_batch(&[program], &Input::from_json(&doc), &vars, &limits)
+        let result = Program::run_batch(&[program], &Input::from_json(&doc), &vars, limits)
             .await
             .into_iter()
             .next()
