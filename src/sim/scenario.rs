@@ -541,30 +541,6 @@ impl Scripts {
             Err(ScenarioError { problems: p.0 })
         }
     }
-
-    /// `builder` with every scripted target registered. What a script's steps note is
-    /// logged (`tracing`, target `parkway::script`). An `mcp_call` step fails its run:
-    /// register with [`Scripts::register_with`] to give it a caller.
-    pub fn register(&self, builder: crate::Builder) -> crate::Builder {
-        self.register_with(builder, None)
-    }
-
-    /// [`Scripts::register`], with `remote` calling the tools of other servers for the
-    /// scripts' `mcp_call` steps (the MCP face's `parkway_mcp::Remote`).
-    pub fn register_with(
-        &self,
-        mut builder: crate::Builder,
-        remote: Option<std::sync::Arc<dyn super::script::RemoteTools>>,
-    ) -> crate::Builder {
-        let notes = super::script::Notes::logged();
-        for (name, script) in &self.targets {
-            builder = super::script::register(builder, name, script, &notes, remote.clone());
-            if let Some(tool) = &script.tool {
-                builder = builder.tool(name, tool.clone());
-            }
-        }
-        builder
-    }
 }
 
 /// The servers the `mcp_call` steps of `steps` name, in branches too.

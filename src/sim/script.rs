@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::scenario::{AskSpec, Op, Script};
+use super::scenario::{AskSpec, Op, Script, Scripts};
 use super::template::{Bindings, resolve};
 use crate::ask::{Ask, Mode, OnExpiry};
 use crate::error::{CtxError, RunError, TakeError};
@@ -384,4 +384,32 @@ fn build_ask(spec: &AskSpec, bindings: &Bindings) -> Result<Ask, RunError> {
         ask = ask.timeout(d);
     }
     Ok(ask)
+}
+
+/// Registering a targets file's scripts: the script language's own work, done here so
+/// the file format knows nothing of how a script runs.
+impl Scripts {
+    /// `builder` with every scripted target registered. What a script's steps note is
+    /// logged (`tracing`, target `parkway::script`). An `mcp_call` step fails its run:
+    /// register with [`Scripts::register_with`] to give it a caller.
+    pub fn register(&self, builder: crate::Builder) -> crate::Builder {
+        self.register_with(builder, None)
+    }
+
+    /// [`Scripts::register`], with `remote` calling the tools of other servers for the
+    /// scripts' `mcp_call` steps (the MCP face's `parkway_mcp::Remote`).
+    pub fn register_with(
+        &self,
+        mut builder: crate::Builder,
+        remote: Option<std::sync::Arc<dyn RemoteTools>>,
+    ) -> crate::Builder {
+        let notes = Notes::logged();
+        for (name, script) in &self.targets {
+            builder = register(builder, name, script, &notes, remote.clone());
+            if let Some(tool) = &script.tool {
+                builder = builder.tool(name, tool.clone());
+            }
+        }
+        builder
+    }
 }
