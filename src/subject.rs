@@ -29,6 +29,8 @@ pub(crate) mod durable;
 pub(crate) mod effect;
 pub(crate) mod hub;
 pub(crate) mod index;
+pub(crate) mod keyed;
+pub(crate) mod open;
 pub(crate) mod packed;
 pub(crate) mod records;
 pub(crate) mod registry;

@@ -374,20 +374,9 @@ pub(crate) fn walk(
 
 /// Why a recovery did not finish.
 const STOPPED: &str = "the runtime stopped while it recovered";
-
-/// Read back what an open needs before the runtime takes work, and nothing more: the
-/// ids' counters, the doors (recompiled; one that no longer compiles is left out with an
-/// error logged), the keys in use, and the subjects' heads, summed into the ceilings.
-/// Only the subjects whose head says they must be read are read: those whose run was
-/// executing (each recovered by its own actor, then replayed) and those offering a user
-/// ask (for the inbox). Every other subject stays on disk until a message or its wake
-/// (`super::index`, read by the ticker) reads it back; an ended run's record is read
-/// when asked for, and dropped when its horizon's wake comes. A directory of the older
-/// format is upgraded first (`super::upgrade`).
-pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
-    let Some(store) = hub.services.store.clone() else {
-        return Ok(());
-    };
+/// What every subject's read-back needs first: the ids' counters, the timer keys'
+/// counter, the saved doors and the keys in use.
+pub(crate) fn recover_shared(hub: &Arc<Hub>, store: &crate::store::Store) -> Result<(), String> {
     let read = |e: crate::store::StoreError| e.to_string();
     if let Some(bytes) = store.get(Space::Ids, SEQUENTIAL).map_err(read)? {
         let marks = marks_of(&bytes).ok_or("the ids' counters are damaged")?;
@@ -413,10 +402,16 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
             tracing::error!(door = %name, %error, "a saved door no longer compiles; it is left out");
         }
     }
-    hub.recover_keys(&store)?;
-    if store.format_version().map_err(read)? == crate::store::UPGRADES_FROM {
-        super::upgrade::upgrade(hub, &store).await?;
-    }
+    hub.recover_keys(store)
+}
+
+/// The subjects' heads read back: the ceilings summed, the inbox offered again, and each
+/// subject whose run was executing recovered by its own actor.
+pub(crate) async fn recover_subjects(
+    hub: &Arc<Hub>,
+    store: &crate::store::Store,
+) -> Result<(), String> {
+    let read = |e: crate::store::StoreError| e.to_string();
     let (mut replay, mut offering) = (Vec::new(), Vec::new());
     let mut counts = super::state::Counts::default();
     walk(&store, Space::Heads, |key, value| {

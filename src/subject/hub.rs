@@ -24,7 +24,7 @@ pub(crate) struct Hub {
     /// Idempotency keys and hook delivery ids in use.
     pub(crate) keys: crate::keys::Keys,
     pub(crate) supervisor: ActorRef<supervisor::Msg>,
-    /// Set once an open has read back what it reads (`super::durable::recover`), and an
+    /// Set once an open has read back what it reads (`super::open::recover`), and an
     /// upgrade is done: until then the ticker reads no wake from the store.
     pub(crate) opened: std::sync::atomic::AtomicBool,
 }
