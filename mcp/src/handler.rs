@@ -7,18 +7,15 @@
 //! round's order, and answers with the run's next record the same way.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use parkway::{
-    Entry, EntryStatus, Event, RunRecord, RunStatus, Runtime, TaskSupport, ToolCallError,
-};
+use parkway::{Entry, EntryStatus, Event, RunRecord, RunStatus, TaskSupport, ToolCallError};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
     ContentBlock as Content, GetTaskParams, GetTaskResult, Implementation, InitializeResult,
-    InputRequests, InputRequiredResult, InputResponses, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    ServerCapabilities, ServerConfig, UpdateTaskParams,
+    InputRequests, InputRequiredResult, InputResponses, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
+    UpdateTaskParams,
 };
 use rmcp::service::Peer;
 use rmcp::service::RequestContext;
@@ -27,32 +24,10 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
-use crate::Options;
+use crate::face::{Face, IDENTITY, internal, run_meta};
 use crate::round::{self, Answer, Needs};
-use crate::state::{Round, States};
+use crate::state::Round;
 use crate::tasks;
-
-/// The identity runs started through this face run as.
-pub(crate) const IDENTITY: &str = "mcp";
-
-/// The `_meta` key of the run a result or round is about.
-pub const META_RUN: &str = "io.parkway/run";
-/// The `_meta` key of the subject that run parks on.
-pub const META_SUBJECT: &str = "io.parkway/subject";
-
-/// The MCP face over one runtime. Clones share everything.
-#[derive(Clone)]
-pub struct Face {
-    pub(crate) runtime: Runtime,
-    pub(crate) states: Arc<States>,
-    options: Arc<Options>,
-}
-
-impl std::fmt::Debug for Face {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Face").finish_non_exhaustive()
-    }
-}
 
 /// What the client can take, read off the request.
 struct Client {
@@ -142,21 +117,7 @@ fn failed(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![Content::text(text.into())])
 }
 
-pub(crate) fn internal(why: impl std::fmt::Display) -> McpError {
-    McpError::internal_error(why.to_string(), None)
-}
-
 impl Face {
-    /// The face over `runtime`; `Err` when the options' state key is too short.
-    pub fn new(runtime: Runtime, options: Options) -> Result<Face, String> {
-        let states = States::new(&options.state_key)?;
-        Ok(Face {
-            runtime,
-            states: Arc::new(states),
-            options: Arc::new(options),
-        })
-    }
-
     /// A first call: start the tool's run and answer with its record.
     async fn start(
         &self,
@@ -604,13 +565,6 @@ impl Face {
             }
         })
     }
-}
-
-pub(crate) fn run_meta(subject: &str, run: &str) -> MetaObject {
-    let mut meta = serde_json::Map::new();
-    meta.insert(META_RUN.to_owned(), json!(run));
-    meta.insert(META_SUBJECT.to_owned(), json!(subject));
-    MetaObject(meta)
 }
 
 impl ServerHandler for Face {

@@ -35,6 +35,7 @@
 //! and its client declares the extension (`tasks`); a run's progress goes to the caller
 //! as `notifications/progress`: `docs/mcp.md`, "Tasks" and "Progress".
 
+mod face;
 mod handler;
 mod remote;
 mod round;
@@ -47,7 +48,7 @@ use parkway::Runtime;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-pub use handler::{Face, META_RUN, META_SUBJECT};
+pub use face::{Face, META_RUN, META_SUBJECT};
 pub use remote::{DEFAULT_ASK_EXPIRY, DEFAULT_REQUEST_TIMEOUT, MAX_ROUNDS, Remote};
 
 /// The face's settings.

@@ -30,7 +30,7 @@ use rmcp::model::{
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::handler::{Face, internal, run_meta};
+use crate::face::{Face, internal, run_meta};
 use crate::round::{self, Answer};
 use crate::state::TaskRef;
 

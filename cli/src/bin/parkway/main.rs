@@ -31,6 +31,7 @@ fn keep_freed_memory() {
 mod check;
 mod crash;
 mod load;
+mod log;
 mod mcp;
 mod serve;
 mod sim;

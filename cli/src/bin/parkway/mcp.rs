@@ -146,7 +146,7 @@ pub(crate) struct Args {
 /// Run `parkway mcp --stdio`. Logs go to standard error: standard output is the
 /// protocol's.
 pub(crate) fn main(args: Args) -> ExitCode {
-    crate::serve::log_to_stderr();
+    crate::log::log_to_stderr();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -125,7 +125,7 @@ fn open_file_limit() -> Option<u64> {
 
 /// Run `parkway serve`.
 pub(crate) fn main(args: Args) -> ExitCode {
-    log_to_stderr();
+    crate::log::log_to_stderr();
     // Test mode plays a scenario as `parkway sim` does, on one thread: messages sent
     // together (the timers due at one instant) reach their actors before any of them
     // runs, so their events reach the log in one order, and a transcript, which compares
@@ -320,23 +320,6 @@ fn mcp_routes(args: &Args, runtime: &Runtime, tokens: Tokens) -> Result<Router, 
     let options = args.mcp.options(data.as_deref())?;
     let routes = parkway_mcp::router(runtime.clone(), options).map_err(|e| e.to_string())?;
     Ok(parkway_http::guarded(routes, tokens, Scope::Visit))
-}
-
-/// Log to standard error, warnings and errors by default (`RUST_LOG` otherwise): the
-/// runtime logs every platform event at `info`, several lines a visit, which a server
-/// under load cannot afford to write. Colours only on a terminal.
-pub(crate) fn log_to_stderr() {
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                // The MCP SDK logs each error it answers a client with at `warn`: a
-                // client's mistake, not the server's.
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp::service=error")),
-        )
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
 }
 
 /// Ctrl-C or SIGTERM.
