@@ -414,7 +414,7 @@ pub(crate) async fn recover_subjects(
     let read = |e: crate::store::StoreError| e.to_string();
     let (mut replay, mut offering) = (Vec::new(), Vec::new());
     let mut counts = super::state::Counts::default();
-    walk(&store, Space::Heads, |key, value| {
+    walk(store, Space::Heads, |key, value| {
         let name =
             std::str::from_utf8(key).map_err(|e| format!("a subject's name is not text: {e}"))?;
         let head = index::Head::from_bytes(value)
@@ -445,7 +445,7 @@ pub(crate) async fn recover_subjects(
     }
     let mut recovered = Vec::new();
     for name in &replay {
-        let state = State::read_parts(&store, name)
+        let state = State::read_parts(store, name)
             .map_err(|e| format!("subject {name} cannot be read back: {e}"))?
             .ok_or_else(|| format!("subject {name} has a head and no state"))?;
         hub.registry.restore(name, state);
