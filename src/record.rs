@@ -326,6 +326,13 @@ pub enum NoResult {
         /// The interaction.
         id: String,
     },
+    /// The resolution took a waiting outcome: it hands back the taken value (or its
+    /// failure), and no run record.
+    #[error("interaction {id} was a waiting outcome taken: it has a value, not a record")]
+    Taken {
+        /// The interaction.
+        id: String,
+    },
     /// The run was started with no receiver (a hook or a schedule started it): its
     /// record is read with [`Runtime::record`](crate::Runtime::record).
     #[error("run {run_id} was started with no receiver: its record is read by its id")]

@@ -111,6 +111,7 @@ async fn each_way_of_having_no_value_is_named() {
     rt.save_door(DoorSpec::route("take", "fails").resume_expr(r#"$parked | map(.id)"#))
         .unwrap();
     let taken = rt.visit("take", "f", json!({})).await.unwrap();
+    assert_eq!(taken.resumed(), Err(NoResult::Taken { id: ask.clone() }));
     match taken.values() {
         Err(NoResult::TakeFailed { id, error }) => {
             assert_eq!(id, ask);

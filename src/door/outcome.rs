@@ -103,7 +103,7 @@ impl ItemOutcome {
                 Err(NoResult::NoReceiver { id: id.clone() })
             }
             ItemOutcome::Taken { id, .. } | ItemOutcome::TakeFailed { id, .. } => {
-                Err(NoResult::NoReceiver { id: id.clone() })
+                Err(NoResult::Taken { id: id.clone() })
             }
         }
     }
