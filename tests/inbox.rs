@@ -503,6 +503,7 @@ async fn inbox_items_carry_the_titles_of_the_targets_that_asked() {
 
 /// Read back from a data directory, a pending user ask is offered again with the titles
 /// the tools give as the runtime opens, not those it was raised under.
+#[cfg(feature = "disk")]
 #[tokio::test]
 async fn a_user_ask_read_back_carries_the_titles_of_the_tools_as_opened() {
     let dir = tempfile::tempdir().unwrap();
