@@ -926,9 +926,7 @@ impl Sim {
             .map_err(|e| format!("the event log cannot be read: {e}"))?;
         for logged in log {
             if self.shown.insert(logged.seq) {
-                if let Some(s) = event_subject(&logged.event) {
-                    self.touched.push(s.to_owned());
-                }
+                self.touched.push(logged.event.subject().to_owned());
                 self.model
                     .apply(&logged.event, self.rt.now(), launch, &["user_asker"])?;
             }
@@ -1105,9 +1103,8 @@ impl Sim {
                             continue;
                         }
                     }
-                    if let Some(s) = event_subject(&event)
-                        && !touched.iter().any(|t| t == s)
-                    {
+                    let s = event.subject();
+                    if !touched.iter().any(|t| t == s) {
                         touched.push(s.to_owned());
                     }
                     self.model.apply(&event, now, launch, &["user_asker"])?;
@@ -1381,25 +1378,6 @@ fn op_subject(op: &Op) -> Option<&str> {
         | Op::McpRetry { subject, .. } => Some(subject),
         Op::Answer { .. } | Op::BadSave { .. } | Op::Advance(_) | Op::Passivate => None,
     }
-}
-
-fn event_subject(event: &Event) -> Option<&str> {
-    Some(match event {
-        Event::AskParked { subject, .. }
-        | Event::AskResolved { subject, .. }
-        | Event::RunStarted { subject, .. }
-        | Event::RunFinished { subject, .. }
-        | Event::RunFailed { subject, .. }
-        | Event::RunCancelled { subject, .. }
-        | Event::CapRefused { subject, .. }
-        | Event::ExpiryFired { subject, .. }
-        | Event::WaitingOutcomeStored { subject, .. }
-        | Event::WaitingOutcomeTaken { subject, .. }
-        | Event::WaitingOutcomeDropped { subject, .. }
-        | Event::VisitRefused { subject, .. }
-        | Event::RunProgress { subject, .. }
-        | Event::RecordDropped { subject, .. } => subject,
-    })
 }
 
 fn id_number(id: &str) -> u64 {
