@@ -219,19 +219,33 @@ async fn warm(http: &Arc<Http>, concurrency: usize) {
 
 /// Every subject's parked set, `config.concurrency` requests at a time.
 async fn list(http: &Arc<Http>, config: &LoadConfig) -> Left {
+    let http = Arc::clone(http);
+    left_on(config.subjects, config.concurrency, move |n| {
+        let http = Arc::clone(&http);
+        async move { http.parked(n).await }
+    })
+    .await
+}
+
+/// What `read` finds on the subjects `0..count`, `concurrency` reads at a time: the
+/// entries left, and the subjects that could not be read, with the first reason.
+async fn left_on<F, Fut>(count: usize, concurrency: usize, read: F) -> Left
+where
+    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<Vec<http::EntryReply>, Failure>> + Send,
+{
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut tasks = JoinSet::new();
-    for _ in 0..config.concurrency.min(config.subjects) {
-        let (http, next) = (Arc::clone(http), Arc::clone(&next));
-        let subjects = config.subjects;
+    for _ in 0..concurrency.clamp(1, count.max(1)) {
+        let (read, next) = (read.clone(), Arc::clone(&next));
         tasks.spawn(async move {
             let mut left = Left::default();
             loop {
                 let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if n >= subjects {
+                if n >= count {
                     break left;
                 }
-                match http.parked(n).await {
+                match read(n).await {
                     Ok(entries) => left.add(entries),
                     Err(failure) => {
                         left.unread += 1;

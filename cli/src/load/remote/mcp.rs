@@ -414,55 +414,28 @@ pub async fn run(
     Ok(McpReport::new(config, &http, all, seconds, left, baseline))
 }
 
+/// What the calls' subjects hold once the calls end: how many entries (of any status),
+/// and the subjects that could not be read.
+async fn left(http: &Arc<Http>, subjects: &[String], concurrency: usize) -> Left {
+    let (http, subjects): (_, Arc<[String]>) = (Arc::clone(http), subjects.into());
+    let read = super::left_on(subjects.len(), concurrency, move |n| {
+        let (http, subjects) = (Arc::clone(&http), Arc::clone(&subjects));
+        async move { http.parked_of(&subjects[n]).await }
+    })
+    .await;
+    Left {
+        entries: read.entries.len() as u64 + read.strange,
+        unread: read.unread,
+        unread_reason: read.unread_reason,
+    }
+}
+
 /// What the calls' subjects hold once the calls end.
 #[derive(Debug, Default)]
 struct Left {
     entries: u64,
     unread: u64,
     unread_reason: Option<String>,
-}
-
-/// Every subject in `subjects` listed, `concurrency` at a time.
-async fn left(http: &Arc<Http>, subjects: &[String], concurrency: usize) -> Left {
-    let subjects: Arc<[String]> = subjects.into();
-    let next = Arc::new(AtomicU64::new(0));
-    let mut tasks = JoinSet::new();
-    for _ in 0..concurrency.clamp(1, subjects.len().max(1)) {
-        let (http, next, subjects) = (Arc::clone(http), Arc::clone(&next), Arc::clone(&subjects));
-        tasks.spawn(async move {
-            let mut left = Left::default();
-            loop {
-                let n = next.fetch_add(1, Ordering::Relaxed) as usize;
-                let Some(subject) = subjects.get(n) else {
-                    break left;
-                };
-                match http.parked_of(subject).await {
-                    Ok(entries) => left.entries += entries.len() as u64,
-                    Err(failure) => {
-                        left.unread += 1;
-                        left.unread_reason.get_or_insert_with(|| {
-                            format!("{}: {}", failure.kind(), failure.message())
-                        });
-                    }
-                }
-            }
-        });
-    }
-    let mut all = Left::default();
-    while let Some(joined) = tasks.join_next().await {
-        match joined {
-            Ok(part) => {
-                all.entries += part.entries;
-                all.unread += part.unread;
-                if all.unread_reason.is_none() {
-                    all.unread_reason = part.unread_reason;
-                }
-            }
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => {}
-        }
-    }
-    all
 }
 
 /// The account of the MCP mode.
