@@ -45,10 +45,16 @@ fn alive(handle: &tokio::runtime::Handle) -> usize {
     handle.metrics().num_alive_tasks()
 }
 
+/// How many spinning activations began, and how many were dropped so far.
+#[derive(Default)]
+struct Spinning {
+    started: Arc<AtomicUsize>,
+    dropped: Arc<AtomicUsize>,
+}
+
 /// A runtime with `asker` (parks on its caller) and `spinner` (loops forever, yielding,
 /// so its activation is a task that never ends by itself); subjects stay live.
-/// Also returns how many spinning activations were dropped so far.
-async fn build() -> (Runtime, Arc<AtomicUsize>) {
+async fn build() -> (Runtime, Spinning) {
     let rt = Runtime::builder()
         .without_env()
         .clock(ManualClock::default())
@@ -61,9 +67,10 @@ async fn build() -> (Runtime, Arc<AtomicUsize>) {
         let answer = ctx.ask(Ask::caller("proceed?").expiry_at("10m")).await?;
         Ok(json!({ "answer": answer }))
     });
-    let dropped = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&dropped);
+    let spinning = Spinning::default();
+    let (started, counter) = (Arc::clone(&spinning.started), Arc::clone(&spinning.dropped));
     rt.register("spinner", &[], move |ctx, _, _| {
+        started.fetch_add(1, Ordering::SeqCst);
         let counted = OnDrop(Arc::clone(&counter));
         async move {
             let _counted = counted;
@@ -74,7 +81,7 @@ async fn build() -> (Runtime, Arc<AtomicUsize>) {
             }
         }
     });
-    (rt, dropped)
+    (rt, spinning)
 }
 
 /// `SUBJECTS` subjects, each live with one parked run, and one spinning activation.
@@ -114,13 +121,20 @@ fn shutdown_ends_every_task_of_the_runtime() {
     let tokio = tokio_runtime(2);
     let handle = tokio.handle().clone();
     tokio.block_on(async {
-        let (rt, dropped) = build().await;
+        let (rt, spinning) = build().await;
         populate(&rt).await;
         let waiting = {
             let rt = rt.clone();
             tokio::spawn(async move { rt.run(Start::new("spin-2", "spinner")).await })
         };
         let submitted = rt.submit(Start::new("spin-3", "spinner")).await.unwrap();
+        // All three spinning activations have begun (the waiting caller's run reaches
+        // its subject on a task of its own), so each has a future to drop.
+        let guard = Instant::now() + Duration::from_secs(10);
+        while spinning.started.load(Ordering::SeqCst) < 3 {
+            assert!(Instant::now() < guard, "the spinners did not all begin");
+            tokio::task::yield_now().await;
+        }
         // Actors, activations, the supervisor, the ticker, the waiting caller and the
         // submit door's record writer.
         assert!(alive(&handle) > SUBJECTS, "{} tasks", alive(&handle));
@@ -130,7 +144,7 @@ fn shutdown_ends_every_task_of_the_runtime() {
         assert_eq!(outcome, Err(StartError::Stopped));
         assert_eq!(outcome.unwrap_err().to_string(), "the runtime is shut down");
         assert_eq!(
-            dropped.load(Ordering::SeqCst),
+            spinning.dropped.load(Ordering::SeqCst),
             3,
             "every spinning activation was dropped before shutdown returned"
         );
