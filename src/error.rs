@@ -416,6 +416,16 @@ pub enum IdProblem {
         /// When.
         at: DateTime<Utc>,
     },
+    /// An earlier cancel, expiry or visit that tears down a chain names the entry, and is
+    /// waiting for the supervisor's walk of the chain: it resolves the entry when that
+    /// comes back (`docs/semantics.md`, "What cancel tears down").
+    #[error("interaction {id} on subject {subject} is being resolved by an earlier teardown")]
+    BeingResolved {
+        /// The id.
+        id: String,
+        /// The subject.
+        subject: String,
+    },
 }
 
 /// `at` as RFC 3339 text in UTC: the clock's own writing of times.
@@ -613,6 +623,7 @@ impl IdProblem {
             IdProblem::Duplicate { .. } => "duplicate",
             IdProblem::TooDeep { .. } => "too_deep",
             IdProblem::AlreadyResolved { .. } => "already_resolved",
+            IdProblem::BeingResolved { .. } => "being_resolved",
         }
     }
 }

@@ -88,9 +88,6 @@ pub(crate) enum Msg {
         /// refusal is published as an event.
         reply: Option<oneshot::Sender<Result<Applied, Vec<VisitProblem>>>>,
     },
-    /// The supervisor's answer to the chains the held message asked for, in the order
-    /// asked.
-    Chains(Vec<Vec<Arc<str>>>),
     /// The store's acknowledgement of the oldest change not yet durable: its effects are
     /// released, or, on a failure, the runtime stops.
     Durable(Result<crate::store::Receipt, crate::store::StoreError>),
@@ -198,4 +195,12 @@ pub(crate) enum Op {
     /// Every subject is recovered: replay the runs that were executing
     /// (`State::replay`).
     Replay,
+    /// The supervisor's walk for a waiting teardown (`State::walked`): the chain of each
+    /// run it asked about, in the order asked.
+    Walked {
+        /// The teardown's token.
+        token: u64,
+        /// The chains, each asker first.
+        chains: Vec<Vec<Arc<str>>>,
+    },
 }

@@ -104,12 +104,14 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The status of an interaction's problem: unknown is 404, already resolved or in the
-/// wrong state 409, anything about the request itself 400.
+/// The status of an interaction's problem: unknown is 404, already resolved, being
+/// resolved or in the wrong state 409, anything about the request itself 400.
 fn id_status(problem: &IdProblem) -> StatusCode {
     match problem {
         IdProblem::Unknown { .. } => StatusCode::NOT_FOUND,
-        IdProblem::AlreadyResolved { .. } | IdProblem::WrongStatus { .. } => StatusCode::CONFLICT,
+        IdProblem::AlreadyResolved { .. }
+        | IdProblem::BeingResolved { .. }
+        | IdProblem::WrongStatus { .. } => StatusCode::CONFLICT,
         _ => StatusCode::BAD_REQUEST,
     }
 }

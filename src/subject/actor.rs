@@ -2,10 +2,10 @@
 //!
 //! One message at a time, in mailbox order. For each it runs the state's transition
 //! ([`State::handle`], or for a visit, the door's contract evaluation and then
-//! [`State::visit`]) and applies the effects it returned, in order. A transition that
-//! needs the supervisor's chains leaves its operation waiting in the state; messages that
-//! come meanwhile are held there, and handled once the chains arrive as a message
-//! (ARCHITECTURE.md, "Cancellation"). No handler awaits another actor.
+//! [`State::visit`]) and applies the effects it returned, in order. A teardown that
+//! needs the supervisor's walk asks for it with an effect, and the answer comes back as
+//! an ordinary message (ARCHITECTURE.md, "The subject's protocol"). No handler awaits
+//! another actor.
 //!
 //! When the state says the subject is idle the actor passivates: it marks its registry
 //! slot busy (so new senders wait), drains its mailbox (every message already queued is
@@ -14,7 +14,7 @@
 //! shutdown stops an actor: it then aborts the subject's activations, waits for them,
 //! and forgets the state.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use ractor::{ActorProcessingErr, ActorRef, MessagingErr};
@@ -24,7 +24,7 @@ use super::durable;
 use super::effect::{Effect, Step};
 use super::hub::Hub;
 use super::registry::Stopped;
-use super::state::{After, Awaiting, Chains, Handled, Pending, Planned, State, Touch};
+use super::state::{After, Planned, State, Touch};
 use super::turn;
 use super::{Msg, Op};
 use crate::event::{Event, Resolution};
@@ -71,6 +71,9 @@ struct Tasks {
     /// The changes of this turn, one batch, handed to the store when the turn ends
     /// (`Work::submit_turn`); their effects are the last entry of `unacked`.
     turn: Option<Batch>,
+    /// What activations polled in place this turn sent their own subject
+    /// (`super::turn`), handled next, in the order sent.
+    queued: VecDeque<Msg>,
 }
 
 impl ractor::Actor for Active {
@@ -107,37 +110,22 @@ impl ractor::Actor for Active {
         let mut touch = Touch::Ack;
         let mut handled = 0;
         match msg {
-            // Acknowledgements are taken whatever waits: they only release effects.
             Msg::Durable(result) => {
                 // The change's unit in flight rode on this message.
                 handled += 1;
                 Work::new(&hub, &myself, &mut held.tasks).durable(&mut state, result);
             }
-            Msg::Chains(answer) => {
-                // The exchange's own unit in flight rode on this message.
-                handled += 1;
-                if let Some(Pending { what, runs }) = state.awaiting.take() {
-                    let chains: Chains = runs.into_iter().zip(answer).collect();
-                    let mut work = Work::new(&hub, &myself, &mut held.tasks);
-                    // The waiting operation's own unit, kept while it waited.
-                    handled += usize::from(work.run(&mut state, what, Some(&chains)));
-                }
-            }
-            msg if state.awaiting.is_some() => state.held.push_back(msg),
             msg => {
                 let mut work = Work::new(&hub, &myself, &mut held.tasks);
-                let (done, said) = Box::pin(work.message(&mut state, msg)).await;
-                handled += usize::from(done);
-                touch = said;
+                touch = Box::pin(work.message(&mut state, msg)).await;
+                handled += 1;
             }
         }
-        // Messages held while an operation waited, now that none waits.
-        while state.awaiting.is_none()
-            && let Some(msg) = state.held.pop_front()
-        {
+        // What activations polled in place sent, as if next in the mailbox.
+        while let Some(msg) = held.tasks.queued.pop_front() {
             let mut work = Work::new(&hub, &myself, &mut held.tasks);
-            let (done, said) = Box::pin(work.message(&mut state, msg)).await;
-            handled += usize::from(done);
+            let said = Box::pin(work.message(&mut state, msg)).await;
+            handled += 1;
             touch = touch.then(said);
         }
         // The turn's changes go to the store as one batch.
@@ -149,7 +137,7 @@ impl ractor::Actor for Active {
         // activity is noted for the decision made later.
         let after = if held.draining {
             After::Stay
-        } else if state.awaiting.is_some() || !state.unacked.is_empty() {
+        } else if state.walking() || !state.unacked.is_empty() {
             state.deferred(hub.services.clock.now(), touch);
             After::Stay
         } else {
@@ -233,17 +221,22 @@ impl<'a> Work<'a> {
         Step::new(s.clock.now(), &s.settings, &s.ids, &s.keys)
     }
 
-    /// Handle one message from the mailbox (or held): whether it was handled (not left
-    /// waiting for chains), and what it says of the subject's activity.
-    async fn message(&mut self, state: &mut State, msg: Msg) -> (bool, Touch) {
-        let what = match msg {
+    /// Handle one message from the mailbox (or sent by an activation polled in place):
+    /// what it says of the subject's activity.
+    async fn message(&mut self, state: &mut State, msg: Msg) -> Touch {
+        match msg {
             Msg::Op(op) => {
                 let touch = match &op {
                     Op::Idle { key } => Touch::Idle(*key),
                     Op::Expire { .. } | Op::Retire { .. } => Touch::Timer,
+                    // The supervisor's answer: the end of earlier work, not new work.
+                    Op::Walked { .. } => Touch::Ack,
                     _ => Touch::Active,
                 };
-                return (self.run(state, Awaiting::Op(op), None), touch);
+                let mut step = self.step();
+                state.handle(op, &mut step);
+                self.commit(state, step.into_effects());
+                touch
             }
             Msg::Visit { door, input, reply } => {
                 let s = &self.hub.services;
@@ -256,63 +249,40 @@ impl<'a> Work<'a> {
                     .evaluate(&input, parked, &state.name, s.clock.now(), &limits)
                     .await;
                 let target = s.targets.get(&door.spec.target);
-                Awaiting::Visit(Planned {
+                let planned = Planned {
                     door,
                     plan,
                     target,
                     reply,
-                })
+                };
+                let mut step = self.step();
+                state.visit(planned, &mut step);
+                self.commit(state, step.into_effects());
+                Touch::Active
             }
-            // An answer nothing waits for: a stale exchange, ignored.
-            Msg::Chains(_) => return (true, Touch::Active),
-            // Taken in `handle` before anything is held; not reached.
+            // Taken in `handle`, never queued; handled the same way if it were.
             Msg::Durable(result) => {
                 self.durable(state, result);
-                return (true, Touch::Active);
-            }
-        };
-        (self.run(state, what, None), Touch::Active)
-    }
-
-    /// Run one transition and apply its effects; whether it was handled.
-    fn run(&mut self, state: &mut State, what: Awaiting, chains: Option<&Chains>) -> bool {
-        let mut step = self.step();
-        let needs = match what {
-            Awaiting::Op(op) => match state.handle(op, chains, &mut step) {
-                Handled::Done => None,
-                Handled::Needs {
-                    op,
-                    runs,
-                    canceller,
-                } => Some((Awaiting::Op(op), runs, canceller)),
-            },
-            Awaiting::Visit(planned) => match state.visit(planned, chains, &mut step) {
-                Handled::Done => None,
-                Handled::Needs {
-                    op,
-                    runs,
-                    canceller,
-                } => Some((Awaiting::Visit(op), runs, canceller)),
-            },
-        };
-        self.commit(state, step.into_effects());
-        match needs {
-            None => true,
-            Some((what, runs, canceller)) => {
-                self.ask_chains(runs.clone(), canceller, Arc::clone(&state.name));
-                state.awaiting = Some(Pending { what, runs });
-                false
+                Touch::Ack
             }
         }
     }
 
-    /// Ask the supervisor for chains; its answer comes back as a [`Msg::Chains`]. The
-    /// exchange counts as one unit in flight until the answer is in the mailbox.
-    fn ask_chains(&self, runs: Vec<Arc<str>>, canceller: Option<Arc<str>>, subject: Arc<str>) {
+    /// Ask the supervisor to walk chains for the teardown `token`; its answer comes back
+    /// as [`Op::Walked`]. The exchange counts as one unit in flight until the answer is
+    /// in the mailbox, where it rides on the answer.
+    fn ask_walk(
+        &self,
+        token: u64,
+        runs: Vec<Arc<str>>,
+        canceller: Option<Arc<str>>,
+        subject: Arc<str>,
+    ) {
         let hub = Arc::clone(self.hub);
         hub.services.inflight.add();
         let me = self.myself.clone();
-        let reply = supervisor::Answer::new(move |chains| deliver(&hub, &me, &subject, chains));
+        let reply =
+            supervisor::Answer::new(move |chains| deliver(&hub, &me, &subject, token, chains));
         let asked = self.hub.supervisor.cast(supervisor::Msg::Chains {
             runs,
             canceller,
@@ -335,8 +305,11 @@ impl<'a> Work<'a> {
             state.discard_unwritten();
             return self.apply(state, effects);
         }
-        let writes =
-            state.has_unwritten() || effects.iter().any(|e| !matches!(e, Effect::Reply(_)));
+        // Replies and the ask for a walk change nothing kept.
+        let writes = state.has_unwritten()
+            || effects
+                .iter()
+                .any(|e| !matches!(e, Effect::Reply(_) | Effect::Walk { .. }));
         if !writes {
             match state.unacked.back_mut() {
                 Some(last) => last.extend(effects),
@@ -506,7 +479,7 @@ impl<'a> Work<'a> {
                     let (handle, sent) =
                         turn::capturing(&state.name, || activation::spawn(activation));
                     self.tasks.activations.insert(run, handle);
-                    state.held.extend(sent);
+                    self.tasks.queued.extend(sent);
                 }
                 Effect::Gone(run) => {
                     self.tasks.activations.remove(&run);
@@ -524,6 +497,11 @@ impl<'a> Work<'a> {
                 Effect::Unlink(run) => {
                     let _ = hub.supervisor.cast(supervisor::Msg::Ended { run });
                 }
+                Effect::Walk {
+                    token,
+                    runs,
+                    canceller,
+                } => self.ask_walk(token, runs, canceller, Arc::clone(&state.name)),
             }
         }
     }
@@ -555,14 +533,20 @@ impl<'a> Work<'a> {
     }
 }
 
-/// Hand the supervisor's chains to the subject that asked (see [`hand_back`]).
-fn deliver(hub: &Arc<Hub>, me: &ActorRef<Msg>, subject: &Arc<str>, chains: Vec<Vec<Arc<str>>>) {
+/// Hand the supervisor's walk to the subject that asked (see [`hand_back`]).
+fn deliver(
+    hub: &Arc<Hub>,
+    me: &ActorRef<Msg>,
+    subject: &Arc<str>,
+    token: u64,
+    chains: Vec<Vec<Arc<str>>>,
+) {
     hand_back(
         &tokio::runtime::Handle::current(),
         hub,
         me,
         subject,
-        Msg::Chains(chains),
+        Msg::Op(Op::Walked { token, chains }),
     );
 }
 

@@ -193,6 +193,13 @@ pub(crate) enum Effect {
     },
     /// Forget `run` in the run tree: it ended, or was torn down.
     Unlink(Arc<str>),
+    /// Ask the supervisor to walk the chains of `runs` for the waiting teardown `token`,
+    /// each stopping below `canceller`; its answer comes back as `Op::Walked`.
+    Walk {
+        token: u64,
+        runs: Vec<Arc<str>>,
+        canceller: Option<Arc<str>>,
+    },
     /// The outcome handed to a receiver under this interaction was delivered or left
     /// waiting: the store forgets it as undelivered (`super::durable`).
     Delivered(String),

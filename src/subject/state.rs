@@ -5,9 +5,10 @@
 //! raised. [`State::handle`] takes one operation with a [`Step`] (the time, the id
 //! source, the settings) and returns nothing but the state it changed and the effects it
 //! pushed on the step ([`super::effect`]): it never awaits and touches nothing outside
-//! the state. A transition that needs the chain of a linked run asks for it with an
-//! effect and hands its operation back ([`Handled::Needs`]); the actor handles it again
-//! once the supervisor's answer arrives.
+//! the state. Every transition is total. A teardown of a linked run's chain, which the
+//! supervisor walks, is decided when its operation is handled and kept in the state as a
+//! [`Teardown`] (the operation, and the entries it claims) until the supervisor's walk
+//! comes back as an ordinary operation ([`Op::Walked`]), which applies it.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::effect::{Effect, Launch, Receiver, Reply, Step, Waiting};
-use super::{Ack, Msg, Op};
+use super::{Ack, Op};
 use crate::ask::{Ask, Checked, EXPIRY_MARKER_KEY, OnExpiry, expiry_marker};
 use crate::entry::{Entry, EntryStatus, To};
 use crate::error::{AskError, IdProblem, RunError};
@@ -251,57 +252,56 @@ pub(crate) struct State {
     /// `$parked` converted for jq, kept until the parked set changes.
     #[serde(skip)]
     parked: Option<crate::jq::Input>,
-    /// The operation waiting for the supervisor's chains, if one is.
+    /// Teardowns decided and waiting for the supervisor's walk of their chains, oldest
+    /// first.
     #[serde(skip)]
-    pub(crate) awaiting: Option<Pending>,
-    /// Messages that came while an operation waits for chains, in arrival order: the
-    /// actor handles them once it is handled.
+    teardowns: Vec<Teardown>,
+    /// The entries a waiting teardown names, with its token: no other operation resolves
+    /// them until it is applied.
     #[serde(skip)]
-    pub(crate) held: VecDeque<Msg>,
+    claims: HashMap<Arc<str>, u64>,
+    /// The token of the next teardown.
+    #[serde(skip)]
+    next_token: u64,
     /// The effects of changes handed to the store and not yet durable, oldest first: each
     /// is released when the store acknowledges its change.
     #[serde(skip)]
     pub(crate) unacked: VecDeque<Vec<Effect>>,
 }
 
-/// An operation waiting for the supervisor's chains, with the runs it asked about.
+/// A teardown waiting for the supervisor's walk: an operation that tears down the chain
+/// of a linked run, decided when it was handled (every check that needs no chain done,
+/// the entries it names claimed) and applied when the walk comes back.
 #[derive(Debug)]
-pub(crate) struct Pending {
+pub(crate) struct Teardown {
+    /// Names the walk's answer ([`Op::Walked`]).
+    token: u64,
     /// The operation.
-    pub(crate) what: Awaiting,
-    /// The runs whose chains it asked for, in the order asked.
-    pub(crate) runs: Vec<Arc<str>>,
+    what: Deferred,
+    /// The linked runs whose chains were asked for, in the order asked.
+    runs: Vec<Arc<str>>,
 }
 
-/// The operations that may wait for chains.
+/// The operations that tear down a linked run's chain.
 #[derive(Debug)]
-pub(crate) enum Awaiting {
-    /// A cancel or an expiry.
-    Op(Op),
+pub(crate) enum Deferred {
+    /// A cancel, whose reply waits for the teardown.
+    Cancel {
+        ids: Vec<String>,
+        canceller: Option<Arc<str>>,
+        reply: tokio::sync::oneshot::Sender<Result<(), Vec<IdProblem>>>,
+    },
+    /// A killing expiry.
+    Expire {
+        interaction: Arc<str>,
+        key: TimerKey,
+    },
     /// A visit whose plan cancels.
     Visit(Planned),
 }
 
 /// The supervisor's chains, by the run whose park they tear down (asker first).
 pub(crate) type Chains = HashMap<Arc<str>, Vec<Arc<str>>>;
-
-/// What became of an operation.
-#[derive(Debug)]
-pub(crate) enum Handled<T> {
-    /// Handled; its effects are on the step.
-    Done,
-    /// Not handled, and nothing changed: it tears down the chains of these linked runs,
-    /// which the supervisor walks. The operation comes back, to be handled again with
-    /// the chains once they arrive.
-    Needs {
-        /// The operation.
-        op: T,
-        /// The runs whose chains it needs.
-        runs: Vec<Arc<str>>,
-        /// Where the chains stop: below the cancelling run.
-        canceller: Option<Arc<str>>,
-    },
-}
 
 /// What the message just handled says of the subject's activity, for its idle check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -359,8 +359,9 @@ impl State {
             idle_timer: None,
             last_active: None,
             parked: None,
-            awaiting: None,
-            held: VecDeque::new(),
+            teardowns: Vec::new(),
+            claims: HashMap::new(),
+            next_token: 0,
             unacked: VecDeque::new(),
         }
     }
@@ -369,9 +370,8 @@ impl State {
     /// a receiver or a blocked `sync` ask's waiter. Such a state is not packed.
     pub(crate) fn holds_activation(&self) -> bool {
         self.live > 0
-            || self.awaiting.is_some()
+            || !self.teardowns.is_empty()
             || !self.unacked.is_empty()
-            || !self.held.is_empty()
             || self
                 .runs
                 .values()
@@ -391,15 +391,14 @@ impl State {
         self.entries.values().map(|p| p.entry.clone()).collect()
     }
 
-    /// Handle one operation at `step.now`, with the chains the supervisor walked for it
-    /// (`None` the first time). Its effects are pushed on `step`, in order.
-    pub(crate) fn handle(
-        &mut self,
-        op: Op,
-        chains: Option<&Chains>,
-        step: &mut Step<'_>,
-    ) -> Handled<Op> {
-        let none = Chains::new();
+    /// Whether a teardown waits for the supervisor's walk: the subject does not
+    /// passivate meanwhile.
+    pub(crate) fn walking(&self) -> bool {
+        !self.teardowns.is_empty()
+    }
+
+    /// Handle one operation at `step.now`. Its effects are pushed on `step`, in order.
+    pub(crate) fn handle(&mut self, op: Op, step: &mut Step<'_>) {
         match op {
             Op::Start {
                 target,
@@ -479,36 +478,30 @@ impl State {
                 Err(problems) => step.reply(Reply::Cancel(reply, Err(problems))),
                 Ok(()) => {
                     let runs = self.linked_owners(ids.iter().map(String::as_str));
-                    match chains {
-                        None if !runs.is_empty() => {
-                            return Handled::Needs {
-                                op: Op::Cancel {
-                                    ids,
-                                    canceller: canceller.clone(),
-                                    reply,
-                                },
-                                runs,
-                                canceller,
-                            };
-                        }
-                        _ => {
-                            self.cancel(step, ids, canceller, chains.unwrap_or(&none));
-                            step.reply(Reply::Cancel(reply, Ok(())));
-                        }
+                    if runs.is_empty() {
+                        self.cancel(step, ids, canceller, &Chains::new());
+                        step.reply(Reply::Cancel(reply, Ok(())));
+                    } else {
+                        let claimed = ids.clone();
+                        let walk = canceller.clone();
+                        let what = Deferred::Cancel {
+                            ids,
+                            canceller,
+                            reply,
+                        };
+                        self.defer(step, what, claimed, runs, walk);
                     }
                 }
             },
-            Op::Expire { interaction, key } => match (chains, self.expiry_needs(&interaction, key))
-            {
-                (None, Some(owner)) => {
-                    return Handled::Needs {
-                        op: Op::Expire { interaction, key },
-                        runs: vec![owner],
-                        canceller: None,
-                    };
+            Op::Expire { interaction, key } => match self.expiry_needs(&interaction, key) {
+                Some(owner) => {
+                    let claimed = vec![interaction.to_string()];
+                    let what = Deferred::Expire { interaction, key };
+                    self.defer(step, what, claimed, vec![owner], None);
                 }
-                _ => self.expire(step, &interaction, key, chains.unwrap_or(&none)),
+                None => self.expire(step, &interaction, key, &Chains::new()),
             },
+            Op::Walked { token, chains } => self.walked(step, token, chains),
             Op::Retire { interaction, key } => self.retire(step, &interaction, key),
             // The actor decides about passivation after every operation (`State::after`).
             Op::Idle { .. } => {}
@@ -527,7 +520,97 @@ impl State {
             }
             Op::Replay => self.replay(step),
         }
-        Handled::Done
+    }
+
+    // ----- teardowns that wait for the supervisor's walk -------------------------------
+
+    /// Keep `what`, decided, until the supervisor's walk of the chains of `runs` comes
+    /// back: claim the entries it names, and ask for the walk.
+    fn defer(
+        &mut self,
+        step: &mut Step<'_>,
+        what: Deferred,
+        claimed: Vec<String>,
+        runs: Vec<Arc<str>>,
+        canceller: Option<Arc<str>>,
+    ) {
+        let token = self.next_token;
+        self.next_token += 1;
+        for id in claimed {
+            self.claims.insert(Arc::from(id), token);
+        }
+        step.push(Effect::Walk {
+            token,
+            runs: runs.clone(),
+            canceller,
+        });
+        self.teardowns.push(Teardown { token, what, runs });
+    }
+
+    /// The supervisor's walk for the teardown `token` came back (each chain in the order
+    /// asked): apply it. Its entries were claimed, so nothing but another teardown
+    /// resolved them meanwhile; one that did leaves this one nothing to do there.
+    fn walked(&mut self, step: &mut Step<'_>, token: u64, answer: Vec<Vec<Arc<str>>>) {
+        let Some(at) = self.teardowns.iter().position(|t| t.token == token) else {
+            return;
+        };
+        let Teardown { what, runs, .. } = self.teardowns.remove(at);
+        let mut released = Vec::new();
+        self.claims.retain(|id, t| {
+            let mine = *t == token;
+            if mine {
+                released.push(Arc::clone(id));
+            }
+            !mine
+        });
+        let chains: Chains = runs.into_iter().zip(answer).collect();
+        match what {
+            Deferred::Cancel {
+                ids,
+                canceller,
+                reply,
+            } => {
+                self.cancel(step, ids, canceller, &chains);
+                step.reply(Reply::Cancel(reply, Ok(())));
+            }
+            Deferred::Expire { interaction, key } => self.expire(step, &interaction, key, &chains),
+            Deferred::Visit(planned) => self.visit_walked(planned, &chains, step),
+        }
+        // A deadline or horizon that fired while the entry was claimed, if the entry is
+        // still there (a visit refused at its check leaves it), is handled now.
+        for id in released {
+            let due = self
+                .entries
+                .get(&id)
+                .and_then(|p| p.timer.filter(|key| key.at <= step.now))
+                .map(|key| {
+                    (
+                        key,
+                        self.entries.get(&id).is_some_and(|p| p.outcome.is_some()),
+                    )
+                });
+            match due {
+                Some((key, true)) => self.retire(step, &id, key),
+                Some((key, false)) => self.handle(
+                    Op::Expire {
+                        interaction: id,
+                        key,
+                    },
+                    step,
+                ),
+                None => {}
+            }
+        }
+    }
+
+    /// The problem with resolving `id` while a waiting teardown claims it.
+    fn claimed(&self, id: &str) -> Option<IdProblem> {
+        self.claims
+            .contains_key(id)
+            .then(|| IdProblem::BeingResolved {
+                id: id.to_owned(),
+                subject: self.subject(),
+            })
     }
 
     fn subject(&self) -> String {
@@ -1124,6 +1207,9 @@ impl State {
 
     /// Check that `id` names an `asking` entry.
     fn check_asking(&self, step: &Step<'_>, id: &str) -> Result<(), IdProblem> {
+        if let Some(problem) = self.claimed(id) {
+            return Err(problem);
+        }
         match self.entries.get(id) {
             None => Err(self.gone(step, id)),
             Some(p) if p.entry.status != EntryStatus::Asking => Err(IdProblem::WrongStatus {
@@ -1137,6 +1223,9 @@ impl State {
 
     /// Check that `id` names a waiting outcome.
     pub(crate) fn check_waiting(&self, step: &Step<'_>, id: &str) -> Result<(), IdProblem> {
+        if let Some(problem) = self.claimed(id) {
+            return Err(problem);
+        }
         match self.entries.get(id) {
             None => Err(self.gone(step, id)),
             Some(p) if p.outcome.is_none() => Err(IdProblem::WrongStatus {
@@ -1305,6 +1394,8 @@ impl State {
         for id in ids {
             if !seen.insert(id.as_str()) {
                 problems.push(IdProblem::Duplicate { id: id.clone() });
+            } else if let Some(problem) = self.claimed(id) {
+                problems.push(problem);
             } else {
                 match self.entries.get(id.as_str()) {
                     None => problems.push(self.gone(step, id)),
@@ -1497,6 +1588,9 @@ impl State {
     /// The linked owner of the ask `id` if its deadline firing at `key` would tear its
     /// chain down: the chain the expiry needs from the supervisor.
     fn expiry_needs(&self, id: &str, key: TimerKey) -> Option<Arc<str>> {
+        if self.claims.contains_key(id) {
+            return None;
+        }
         let parked = self.entries.get(id)?;
         let due = parked.entry.status == EntryStatus::Asking
             && parked.timer == Some(key)
@@ -1507,6 +1601,11 @@ impl State {
     /// An ask's deadline fired: whichever of expiry and resume the subject handles first
     /// wins, so a resolved ask or a re-armed timer makes this a no-op.
     fn expire(&mut self, step: &mut Step<'_>, id: &str, key: TimerKey, chains: &Chains) {
+        // A waiting teardown claims it: the deadline is looked at again once that is
+        // applied (`State::walked`).
+        if self.claims.contains_key(id) {
+            return;
+        }
         let Some(parked) = self.entries.get_mut(id) else {
             return;
         };
@@ -1537,6 +1636,10 @@ impl State {
 
     /// A waiting outcome's retention horizon passed: drop it, with an event.
     fn retire(&mut self, step: &mut Step<'_>, id: &str, key: TimerKey) {
+        // As for an expiry, a claimed entry's horizon is looked at again later.
+        if self.claims.contains_key(id) {
+            return;
+        }
         let due = self
             .entries
             .get(id)

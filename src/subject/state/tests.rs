@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::{After, Chains, Handled, State, Touch};
+use super::{After, State, Touch};
 use crate::ask::{Ask, OnExpiry};
 use crate::entry::EntryStatus;
 use crate::error::{IdProblem, RunError, Suspension};
@@ -24,9 +24,14 @@ use crate::subject::packed::Packed;
 use crate::supervisor::{Timer, TimerKey, TimerKeys};
 use crate::target::{Target, Targets};
 
+mod recovery;
+mod visits;
+
 /// One subject and what its transitions read.
 struct World {
     state: State,
+    /// The targets: `t`, which takes the extra `tag`.
+    targets: Targets,
     settings: Settings,
     ids: Ids,
     keys: TimerKeys,
@@ -39,12 +44,13 @@ struct World {
 impl World {
     fn new() -> Self {
         let targets = Targets::default();
-        targets.register("t", &[], |_, _, _| async { Ok(Value::Null) });
+        targets.register("t", &["tag"], |_, _, _| async { Ok(Value::Null) });
         let Some(target) = targets.get("t") else {
             panic!("the target was just registered");
         };
         Self {
             state: State::new(Arc::from("s")),
+            targets,
             settings: Settings::default(),
             ids: Ids::sequential(),
             keys: TimerKeys::default(),
@@ -54,27 +60,26 @@ impl World {
         }
     }
 
-    /// Handle `op` with `chains`; the effects, and whether it needed chains.
-    fn try_op(&mut self, op: Op, chains: Option<&Chains>) -> (Vec<Effect>, Option<Vec<String>>) {
+    /// Handle `op`; its effects.
+    fn op(&mut self, op: Op) -> Vec<Effect> {
         let mut step = Step::new(self.now, &self.settings, &self.ids, &self.keys);
-        let needs = match self.state.handle(op, chains, &mut step) {
-            Handled::Done => None,
-            Handled::Needs { runs, .. } => Some(runs.iter().map(|r| r.to_string()).collect()),
-        };
+        self.state.handle(op, &mut step);
         let effects = step.into_effects();
         for effect in &effects {
             if let Effect::Arm(key, Timer::Expiry { interaction, .. }) = effect {
                 self.timers.push((interaction.to_string(), *key));
             }
         }
-        (effects, needs)
+        effects
     }
 
-    /// Handle `op`, which needs no chains.
-    fn op(&mut self, op: Op) -> Vec<Effect> {
-        let (effects, needs) = self.try_op(op, None);
-        assert_eq!(needs, None, "the operation asked for chains");
-        effects
+    /// The supervisor's walk for the teardown `token` comes back with `chains`.
+    fn walked(&mut self, token: u64, chains: &[&[&Arc<str>]]) -> Vec<Effect> {
+        let chains = chains
+            .iter()
+            .map(|chain| chain.iter().map(|run| Arc::clone(run)).collect())
+            .collect();
+        self.op(Op::Walked { token, chains })
     }
 
     /// Start a run of `t`, under `parent`; its id and its receiver.
@@ -184,20 +189,13 @@ impl World {
         self.resume_with(id, payload, true)
     }
 
-    fn cancel(
-        &mut self,
-        ids: &[&str],
-        chains: Option<&Chains>,
-    ) -> (Vec<Effect>, Option<Vec<String>>) {
+    fn cancel(&mut self, ids: &[&str]) -> Vec<Effect> {
         let (reply, _) = oneshot::channel();
-        self.try_op(
-            Op::Cancel {
-                ids: ids.iter().map(|s| (*s).to_owned()).collect(),
-                canceller: None,
-                reply,
-            },
-            chains,
-        )
+        self.op(Op::Cancel {
+            ids: ids.iter().map(|s| (*s).to_owned()).collect(),
+            canceller: None,
+            reply,
+        })
     }
 
     /// The expiry timer armed for `id`.
@@ -244,7 +242,20 @@ fn line(effect: &Effect) -> String {
             Reply::Take(_, Ok(result)) => format!("reply take {result:?}"),
             Reply::Take(_, Err(problem)) => format!("reply take refused: {problem}"),
             Reply::Cancel(_, result) => format!("reply cancel {}", result.is_ok()),
-            Reply::Visit(_, result) => format!("reply visit {}", result.is_ok()),
+            Reply::Visit(_, Ok(applied)) => format!(
+                "reply visit cancelled {:?} resolved {} started {}",
+                applied.cancelled,
+                applied.resolved.as_ref().map_or(0, Vec::len),
+                applied.started.is_some()
+            ),
+            Reply::Visit(_, Err(problems)) => format!(
+                "reply visit refused: {}",
+                problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
         },
         Effect::Deliver(_, record, waiting) => format!(
             "deliver {} {:?}{}",
@@ -294,6 +305,7 @@ fn line(effect: &Effect) -> String {
             parent.as_deref().unwrap_or("nothing")
         ),
         Effect::Unlink(run) => format!("unlink {run}"),
+        Effect::Walk { token, runs, .. } => format!("walk {token} {}", runs.join(",")),
         Effect::Delivered(id) => format!("delivered {id}"),
         Effect::Keep(name, _) => format!("keep {name}"),
     }
@@ -542,8 +554,7 @@ fn a_waiting_outcome_is_dropped_at_the_retention_horizon() {
 fn a_cancel_of_a_lone_run_tears_it_down_without_the_supervisor() {
     let mut w = World::new();
     let (_, id) = w.parked();
-    let (effects, needs) = w.cancel(&[&id], None);
-    assert_eq!(needs, None);
+    let effects = w.cancel(&[&id]);
     assert_eq!(
         show(&effects),
         [
@@ -569,18 +580,17 @@ fn a_cancel_in_a_chain_asks_for_the_chain_and_then_tears_it_all_down() {
     assert!(show(&effects).contains(&"link r-2 under r-1".to_owned()));
     let (id, _) = w.ask(&child, 1, caller_ask());
     w.park(&child, 1, &[&id]);
-    // The child is linked: the cancel needs its chain, and changes nothing meanwhile.
-    let (effects, needs) = w.cancel(&[&id], None);
-    assert_eq!(show(&effects), Vec::<String>::new());
-    assert_eq!(needs, Some(vec!["r-2".to_owned()]));
+    // The child is linked: the cancel asks for its chain, and changes nothing meanwhile
+    // but claim the id it names.
+    let effects = w.cancel(&[&id]);
+    assert_eq!(show(&effects), ["walk 0 r-2"]);
     assert_eq!(status(&w, &id), Some(EntryStatus::Asking));
-    // With the chain, the asker and its caller (still executing) are torn down.
-    let chains = Chains::from([(
-        Arc::clone(&child),
-        vec![Arc::clone(&child), Arc::clone(&parent)],
-    )]);
-    let (effects, needs) = w.cancel(&[&id], Some(&chains));
-    assert_eq!(needs, None);
+    assert!(
+        w.state.holds_activation(),
+        "a waiting teardown is not packed"
+    );
+    // With the walk, the asker and its caller (still executing) are torn down.
+    let effects = w.walked(0, &[&[&child, &parent]]);
     assert_eq!(
         show(&effects),
         [
@@ -612,22 +622,47 @@ fn a_run_started_under_a_chain_while_its_walk_was_out_is_torn_down_with_it() {
     });
     let (id, _) = w.ask(&child, 1, caller_ask());
     w.park(&child, 1, &[&id]);
+    assert_eq!(show(&w.cancel(&[&id])), ["walk 0 r-2"]);
     // The supervisor's chain names the asker and its caller; a second child of the
-    // caller started since is reached through the subject's own links.
+    // caller started while the walk was out is reached through the subject's own links.
     let (late, _, _) = w.start(Parent::Run {
         run: Arc::clone(&parent),
         lineage: Arc::from(vec!["t".to_owned()]),
     });
-    let chains = Chains::from([(
-        Arc::clone(&child),
-        vec![Arc::clone(&child), Arc::clone(&parent)],
-    )]);
-    let (effects, _) = w.cancel(&[&id], Some(&chains));
+    let effects = w.walked(0, &[&[&child, &parent]]);
     assert!(
         show(&effects).contains(&format!("abort {late}")),
         "{:?}",
         show(&effects)
     );
+}
+
+#[test]
+fn a_chain_never_leaves_its_subject() {
+    let mut w = World::new();
+    // A caller that lives here links its child; one this subject does not hold (a run
+    // of another subject, or one that ended) does not: the child is a chain of its own.
+    let (caller, _, _) = w.start(Parent::Top);
+    let (_, _, here) = w.start(Parent::Run {
+        run: Arc::clone(&caller),
+        lineage: Arc::from(vec!["t".to_owned()]),
+    });
+    assert!(show(&here).contains(&format!("link r-2 under {caller}")));
+    let (lone, _, elsewhere) = w.start(Parent::Run {
+        run: Arc::from("r-elsewhere"),
+        lineage: Arc::from(vec!["t".to_owned()]),
+    });
+    assert!(
+        !show(&elsewhere).iter().any(|l| l.starts_with("link")),
+        "{:?}",
+        show(&elsewhere)
+    );
+    // So its park is torn down without a walk.
+    let (id, _) = w.ask(&lone, 1, caller_ask());
+    w.park(&lone, 1, &[&id]);
+    let shown = show(&w.cancel(&[&id]));
+    assert_eq!(shown.last().map(String::as_str), Some("reply cancel true"), "{shown:?}");
+    assert!(!shown.iter().any(|l| l.starts_with("walk")), "{shown:?}");
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::{Chains, Handled, State};
+use super::{Chains, Deferred, State};
 use crate::ask::EXPIRY_MARKER_KEY;
 use crate::door::outcome::{ItemOutcome, Visit, VisitError, VisitOutcome};
 use crate::door::plan::{Item, Plan, VisitProblem};
@@ -56,14 +56,10 @@ impl State {
         input
     }
 
-    /// Check and apply a planned visit, with the chains of its cancels' linked owners
-    /// (`None` the first time).
-    pub(crate) fn visit(
-        &mut self,
-        planned: Planned,
-        chains: Option<&Chains>,
-        step: &mut Step<'_>,
-    ) -> Handled<Planned> {
+    /// Check and apply a planned visit. A plan that cancels an ask of a linked run is
+    /// checked as far as the subject alone can, then waits for the supervisor's walk of
+    /// those chains, claiming every id it names ([`State::visit_walked`] applies it).
+    pub(crate) fn visit(&mut self, planned: Planned, step: &mut Step<'_>) {
         let Planned {
             door,
             plan,
@@ -72,26 +68,61 @@ impl State {
         } = planned;
         let plan = match plan {
             Ok(plan) => plan,
-            Err(problems) => {
-                self.refuse(&door, reply, problems, step);
-                return Handled::Done;
-            }
+            Err(problems) => return self.refuse(&door, reply, problems, step),
         };
         let runs = self.linked_owners(plan.cancels.iter().map(String::as_str));
-        let none = Chains::new();
-        let Some(chains) = chains.or(runs.is_empty().then_some(&none)) else {
-            return Handled::Needs {
-                op: Planned {
-                    door,
-                    plan: Ok(plan),
-                    target,
-                    reply,
-                },
-                runs,
-                canceller: None,
-            };
+        if runs.is_empty() {
+            return self.settle(door, plan, target, reply, &Chains::new(), step);
+        }
+        if let Err(problems) = self.check(step, &door, &plan, target.as_deref(), None) {
+            return self.refuse(&door, reply, problems, step);
+        }
+        let claimed = plan
+            .cancels
+            .iter()
+            .cloned()
+            .chain(
+                plan.resolve
+                    .iter()
+                    .flatten()
+                    .map(|item| item.id().to_owned()),
+            )
+            .collect();
+        let planned = Planned {
+            door,
+            plan: Ok(plan),
+            target,
+            reply,
         };
-        match self.check(step, &door, &plan, target.as_deref(), chains) {
+        self.defer(step, Deferred::Visit(planned), claimed, runs, None);
+    }
+
+    /// Check and apply a visit that waited for the supervisor's walk, with its chains.
+    pub(crate) fn visit_walked(&mut self, planned: Planned, chains: &Chains, step: &mut Step<'_>) {
+        let Planned {
+            door,
+            plan,
+            target,
+            reply,
+        } = planned;
+        match plan {
+            Ok(plan) => self.settle(door, plan, target, reply, chains, step),
+            Err(problems) => self.refuse(&door, reply, problems, step),
+        }
+    }
+
+    /// Check the plan with the chains its cancels tear down, then apply it or refuse it
+    /// whole.
+    fn settle(
+        &mut self,
+        door: Arc<Saved>,
+        plan: Plan,
+        target: Option<Arc<Target>>,
+        reply: Option<oneshot::Sender<Result<Applied, Vec<VisitProblem>>>>,
+        chains: &Chains,
+        step: &mut Step<'_>,
+    ) {
+        match self.check(step, &door, &plan, target.as_deref(), Some(chains)) {
             Err(problems) => self.refuse(&door, reply, problems, step),
             Ok(()) => {
                 let applied = self.apply(step, &door, plan, target, chains);
@@ -100,7 +131,6 @@ impl State {
                 }
             }
         }
-        Handled::Done
     }
 
     /// Refuse a visit whole: to its visitor, or, for a schedule's fire, as an event.
@@ -127,14 +157,15 @@ impl State {
         }
     }
 
-    /// Check every id the plan names against the parked set, and the start's target.
+    /// Check every id the plan names against the parked set, and the start's target;
+    /// with `chains`, also that no resolution names an entry a cancel tears down.
     fn check(
         &self,
         step: &Step<'_>,
         door: &Saved,
         plan: &Plan,
         target: Option<&Target>,
-        chains: &Chains,
+        chains: Option<&Chains>,
     ) -> Result<(), Vec<VisitProblem>> {
         let mut problems: Vec<VisitProblem> = Vec::new();
         if let Err(ps) = self.check_cancel(step, &plan.cancels) {
@@ -181,7 +212,8 @@ impl State {
                     });
                 }
             }
-            if problems.is_empty() && !plan.cancels.is_empty() {
+            if let Some(chains) = chains.filter(|_| problems.is_empty() && !plan.cancels.is_empty())
+            {
                 problems.extend(self.torn_by_cancels(plan, items, chains));
             }
         }
