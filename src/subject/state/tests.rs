@@ -661,7 +661,11 @@ fn a_chain_never_leaves_its_subject() {
     let (id, _) = w.ask(&lone, 1, caller_ask());
     w.park(&lone, 1, &[&id]);
     let shown = show(&w.cancel(&[&id]));
-    assert_eq!(shown.last().map(String::as_str), Some("reply cancel true"), "{shown:?}");
+    assert_eq!(
+        shown.last().map(String::as_str),
+        Some("reply cancel true"),
+        "{shown:?}"
+    );
     assert!(!shown.iter().any(|l| l.starts_with("walk")), "{shown:?}");
 }
 
