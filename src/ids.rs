@@ -32,11 +32,20 @@ impl Kind {
     }
 }
 
+/// Names a channel a subject's actor holds for its state: the reply to a message, the
+/// receiver of a run's next outcome, or a blocked `sync` ask's answer. The state keeps
+/// the id and returns it in its effects; the channel never enters the state. Unique
+/// within the process, and meaningless outside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct ReplyId(u64);
+
 /// Where identifiers come from.
 #[derive(Debug)]
 pub struct Ids {
     /// How the next id is made.
     source: Source,
+    /// The last reply id made.
+    replies: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -52,6 +61,7 @@ impl Ids {
     pub fn sequential() -> Self {
         Self {
             source: Source::Sequential([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]),
+            replies: AtomicU64::new(0),
         }
     }
 
@@ -60,6 +70,7 @@ impl Ids {
     pub fn random(seed: u64) -> Self {
         Self {
             source: Source::Random(Mutex::new(SmallRng::seed_from_u64(seed))),
+            replies: AtomicU64::new(0),
         }
     }
 
@@ -98,6 +109,13 @@ impl Ids {
                 format!("{}{n:016x}", kind.prefix())
             }
         }
+    }
+}
+
+impl Ids {
+    /// A fresh reply id: counted, whatever the source of the other ids.
+    pub(crate) fn reply(&self) -> ReplyId {
+        ReplyId(self.replies.fetch_add(1, Ordering::Relaxed) + 1)
     }
 }
 

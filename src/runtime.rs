@@ -818,13 +818,17 @@ impl Runtime {
             return Err(ResumeError::Stopped);
         }
         let subject: Arc<str> = Arc::from(subject);
-        let acked = self.hub().request(&subject, |reply| Op::Resume {
-            interaction: interaction.to_owned(),
-            payload,
-            receiver: None,
-            resumer: None,
-            reply,
-        });
+        let acked = self
+            .hub()
+            .request::<Result<crate::subject::Ack, crate::error::IdProblem>>(&subject, |reply| {
+                Op::Resume {
+                    interaction: interaction.to_owned(),
+                    payload,
+                    receiver: None,
+                    resumer: None,
+                    reply,
+                }
+            });
         let acked = acked
             .await
             .map_err(|why| why.or(ResumeError::Stopped, ResumeError::Store))?;

@@ -34,6 +34,7 @@ pub(crate) mod open;
 pub(crate) mod packed;
 pub(crate) mod records;
 pub(crate) mod registry;
+pub(crate) mod reply;
 pub(crate) mod state;
 pub(crate) mod turn;
 pub(crate) mod upgrade;
@@ -41,20 +42,14 @@ pub(crate) mod upgrade;
 use std::sync::Arc;
 
 use serde_json::Value;
-use tokio::sync::oneshot;
 
 use crate::ask::{Ask, Checked};
-use crate::door::plan::VisitProblem;
 use crate::door::saved::Saved;
-use crate::entry::Entry;
-use crate::error::{AskError, IdProblem};
-use crate::record::RunRecord;
+use crate::ids::ReplyId;
 use crate::run::port::{Ending, Parent};
-use crate::services::Waiter;
 use crate::supervisor::TimerKey;
 use crate::target::Target;
-use effect::Applied;
-use effect::Receiver;
+use reply::Brought;
 
 pub(crate) use hub::Hub;
 
@@ -76,8 +71,8 @@ pub(crate) enum Ack {
 // Operations are nearly every message; boxing them would cost an allocation each.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Msg {
-    /// An operation on the state.
-    Op(Op),
+    /// An operation on the state, with the channels it names.
+    Op(Op, Brought),
     /// A door visit: evaluate the contract, then check and apply, or refuse whole.
     Visit {
         /// The door, as the visit found it.
@@ -86,11 +81,20 @@ pub(crate) enum Msg {
         input: Value,
         /// What was applied, or every problem; `None` for a schedule's fire, whose
         /// refusal is published as an event.
-        reply: Option<oneshot::Sender<Result<Applied, Vec<VisitProblem>>>>,
+        reply: Option<ReplyId>,
+        /// The reply's channel.
+        brought: Brought,
     },
     /// The store's acknowledgement of the oldest change not yet durable: its effects are
     /// released, or, on a failure, the runtime stops.
     Durable(Result<crate::store::Receipt, crate::store::StoreError>),
+}
+
+impl Msg {
+    /// An operation that names no channel.
+    pub(crate) fn op(op: Op) -> Msg {
+        Msg::Op(op, Brought::none())
+    }
 }
 
 /// One operation on a subject's state (`State::handle`).
@@ -105,11 +109,11 @@ pub(crate) enum Op {
         identity: Arc<str>,
         parent: Parent,
         /// Who takes the outcome of its first activation.
-        receiver: Option<Receiver>,
+        receiver: Option<ReplyId>,
         /// The idempotency key it is started under, kept in the same change.
         key: Option<crate::run::port::Keyed>,
         /// The new run's id.
-        reply: oneshot::Sender<Arc<str>>,
+        reply: ReplyId,
     },
     /// A run parks an ask.
     Ask {
@@ -124,36 +128,33 @@ pub(crate) enum Op {
         /// The interaction id the asking run made for it.
         id: String,
         /// For a `sync` user ask: where the answer goes.
-        waiter: Option<Waiter>,
+        waiter: Option<ReplyId>,
         /// For a `sync` user ask, whether it was stored or why not. An async ask awaits
         /// no reply: a refusal can only mean its run was torn down, and the teardown
         /// aborts the run's activation.
-        reply: Option<oneshot::Sender<Result<String, AskError>>>,
+        reply: Option<ReplyId>,
     },
     /// An activation ended.
     Ended(Box<Ending>),
     /// Read the parked set, oldest first.
-    List { reply: oneshot::Sender<Vec<Entry>> },
+    List { reply: ReplyId },
     /// The record of a run living on the subject, as it stands.
-    Record {
-        run: String,
-        reply: oneshot::Sender<Option<RunRecord>>,
-    },
+    Record { run: String, reply: ReplyId },
     /// Recall how an interaction was resolved, for the answer door.
     Recall {
         interaction: String,
         /// `already resolved`, if the subject remembers it.
-        reply: oneshot::Sender<Option<IdProblem>>,
+        reply: ReplyId,
     },
     /// Resume an ask with an answer.
     Resume {
         interaction: String,
         payload: Value,
         /// Who takes the run's next outcome.
-        receiver: Option<Receiver>,
+        receiver: Option<ReplyId>,
         /// The run doing the resume, if a run is.
         resumer: Option<Arc<str>>,
-        reply: oneshot::Sender<Result<Ack, IdProblem>>,
+        reply: ReplyId,
     },
     /// Take a waiting outcome.
     Take {
@@ -161,7 +162,7 @@ pub(crate) enum Op {
         /// The run doing the take, if a run is.
         taker: Option<Arc<str>>,
         /// The result or the raised error, or why not.
-        reply: oneshot::Sender<Result<Result<Value, String>, IdProblem>>,
+        reply: ReplyId,
     },
     /// Cancel parked interactions.
     Cancel {
@@ -169,7 +170,7 @@ pub(crate) enum Op {
         /// The run doing the cancel, below which chains stop.
         canceller: Option<Arc<str>>,
         /// Done, or every problem.
-        reply: oneshot::Sender<Result<(), Vec<IdProblem>>>,
+        reply: ReplyId,
     },
     /// An ask's deadline timer fired.
     Expire {
@@ -185,12 +186,12 @@ pub(crate) enum Op {
     Idle { key: TimerKey },
     /// The state was read back from the store after a restart (`State::recover`): the
     /// reply says it is recovered and counted.
-    Recover { reply: oneshot::Sender<()> },
+    Recover { reply: ReplyId },
     /// After a restart: a resumed run's outcome was durable but its receiver was lost in
     /// the crash. It is left waiting under the interaction that resumed the run.
     Undelivered {
         waiting: effect::Waiting,
-        reply: oneshot::Sender<()>,
+        reply: ReplyId,
     },
     /// Every subject is recovered: replay the runs that were executing
     /// (`State::replay`).

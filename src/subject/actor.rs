@@ -24,10 +24,12 @@ use super::durable;
 use super::effect::{Effect, Step};
 use super::hub::Hub;
 use super::registry::Stopped;
+use super::reply::Channels;
 use super::state::{After, Planned, State, Touch};
 use super::turn;
 use super::{Msg, Op};
 use crate::event::{Event, Resolution};
+use crate::ids::ReplyId;
 use crate::jq::Limits;
 use crate::run::Ctx;
 use crate::run::activation::{self, Activation};
@@ -38,12 +40,13 @@ use crate::supervisor;
 /// The actor type.
 pub(crate) struct Active;
 
-/// Spawn a subject's actor over `state`, with its task.
+/// Spawn a subject's actor over `state` and the channels its ids name, with its task.
 pub(crate) async fn spawn(
     hub: Arc<Hub>,
     state: Box<State>,
+    channels: Channels,
 ) -> Result<(ActorRef<Msg>, tokio::task::JoinHandle<()>), Stopped> {
-    ractor::Actor::spawn(None, Active, (hub, state))
+    ractor::Actor::spawn(None, Active, (hub, state, channels))
         .await
         .map_err(|_| Stopped)
 }
@@ -74,23 +77,28 @@ struct Tasks {
     /// What activations polled in place this turn sent their own subject
     /// (`super::turn`), handled next, in the order sent.
     queued: VecDeque<Msg>,
+    /// The channels the state's ids name (`super::reply`).
+    channels: Channels,
 }
 
 impl ractor::Actor for Active {
     type Msg = Msg;
     type State = Held;
-    type Arguments = (Arc<Hub>, Box<State>);
+    type Arguments = (Arc<Hub>, Box<State>, Channels);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<Msg>,
-        (hub, state): Self::Arguments,
+        (hub, state, channels): Self::Arguments,
     ) -> Result<Held, ActorProcessingErr> {
         Ok(Held {
             hub,
             state: Some(state),
             draining: false,
-            tasks: Tasks::default(),
+            tasks: Tasks {
+                channels,
+                ..Tasks::default()
+            },
         })
     }
 
@@ -175,10 +183,11 @@ impl ractor::Actor for Active {
     ) -> Result<(), ActorProcessingErr> {
         if held.hub.services.is_closed() {
             // Shutting down: nothing is kept. Activations are aborted and waited for;
-            // dropping the state fails every receiver as stopped.
+            // dropping the channels fails every receiver as stopped.
             if let Some(state) = held.state.take() {
                 let name = Arc::clone(&state.name);
                 drop(state);
+                drop(std::mem::take(&mut held.tasks.channels));
                 for (_, activation) in held.tasks.activations.drain() {
                     activation.stopped().await;
                 }
@@ -187,7 +196,8 @@ impl ractor::Actor for Active {
         } else if let Some(mut state) = held.state.take() {
             state.forget_conversions();
             let name = Arc::clone(&state.name);
-            held.hub.registry.store(&name, state);
+            let channels = std::mem::take(&mut held.tasks.channels);
+            held.hub.registry.store(&name, state, channels);
         }
         if held.draining {
             held.hub.services.inflight.done();
@@ -225,7 +235,8 @@ impl<'a> Work<'a> {
     /// what it says of the subject's activity.
     async fn message(&mut self, state: &mut State, msg: Msg) -> Touch {
         match msg {
-            Msg::Op(op) => {
+            Msg::Op(op, brought) => {
+                let brought = self.tasks.channels.bring(brought);
                 let touch = match &op {
                     Op::Idle { key } => Touch::Idle(*key),
                     Op::Expire { .. } | Op::Retire { .. } => Touch::Timer,
@@ -235,10 +246,17 @@ impl<'a> Work<'a> {
                 };
                 let mut step = self.step();
                 state.handle(op, &mut step);
+                self.sweep(&brought, &step);
                 self.commit(state, step.into_effects());
                 touch
             }
-            Msg::Visit { door, input, reply } => {
+            Msg::Visit {
+                door,
+                input,
+                reply,
+                brought,
+            } => {
+                let brought = self.tasks.channels.bring(brought);
                 let s = &self.hub.services;
                 let limits = Limits {
                     deadline: s.settings.jq_deadline,
@@ -257,6 +275,7 @@ impl<'a> Work<'a> {
                 };
                 let mut step = self.step();
                 state.visit(planned, &mut step);
+                self.sweep(&brought, &step);
                 self.commit(state, step.into_effects());
                 Touch::Active
             }
@@ -264,6 +283,22 @@ impl<'a> Work<'a> {
             Msg::Durable(result) => {
                 self.durable(state, result);
                 Touch::Ack
+            }
+        }
+    }
+
+    /// Drop the channels a message brought that its transition neither kept nor answers
+    /// in its effects: whoever waits on one learns at once that no answer comes.
+    fn sweep(&mut self, brought: &[ReplyId], step: &Step<'_>) {
+        for id in brought {
+            let answered = step.effects.iter().any(|effect| match effect {
+                Effect::Reply(to, _) | Effect::Deliver(to, _, _) | Effect::Answer(to, _) => {
+                    to == id
+                }
+                _ => false,
+            });
+            if !answered && !step.holds(*id) {
+                self.tasks.channels.drop_channel(*id);
             }
         }
     }
@@ -309,7 +344,7 @@ impl<'a> Work<'a> {
         let writes = state.has_unwritten()
             || effects
                 .iter()
-                .any(|e| !matches!(e, Effect::Reply(_) | Effect::Walk { .. }));
+                .any(|e| !matches!(e, Effect::Reply(..) | Effect::Walk { .. }));
         if !writes {
             match state.unacked.back_mut() {
                 Some(last) => last.extend(effects),
@@ -389,6 +424,7 @@ impl<'a> Work<'a> {
                 // Their senders learn the runtime stopped; nothing of them is shown, and
                 // no step runs for a run whose start was not durable.
                 state.unacked.clear();
+                drop(std::mem::take(&mut self.tasks.channels));
                 self.tasks.starts.clear();
                 self.tasks.turn = None;
             }
@@ -401,9 +437,9 @@ impl<'a> Work<'a> {
         let s = &hub.services;
         for effect in effects {
             match effect {
-                Effect::Reply(reply) => reply.send(),
+                Effect::Reply(id, answer) => self.tasks.channels.reply(id, answer),
                 Effect::Deliver(receiver, record, waiting) => {
-                    let delivered = receiver.send(*record).is_ok();
+                    let delivered = self.tasks.channels.deliver(receiver, *record);
                     let Some(waiting) = waiting else { continue };
                     if delivered {
                         // Kept as undelivered with the change that ended the run: the
@@ -425,7 +461,8 @@ impl<'a> Work<'a> {
                 }
                 Effect::Delivered(_) => {}
                 Effect::Keep(name, kept) => hub.keep_key(name, kept),
-                Effect::Answer(waiter, answer) => waiter.send(answer),
+                Effect::Answer(waiter, answer) => self.tasks.channels.answer(waiter, answer),
+                Effect::Drop(id) => self.tasks.channels.drop_channel(id),
                 Effect::Event(event) => {
                     self.project(&event);
                     match self.log.as_mut() {
@@ -546,7 +583,7 @@ fn deliver(
         hub,
         me,
         subject,
-        Msg::Op(Op::Walked { token, chains }),
+        Msg::op(Op::Walked { token, chains }),
     );
 }
 

@@ -10,14 +10,17 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::actor;
+use super::effect::Applied;
 use super::effect::Step;
 use super::hub::Hub;
 use super::records::Found;
 use super::registry::{Spawner, Stopped, Undelivered};
+use super::reply::{Answer, Answered, Brought, Channel, Channels, Outcome};
 use super::state::State;
 use super::{Ack, Msg, Op};
 use crate::ask::Ask;
 use crate::door::outcome::{Visit, VisitError};
+use crate::door::plan::VisitProblem;
 use crate::door::registry::{HookFire, Hooked};
 use crate::door::saved::Saved;
 use crate::entry::Entry;
@@ -25,7 +28,7 @@ use crate::error::{
     AskError, CancelError, IdProblem, Problems, ResumeError, StartError, TakeError,
 };
 use crate::event::Event;
-use crate::ids::Kind;
+use crate::ids::{Kind, ReplyId};
 use crate::inbox::AnswerError;
 use crate::record::{Buffered, Resumed, RunRecord};
 use crate::run::port::{Asker, Boxed, Ending, Port, StartSpec, checked_payload};
@@ -47,17 +50,42 @@ impl Hub {
         self.registry.send(self, subject, msg).await
     }
 
-    /// Send the operation `op` makes with a reply channel, and await the reply;
-    /// `Stopped` if the runtime stops first, the fault if the subject cannot be read
-    /// back.
-    pub(crate) async fn request<T>(
+    /// Send the operation `op` makes with the id of its reply, bringing `brought` and
+    /// the reply's channel; the receiver of the answer.
+    pub(crate) async fn send_request(
         self: &Arc<Self>,
         subject: &Arc<str>,
-        op: impl FnOnce(oneshot::Sender<T>) -> Op,
+        brought: Brought,
+        op: impl FnOnce(ReplyId) -> Op,
+    ) -> Result<oneshot::Receiver<Answer<Outcome>>, Undelivered> {
+        let (tx, rx) = oneshot::channel();
+        let reply = self.services.ids.reply();
+        let msg = Msg::Op(op(reply), brought.with(reply, Channel::Reply(tx)));
+        self.send(subject, msg).await?;
+        Ok(rx)
+    }
+
+    /// Send the operation `op` makes with the id of its reply, bringing `brought`, and
+    /// await the answer; `Stopped` if the runtime stops first (or the subject lets the
+    /// reply go unanswered), the fault if the subject cannot be read back.
+    pub(crate) async fn request_with<T: Answered>(
+        self: &Arc<Self>,
+        subject: &Arc<str>,
+        brought: Brought,
+        op: impl FnOnce(ReplyId) -> Op,
     ) -> Result<T, Undelivered> {
-        let (reply, rx) = oneshot::channel();
-        self.send(subject, Msg::Op(op(reply))).await?;
-        rx.await.map_err(|_| Undelivered::Stopped)
+        let rx = self.send_request(subject, brought, op).await?;
+        let answer = rx.await.map_err(|_| Undelivered::Stopped)?;
+        read_answer(answer)
+    }
+
+    /// [`Hub::request_with`] for an operation that names no other channel.
+    pub(crate) async fn request<T: Answered>(
+        self: &Arc<Self>,
+        subject: &Arc<str>,
+        op: impl FnOnce(ReplyId) -> Op,
+    ) -> Result<T, Undelivered> {
+        self.request_with(subject, Brought::none(), op).await
     }
 
     /// A step at the clock's now, for reading an idle subject's state.
@@ -97,7 +125,19 @@ impl Hub {
         self.services.admit(subject, ask.to)?;
         let to = ask.to;
         let id = self.services.ids.next(Kind::Interaction);
-        let (reply, rx) = waiter.is_some().then(oneshot::channel).unzip();
+        let ids = &self.services.ids;
+        // A sync ask brings its waiter and awaits its reply; an async one brings nothing.
+        let (waiter, reply, brought, rx) = match waiter {
+            None => (None, None, Brought::none(), None),
+            Some(waiter) => {
+                let (tx, rx) = oneshot::channel();
+                let (w, r) = (ids.reply(), ids.reply());
+                let brought = Brought::none()
+                    .with(w, Channel::Waiter(waiter))
+                    .with(r, Channel::Reply(tx));
+                (Some(w), Some(r), brought, Some(rx))
+            }
+        };
         let msg = Op::Ask {
             run: Arc::clone(run),
             epoch,
@@ -111,14 +151,17 @@ impl Hub {
         let cancelled = || AskError::Cancelled {
             run: run.to_string(),
         };
-        if self.send(subject, Msg::Op(msg)).await.is_err() {
+        if self.send(subject, Msg::Op(msg, brought)).await.is_err() {
             self.services.release(to);
             return Err(cancelled());
         }
         match rx {
             None => Ok(id),
             // The subject releases the unit itself when it refuses the ask.
-            Some(rx) => rx.await.unwrap_or_else(|_| Err(cancelled())),
+            Some(rx) => match rx.await.map(read_answer) {
+                Ok(Ok(stored)) => stored,
+                _ => Err(cancelled()),
+            },
         }
     }
 
@@ -168,7 +211,14 @@ impl Hub {
             });
         }
         let subject = Arc::clone(&spec.subject);
-        self.request(&subject, |reply| Op::Start {
+        let (receiver, brought) = match receiver {
+            None => (None, Brought::none()),
+            Some(tx) => {
+                let id = self.services.ids.reply();
+                (Some(id), Brought::none().with(id, Channel::Outcome(tx)))
+            }
+        };
+        self.request_with(&subject, brought, |reply| Op::Start {
             target,
             kwargs: spec.kwargs,
             extras: spec.extras,
@@ -224,10 +274,12 @@ impl Hub {
             return Err(ResumeError::Stopped);
         }
         let (tx, outcome) = oneshot::channel();
-        let acked = self.request(subject, |reply| Op::Resume {
+        let receiver = self.services.ids.reply();
+        let brought = Brought::none().with(receiver, Channel::Outcome(tx));
+        let acked = self.request_with(subject, brought, |reply| Op::Resume {
             interaction: interaction.to_owned(),
             payload,
-            receiver: Some(tx),
+            receiver: Some(receiver),
             resumer,
             reply,
         });
@@ -285,7 +337,7 @@ impl Hub {
         if self.services.is_closed() {
             return Err(CancelError::Stopped);
         }
-        self.request(subject, |reply| Op::Cancel {
+        self.request::<Result<(), Vec<IdProblem>>>(subject, |reply| Op::Cancel {
             ids,
             canceller,
             reply,
@@ -306,16 +358,21 @@ impl Hub {
         let name = door.name().to_owned();
         door.admit(&input, self.services.settings.max_input_bytes)
             .map_err(|error| self.refused(subject, error))?;
-        let (reply, rx) = oneshot::channel();
+        let (tx, rx) = oneshot::channel();
+        let reply = self.services.ids.reply();
         let msg = Msg::Visit {
             door: Arc::clone(door),
             input,
             reply: Some(reply),
+            brought: Brought::none().with(reply, Channel::Reply(tx)),
         };
         self.send(subject, msg)
             .await
             .map_err(|why| why.or(VisitError::Stopped, VisitError::Store))?;
-        match rx.await.map_err(|_| VisitError::Stopped)? {
+        let answer = rx.await.map_err(|_| VisitError::Stopped)?;
+        let applied: Result<Applied<Outcome>, Vec<VisitProblem>> =
+            read_answer(answer).map_err(|_| VisitError::Stopped)?;
+        match applied {
             Ok(applied) => applied.outcome().await,
             Err(problems) => Err(self.refused(
                 subject,
@@ -403,6 +460,7 @@ impl Hub {
             door,
             input,
             reply: None,
+            brought: Brought::none(),
         };
         // A runtime that is stopping drops its timers; nobody waits for them then.
         let _ = self.send(&subject, msg).await;
@@ -559,7 +617,7 @@ impl Port for Hub {
     fn ended(self: Arc<Self>, subject: Arc<str>, ending: Ending) -> Boxed<'static, ()> {
         Box::pin(async move {
             let _ = self
-                .send(&subject, Msg::Op(Op::Ended(Box::new(ending))))
+                .send(&subject, Msg::op(Op::Ended(Box::new(ending))))
                 .await;
         })
     }
@@ -574,12 +632,22 @@ impl Spawner for Hub {
     fn spawn(
         this: &Arc<Self>,
         state: Box<State>,
+        channels: Channels,
     ) -> impl Future<Output = Result<(ractor::ActorRef<Msg>, tokio::task::JoinHandle<()>), Stopped>> + Send
     {
-        actor::spawn(Arc::clone(this), state)
+        actor::spawn(Arc::clone(this), state, channels)
     }
 
     fn load(this: &Arc<Self>, subject: &Arc<str>) -> Result<Option<Box<State>>, Undelivered> {
         super::durable::load(this, subject)
     }
+}
+
+/// The value an answer carries, read as the kind the request expects. Another kind is a
+/// fault of the subject's, reported and read as a stopped runtime, never a panic.
+fn read_answer<T: Answered>(answer: Answer<Outcome>) -> Result<T, Undelivered> {
+    T::read(answer).ok_or_else(|| {
+        tracing::error!("a subject answered a request with another kind of answer");
+        Undelivered::Stopped
+    })
 }

@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tokio::sync::oneshot;
 
 use super::effect::{Effect, Step};
 use super::hub::Hub;
 use super::index;
 use super::packed::Packed;
 use super::registry::Undelivered;
+use super::reply::Brought;
 use super::state::{State, Unread};
 use super::{Msg, Op};
 use crate::error::StoreFault;
@@ -449,8 +449,8 @@ pub(crate) async fn recover_subjects(
             .map_err(|e| format!("subject {name} cannot be read back: {e}"))?
             .ok_or_else(|| format!("subject {name} has a head and no state"))?;
         hub.registry.restore(name, state);
-        let (reply, done) = oneshot::channel();
-        hub.send(name, Msg::Op(Op::Recover { reply }))
+        let done = hub
+            .send_request(name, Brought::none(), |reply| Op::Recover { reply })
             .await
             .map_err(stopped)?;
         recovered.push(done);
@@ -468,20 +468,19 @@ pub(crate) async fn recover_subjects(
         let waiting: super::effect::Waiting = serde_json::from_slice(&value).map_err(|e| {
             format!("an undelivered outcome on subject {subject} cannot be read back: {e}")
         })?;
-        let (reply, done) = oneshot::channel();
-        hub.send(
-            &Arc::from(subject),
-            Msg::Op(Op::Undelivered { waiting, reply }),
-        )
-        .await
-        .map_err(stopped)?;
+        let done = hub
+            .send_request(&Arc::from(subject), Brought::none(), |reply| {
+                Op::Undelivered { waiting, reply }
+            })
+            .await
+            .map_err(stopped)?;
         undelivered.push(done);
     }
     for done in undelivered {
         done.await.map_err(|_| STOPPED.to_owned())?;
     }
     for name in replay {
-        hub.send(&name, Msg::Op(Op::Replay))
+        hub.send(&name, Msg::op(Op::Replay))
             .await
             .map_err(stopped)?;
     }

@@ -10,84 +10,19 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
-use serde_json::Value;
-use tokio::sync::oneshot;
-
 use super::Ack;
-use crate::door::plan::VisitProblem;
-use crate::entry::{Entry, To};
-use crate::error::{AskError, IdProblem};
+use super::reply::Answer;
+use crate::entry::To;
 use crate::event::Event;
-use crate::ids::{Ids, Kind};
+use crate::ids::{Ids, Kind, ReplyId};
 use crate::inbox::InboxItem;
 use crate::record::RunRecord;
 use crate::run::journal::JournalEntry;
 use crate::run::stored::Stored;
-use crate::services::Waiter;
 use crate::settings::Settings;
 use crate::supervisor::{Timer, TimerKey, TimerKeys};
-
-/// Whoever takes a run's next outcome inline.
-pub(crate) type Receiver = oneshot::Sender<RunRecord>;
-
-/// One answer to whoever sent a message, with the channel it goes back on.
-#[derive(Debug)]
-pub(crate) enum Reply {
-    /// A started run's id.
-    Start(oneshot::Sender<Arc<str>>, Arc<str>),
-    /// A `sync` ask stored, or why not.
-    Ask(
-        oneshot::Sender<Result<String, AskError>>,
-        Result<String, AskError>,
-    ),
-    /// The parked set.
-    List(oneshot::Sender<Vec<Entry>>, Vec<Entry>),
-    /// Done, and durable.
-    Done(oneshot::Sender<()>),
-    /// A live run's record.
-    Record(oneshot::Sender<Option<RunRecord>>, Option<RunRecord>),
-    /// How an interaction was resolved, if remembered.
-    Recall(oneshot::Sender<Option<IdProblem>>, Option<IdProblem>),
-    /// A resume: started, buffered or refused.
-    Resume(
-        oneshot::Sender<Result<Ack, IdProblem>>,
-        Result<Ack, IdProblem>,
-    ),
-    /// A take: the outcome, or why not.
-    Take(
-        oneshot::Sender<Result<Result<Value, String>, IdProblem>>,
-        Result<Result<Value, String>, IdProblem>,
-    ),
-    /// A cancel: done, or every problem.
-    Cancel(
-        oneshot::Sender<Result<(), Vec<IdProblem>>>,
-        Result<(), Vec<IdProblem>>,
-    ),
-    /// A visit: what was applied, or every problem.
-    Visit(
-        oneshot::Sender<Result<Applied, Vec<VisitProblem>>>,
-        Result<Applied, Vec<VisitProblem>>,
-    ),
-}
-
-impl Reply {
-    /// Send it; a sender that stopped waiting is no concern of the subject's.
-    pub(crate) fn send(self) {
-        match self {
-            Reply::Start(tx, v) => drop(tx.send(v)),
-            Reply::Ask(tx, v) => drop(tx.send(v)),
-            Reply::List(tx, v) => drop(tx.send(v)),
-            Reply::Done(tx) => drop(tx.send(())),
-            Reply::Recall(tx, v) => drop(tx.send(v)),
-            Reply::Record(tx, v) => drop(tx.send(v)),
-            Reply::Resume(tx, v) => drop(tx.send(v)),
-            Reply::Take(tx, v) => drop(tx.send(v)),
-            Reply::Cancel(tx, v) => drop(tx.send(v)),
-            Reply::Visit(tx, v) => drop(tx.send(v)),
-        }
-    }
-}
+use chrono::{DateTime, Utc};
+use serde_json::Value;
 
 /// A resolved run's outcome, left waiting under the id that resumed it when nobody
 /// receives it. Kept in the store while it is being delivered (`super::durable`).
@@ -99,9 +34,11 @@ pub(crate) struct Waiting {
     pub(crate) outcome: Result<Value, String>,
 }
 
-/// One resolution as applied; the visitor awaits its receiver, if any.
+/// One resolution as applied; the visitor awaits its receiver, if any. `R` names the
+/// run's next outcome: an id as the state returns it, a receiver as the visitor gets it
+/// (`super::reply`).
 #[derive(Debug)]
-pub(crate) enum AppliedItem {
+pub(crate) enum AppliedItem<R = ReplyId> {
     /// A resume.
     Resumed {
         /// The interaction.
@@ -109,7 +46,7 @@ pub(crate) enum AppliedItem {
         /// Started or buffered.
         ack: Ack,
         /// The run's next outcome, when the visit has a receiver and the run resumes.
-        outcome: Option<oneshot::Receiver<RunRecord>>,
+        outcome: Option<R>,
     },
     /// A take.
     Taken {
@@ -121,14 +58,24 @@ pub(crate) enum AppliedItem {
 }
 
 /// What a visit applied.
-#[derive(Debug, Default)]
-pub(crate) struct Applied {
+#[derive(Debug)]
+pub(crate) struct Applied<R = ReplyId> {
     /// Cancelled interactions.
     pub(crate) cancelled: Vec<String>,
     /// The resolutions, when `resume_expr` yielded non-null.
-    pub(crate) resolved: Option<Vec<AppliedItem>>,
+    pub(crate) resolved: Option<Vec<AppliedItem<R>>>,
     /// The started run and, with a receiver, its first record.
-    pub(crate) started: Option<(Arc<str>, Option<oneshot::Receiver<RunRecord>>)>,
+    pub(crate) started: Option<(Arc<str>, Option<R>)>,
+}
+
+impl<R> Default for Applied<R> {
+    fn default() -> Self {
+        Self {
+            cancelled: Vec::new(),
+            resolved: None,
+            started: None,
+        }
+    }
 }
 
 /// Everything an activation needs to start: the run's identity and its journal.
@@ -150,14 +97,18 @@ pub(crate) struct Launch {
 /// One thing a transition asks for.
 #[derive(Debug)]
 pub(crate) enum Effect {
-    /// Answer the sender of the message.
-    Reply(Reply),
-    /// Hand a run's record to whoever takes its outcome; if that receiver has stopped
-    /// waiting and the run's outcome can wait, the actor leaves it waiting
+    /// Answer whoever awaits the reply `id`.
+    Reply(ReplyId, Answer),
+    /// Hand a run's record to whoever takes its outcome under `id`; if that receiver has
+    /// stopped waiting and the run's outcome can wait, the actor leaves it waiting
     /// (`State::leave_waiting`), so no outcome is lost between transition and delivery.
-    Deliver(Receiver, Box<RunRecord>, Option<Waiting>),
+    Deliver(ReplyId, Box<RunRecord>, Option<Waiting>),
     /// Hand the answer of a `sync` ask to its blocked activation.
-    Answer(Waiter, Value),
+    Answer(ReplyId, Value),
+    /// Let go of a channel the state kept and no longer needs: whoever waits on it
+    /// learns no answer comes (a torn-down `sync` ask's activation, a receiver whose
+    /// run will not resume).
+    Drop(ReplyId),
     /// Publish a platform event. The inbox removes a user ask on its `ask_resolved`,
     /// and the count of live runs follows `run_started` and the three ends.
     Event(Event),
@@ -218,6 +169,8 @@ pub(crate) struct Step<'a> {
     keys: &'a TimerKeys,
     /// In the order the transition made them.
     pub(crate) effects: Vec<Effect>,
+    /// The channels the message named that the state now holds (`super::reply`).
+    pub(crate) kept: Vec<ReplyId>,
 }
 
 impl<'a> Step<'a> {
@@ -235,6 +188,7 @@ impl<'a> Step<'a> {
             keys,
             // No allocation for a step that makes no effect (most passivation checks).
             effects: Vec::new(),
+            kept: Vec::new(),
         }
     }
 
@@ -246,8 +200,34 @@ impl<'a> Step<'a> {
         self.effects.push(Effect::Event(event));
     }
 
-    pub(crate) fn reply(&mut self, reply: Reply) {
-        self.effects.push(Effect::Reply(reply));
+    /// Answer whoever awaits `id`.
+    pub(crate) fn reply(&mut self, id: ReplyId, answer: Answer) {
+        self.effects.push(Effect::Reply(id, answer));
+    }
+
+    /// The state holds the channel `id`, which the message named, past this transition.
+    pub(crate) fn keep(&mut self, id: Option<ReplyId>) -> Option<ReplyId> {
+        if let Some(id) = id {
+            self.kept.push(id);
+        }
+        id
+    }
+
+    /// Whether the state holds `id` past this transition.
+    pub(crate) fn holds(&self, id: ReplyId) -> bool {
+        self.kept.contains(&id)
+    }
+
+    /// Let go of the channel `id`, if there is one.
+    pub(crate) fn drop_channel(&mut self, id: Option<ReplyId>) {
+        if let Some(id) = id {
+            self.effects.push(Effect::Drop(id));
+        }
+    }
+
+    /// A fresh reply id, for an outcome the transition hands out itself (a visit's).
+    pub(crate) fn reply_id(&self) -> ReplyId {
+        self.ids.reply()
     }
 
     /// A fresh id.

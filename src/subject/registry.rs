@@ -20,6 +20,7 @@ use tokio::sync::Notify;
 
 use super::Msg;
 use super::packed::Packed;
+use super::reply::Channels;
 use super::state::State;
 use crate::error::StoreFault;
 use crate::services::{Services, Tasks};
@@ -39,8 +40,8 @@ enum Slot {
 enum Passive {
     /// Packed: the usual case.
     Packed(Packed),
-    /// Held as it was, when it could not be packed.
-    Plain(Box<State>),
+    /// Held as it was, when it could not be packed, with the channels its ids name.
+    Plain(Box<State>, Channels),
 }
 
 /// The runtime is stopping: the message could not be delivered.
@@ -87,10 +88,12 @@ pub(crate) trait Spawner: Send + Sync + 'static {
     /// and it cannot be read back (the fault already tallied and logged).
     fn load(this: &Arc<Self>, subject: &Arc<str>) -> Result<Option<Box<State>>, Undelivered>;
 
-    /// Spawn the actor of a subject over `state`, with its task.
+    /// Spawn the actor of a subject over `state` and the channels its ids name, with its
+    /// task.
     fn spawn(
         this: &Arc<Self>,
         state: Box<State>,
+        channels: Channels,
     ) -> impl Future<Output = Result<(ActorRef<Msg>, JoinHandle<()>), Stopped>> + Send;
 }
 
@@ -122,7 +125,7 @@ pub(crate) struct Registry {
 enum Step {
     Cast(ActorRef<Msg>),
     Wait,
-    Spawn(Box<State>),
+    Spawn(Box<State>, Channels),
     Unpack(Packed),
     Load,
 }
@@ -168,7 +171,9 @@ impl Registry {
                     Slot::Busy => Step::Wait,
                     Slot::Passive(_) => match std::mem::replace(slot.get_mut(), Slot::Busy) {
                         Slot::Passive(Passive::Packed(packed)) => Step::Unpack(packed),
-                        Slot::Passive(Passive::Plain(state)) => Step::Spawn(state),
+                        Slot::Passive(Passive::Plain(state, channels)) => {
+                            Step::Spawn(state, channels)
+                        }
                         _ => Step::Wait,
                     },
                 },
@@ -187,14 +192,14 @@ impl Registry {
                     Some(back) => msg = back,
                 },
                 Step::Wait => changed.await,
-                Step::Spawn(state) => self.spawn(hub, subject, state).await?,
+                Step::Spawn(state, channels) => self.spawn(hub, subject, state, channels).await?,
                 // Read from the store outside the map's lock, the slot `Busy` meanwhile;
                 // a subject the store does not hold starts empty.
                 Step::Load => match S::load(hub, subject) {
-                    Ok(Some(state)) => self.spawn(hub, subject, state).await?,
+                    Ok(Some(state)) => self.spawn(hub, subject, state, Channels::default()).await?,
                     Ok(None) => {
                         let state = Box::new(State::new(Arc::clone(subject)));
-                        self.spawn(hub, subject, state).await?;
+                        self.spawn(hub, subject, state, Channels::default()).await?;
                     }
                     // Nothing is made in its place: the slot is left empty, so the
                     // next touch reads it again and fails the same way.
@@ -206,7 +211,7 @@ impl Registry {
                 },
                 // Unpacked outside the map's lock, the slot `Busy` meanwhile.
                 Step::Unpack(packed) => match packed.unpack(Arc::clone(subject)) {
-                    Ok(state) => self.spawn(hub, subject, state).await?,
+                    Ok(state) => self.spawn(hub, subject, state, Channels::default()).await?,
                     Err(e) => {
                         // Not expected (the text was written from a state); the state is
                         // kept, and every message to the subject fails loudly.
@@ -257,7 +262,7 @@ impl Registry {
         // Copied under the map's lock, unpacked outside it.
         let packed = match self.slots.get(subject).as_deref() {
             None => return Ok(Some(read(&State::new(Arc::clone(subject))))),
-            Some(Slot::Passive(Passive::Plain(state))) => return Ok(Some(read(state))),
+            Some(Slot::Passive(Passive::Plain(state, _))) => return Ok(Some(read(state))),
             Some(Slot::Passive(Passive::Packed(packed))) => packed.clone(),
             Some(Slot::Live(_) | Slot::Busy) => return Ok(None),
         };
@@ -274,8 +279,9 @@ impl Registry {
         hub: &Arc<S>,
         subject: &Arc<str>,
         state: Box<State>,
+        channels: Channels,
     ) -> Result<(), Stopped> {
-        let spawned = S::spawn(hub, state).await;
+        let spawned = S::spawn(hub, state, channels).await;
         let result = match spawned {
             Ok((actor, task)) => {
                 self.tasks.push(task);
@@ -323,7 +329,7 @@ impl Registry {
             Ok(Some(state)) => {
                 let passive = match Packed::pack(state) {
                     Ok(packed) => Passive::Packed(packed),
-                    Err(state) => Passive::Plain(state),
+                    Err(state) => Passive::Plain(state, Channels::default()),
                 };
                 self.slots
                     .insert(Arc::clone(subject), Slot::Passive(passive));
@@ -350,8 +356,9 @@ impl Registry {
     /// After a restart: keep `state`, read back from the store, as `subject`'s passive
     /// state until a message wakes it.
     pub(crate) fn restore(&self, subject: &Arc<str>, state: Box<State>) {
+        let passive = Passive::Plain(state, Channels::default());
         self.slots
-            .insert(Arc::clone(subject), Slot::Passive(Passive::Plain(state)));
+            .insert(Arc::clone(subject), Slot::Passive(passive));
     }
 
     /// The subject's actor begins to passivate: senders wait from now on.
@@ -362,17 +369,19 @@ impl Registry {
 
     /// The draining actor stopped and hands its state back, to be packed; an empty
     /// subject is forgotten altogether. A state with changes the store has not yet
-    /// acknowledged is kept as it is, effects and all, for the acknowledgement to wake.
-    pub(crate) fn store(&self, subject: &Arc<str>, state: Box<State>) {
-        if !state.unacked.is_empty() {
+    /// acknowledged, or with channels still open, is kept as it is, effects and channels
+    /// and all, for the acknowledgement (or the answer) to wake.
+    pub(crate) fn store(&self, subject: &Arc<str>, state: Box<State>, channels: Channels) {
+        if !state.unacked.is_empty() || !channels.is_empty() {
+            let passive = Passive::Plain(state, channels);
             self.slots
-                .insert(Arc::clone(subject), Slot::Passive(Passive::Plain(state)));
+                .insert(Arc::clone(subject), Slot::Passive(passive));
         } else if state.is_empty() {
             self.slots.remove(subject);
         } else {
             let passive = match Packed::pack(state) {
                 Ok(packed) => Passive::Packed(packed),
-                Err(state) => Passive::Plain(state),
+                Err(state) => Passive::Plain(state, Channels::default()),
             };
             self.slots
                 .insert(Arc::clone(subject), Slot::Passive(passive));

@@ -1,8 +1,9 @@
 //! One subject's state and every transition of it.
 //!
 //! The state is plain data: the parked set (oldest first), the runs living on the
-//! subject with their journals and receivers, and the groups of asks each activation
-//! raised. [`State::handle`] takes one operation with a [`Step`] (the time, the id
+//! subject with their journals, and the groups of asks each activation raised. It holds
+//! no channel: whoever awaits a reply or a run's outcome is named by a
+//! [`ReplyId`](crate::ids::ReplyId), whose channel the actor holds (`super::reply`). [`State::handle`] takes one operation with a [`Step`] (the time, the id
 //! source, the settings) and returns nothing but the state it changed and the effects it
 //! pushed on the step ([`super::effect`]): it never awaits and touches nothing outside
 //! the state. Every transition is total. A teardown of a linked run's chain, which the
@@ -32,16 +33,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Op;
-use super::effect::{Effect, Receiver, Reply, Step};
+use super::effect::{Effect, Step};
+use super::reply::Answer;
 use crate::ask::OnExpiry;
 use crate::entry::Entry;
-use crate::error::IdProblem;
 use crate::event::Settled;
+use crate::ids::ReplyId;
 use crate::inbox::InboxItem;
 use crate::record::RunStatus;
 use crate::run::journal::JournalEntry;
 use crate::run::stored::Stored;
-use crate::services::Waiter;
 use crate::supervisor::TimerKey;
 
 mod asks;
@@ -100,7 +101,7 @@ pub(crate) struct Parked {
     outcome: Option<Box<Result<Value, String>>>,
     /// A `sync` user ask: the blocked activation waiting for the answer.
     #[serde(skip)]
-    waiter: Option<Waiter>,
+    waiter: Option<ReplyId>,
     /// A user ask as the inbox lists it, kept so a restart can list it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     offered: Option<Box<InboxItem>>,
@@ -126,7 +127,7 @@ struct Group {
     /// Set when the last ask was resolved while the activation was still executing:
     /// the receiver of the resumed run's outcome, and the ask resolved last.
     #[serde(skip)]
-    pending: Option<(Option<Receiver>, String)>,
+    pending: Option<(Option<ReplyId>, String)>,
 }
 
 /// Groups have no order of their own.
@@ -185,7 +186,7 @@ struct Run {
     executing: bool,
     /// Who takes the outcome of the executing activation.
     #[serde(skip)]
-    receiver: Option<Receiver>,
+    receiver: Option<ReplyId>,
     /// The group the executing (or last) activation raised.
     group: Option<String>,
     /// The group whose resolution started the executing activation.
@@ -306,7 +307,7 @@ pub(crate) enum Deferred {
     Cancel {
         ids: Vec<String>,
         canceller: Option<Arc<str>>,
-        reply: tokio::sync::oneshot::Sender<Result<(), Vec<IdProblem>>>,
+        reply: ReplyId,
     },
     /// A killing expiry.
     Expire {
@@ -437,7 +438,7 @@ impl State {
                     };
                     step.push(Effect::Keep(key.name, kept));
                 }
-                step.reply(Reply::Start(reply, run));
+                step.reply(reply, Answer::Start(run));
             }
             Op::Ask {
                 run,
@@ -453,18 +454,18 @@ impl State {
                 // A teardown removes a run before any later message of it is handled, so
                 // the asking activation is alive to receive this reply.
                 if let Some(reply) = reply {
-                    step.reply(Reply::Ask(reply, stored));
+                    step.reply(reply, Answer::Ask(stored));
                 }
             }
             Op::Ended(ending) => {
                 let run = self.ended(step, *ending);
                 self.activate_prepared(step, run);
             }
-            Op::List { reply } => step.reply(Reply::List(reply, self.list())),
-            Op::Record { run, reply } => step.reply(Reply::Record(reply, self.record_of(&run))),
+            Op::List { reply } => step.reply(reply, Answer::List(self.list())),
+            Op::Record { run, reply } => step.reply(reply, Answer::Record(self.record_of(&run))),
             Op::Recall { interaction, reply } => {
                 let recalled = self.recall(step, &interaction);
-                step.reply(Reply::Recall(reply, recalled));
+                step.reply(reply, Answer::Recall(recalled));
             }
             Op::Resume {
                 interaction,
@@ -474,10 +475,10 @@ impl State {
                 reply,
             } => match self.resume(step, &interaction, payload, receiver, resumer) {
                 Ok((ack, run)) => {
-                    step.reply(Reply::Resume(reply, Ok(ack)));
+                    step.reply(reply, Answer::Resume(Ok(ack)));
                     self.activate_prepared(step, run);
                 }
-                Err(problem) => step.reply(Reply::Resume(reply, Err(problem))),
+                Err(problem) => step.reply(reply, Answer::Resume(Err(problem))),
             },
             Op::Take {
                 interaction,
@@ -485,19 +486,19 @@ impl State {
                 reply,
             } => {
                 let taken = self.take(step, &interaction, taker);
-                step.reply(Reply::Take(reply, taken));
+                step.reply(reply, Answer::Take(taken));
             }
             Op::Cancel {
                 ids,
                 canceller,
                 reply,
             } => match self.check_cancel(step, &ids) {
-                Err(problems) => step.reply(Reply::Cancel(reply, Err(problems))),
+                Err(problems) => step.reply(reply, Answer::Cancel(Err(problems))),
                 Ok(()) => {
                     let runs = self.linked_owners(ids.iter().map(String::as_str));
                     if runs.is_empty() {
                         self.cancel(step, ids, canceller, &Chains::new());
-                        step.reply(Reply::Cancel(reply, Ok(())));
+                        step.reply(reply, Answer::Cancel(Ok(())));
                     } else {
                         let claimed = ids.clone();
                         let walk = canceller.clone();
@@ -524,7 +525,7 @@ impl State {
             Op::Idle { .. } => {}
             Op::Recover { reply } => {
                 self.recover(step);
-                step.reply(Reply::Done(reply));
+                step.reply(reply, Answer::Done);
             }
             Op::Undelivered { waiting, reply } => {
                 let id = waiting.id.clone();
@@ -533,7 +534,7 @@ impl State {
                     self.leave_waiting(step, waiting);
                 }
                 step.push(Effect::Delivered(id));
-                step.reply(Reply::Done(reply));
+                step.reply(reply, Answer::Done);
             }
             Op::Replay => self.replay(step),
         }

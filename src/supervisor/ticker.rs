@@ -188,5 +188,5 @@ async fn deliver(hub: &Arc<Hub>, timer: Fired, round: &mut Round) {
         }
     };
     // A runtime that is stopping drops its timers; nothing is waiting for them then.
-    let _ = hub.send(&subject, SubjectMsg::Op(op)).await;
+    let _ = hub.send(&subject, SubjectMsg::op(op)).await;
 }

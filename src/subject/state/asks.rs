@@ -13,11 +13,11 @@ use crate::entry::{Entry, EntryStatus, To};
 use crate::error::{AskError, IdProblem};
 use crate::event::{Event, Resolution, Settled};
 use crate::ids::Kind;
+use crate::ids::ReplyId;
 use crate::inbox::InboxItem;
 use crate::run::journal::JournalEntry;
-use crate::services::Waiter;
 use crate::subject::Ack;
-use crate::subject::effect::{Effect, Receiver, Step};
+use crate::subject::effect::{Effect, Step};
 use crate::supervisor::Timer;
 
 impl State {
@@ -32,7 +32,7 @@ impl State {
         ask: Ask,
         checked: Checked,
         id: String,
-        waiter: Option<Waiter>,
+        waiter: Option<ReplyId>,
     ) -> Result<String, AskError> {
         let Some(run) = self
             .runs
@@ -44,6 +44,7 @@ impl State {
                 run: run_id.to_string(),
             });
         };
+        let waiter = step.keep(waiter);
         // A sync ask blocks its activation instead of parking it: it joins no group.
         let gid = match run.group.clone().filter(|g| self.groups.contains_key(g)) {
             _ if waiter.is_some() => String::new(),
@@ -129,8 +130,10 @@ impl State {
 
     /// Remove one entry, disarming its timer and giving back its unit of the ceiling.
     pub(super) fn remove_entry(&mut self, step: &mut Step<'_>, id: &str) -> Option<Parked> {
-        let parked = self.entries.shift_remove(id)?;
+        let mut parked = self.entries.shift_remove(id)?;
         self.parked = None;
+        // A `sync` ask torn down: its activation learns no answer comes.
+        step.drop_channel(parked.waiter.take());
         // A user ask leaves the inbox with its `ask_resolved`, which every removal of an
         // asking entry publishes.
         if let Some(key) = parked.timer {
@@ -143,6 +146,7 @@ impl State {
     /// Remove a resolved group and its (running) entries.
     pub(super) fn remove_group(&mut self, step: &mut Step<'_>, gid: &str) {
         if let Some(group) = self.groups.shift_remove(gid) {
+            step.drop_channel(group.pending.and_then(|(receiver, _)| receiver));
             for id in group.members {
                 self.remove_entry(step, &id);
             }
@@ -152,7 +156,7 @@ impl State {
     /// Withdraw the asks of a group whose activation had an ask refused: those still
     /// asking are resolved `cancelled`. Returns the receiver of a resume held for the
     /// activation's end, if one was.
-    pub(super) fn withdraw_group(&mut self, step: &mut Step<'_>, gid: &str) -> Option<Receiver> {
+    pub(super) fn withdraw_group(&mut self, step: &mut Step<'_>, gid: &str) -> Option<ReplyId> {
         let pending = self.groups.get_mut(gid)?.pending.take();
         self.drop_group_asks(step, gid, Resolution::Cancelled);
         pending.and_then(|(receiver, _)| receiver)
@@ -161,6 +165,7 @@ impl State {
     /// Remove a group whose asks will never be answered (the run diverged).
     pub(super) fn drop_group_asks(&mut self, step: &mut Step<'_>, gid: &str, how: Resolution) {
         if let Some(group) = self.groups.shift_remove(gid) {
+            step.drop_channel(group.pending.and_then(|(receiver, _)| receiver));
             for id in group.members {
                 if let Some(p) = self.remove_entry(step, &id)
                     && p.entry.status == EntryStatus::Asking
@@ -210,7 +215,7 @@ impl State {
         step: &mut Step<'_>,
         id: &str,
         payload: Value,
-        receiver: Option<Receiver>,
+        receiver: Option<ReplyId>,
         resumer: Option<Arc<str>>,
     ) -> Result<(Ack, Option<Arc<str>>), IdProblem> {
         self.check_asking(step, id)?;
@@ -233,7 +238,7 @@ impl State {
         step: &mut Step<'_>,
         id: &str,
         answer: Value,
-        receiver: Option<Receiver>,
+        receiver: Option<ReplyId>,
         how: Resolution,
     ) -> (Ack, Option<Arc<str>>) {
         let Some(parked) = self.entries.get_mut(id) else {
@@ -273,22 +278,24 @@ impl State {
             return (Ack::Buffered { remaining }, None);
         }
         if group.open {
-            group.pending = Some((receiver, id.to_owned()));
+            group.pending = Some((step.keep(receiver), id.to_owned()));
             return (Ack::Started, None);
         }
-        (
-            Ack::Started,
-            self.prepare_resume(&run_id, &gid, receiver, id.to_owned()),
-        )
+        let run = self.prepare_resume(step, &run_id, &gid, receiver, id.to_owned());
+        if run.is_some() {
+            step.keep(receiver);
+        }
+        (Ack::Started, run)
     }
 
     /// Fill the group's answers into the journal and attach the receiver; the caller
     /// then activates the returned run.
     pub(super) fn prepare_resume(
         &mut self,
+        step: &mut Step<'_>,
         run_id: &Arc<str>,
         gid: &str,
-        receiver: Option<Receiver>,
+        receiver: Option<ReplyId>,
         last: String,
     ) -> Option<Arc<str>> {
         let group = self.groups.get(gid)?;
@@ -313,6 +320,7 @@ impl State {
                 *answer = Some((*a).clone());
             }
         }
+        step.drop_channel(run.receiver.take());
         run.receiver = receiver;
         run.resumed_by = Some(last);
         run.group = None;

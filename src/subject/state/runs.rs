@@ -13,10 +13,11 @@ use crate::entry::{Entry, EntryStatus, To};
 use crate::error::RunError;
 use crate::event::{Event, Resolution};
 use crate::ids::Kind;
+use crate::ids::ReplyId;
 use crate::record::{RunRecord, RunStatus, Suspended};
 use crate::run::port::{Ending, Parent};
 use crate::run::stored::Stored;
-use crate::subject::effect::{Effect, Launch, Receiver, Step, Waiting};
+use crate::subject::effect::{Effect, Launch, Step, Waiting};
 use crate::supervisor::Timer;
 use crate::target::Target;
 
@@ -31,8 +32,9 @@ impl State {
         extras: Value,
         identity: Arc<str>,
         parent: Parent,
-        receiver: Option<Receiver>,
+        receiver: Option<ReplyId>,
     ) -> Arc<str> {
+        let receiver = step.keep(receiver);
         let run: Arc<str> = Arc::from(step.id(Kind::Run));
         let (parent_run, lineage) = match parent {
             Parent::Top => (None, Arc::from(vec![target.name.to_string()])),
@@ -159,9 +161,12 @@ impl State {
                     Ok(v) => (RunStatus::Succeeded, Some(v.clone()), None),
                     Err(e) => (RunStatus::Failed, None, Some(e.clone())),
                 };
-                if let Some(mut record) = self.record(&run_id, status, result, error, None) {
-                    record.finished_at = Some(now);
-                    step.push(Effect::Deliver(resumer, Box::new(record), None));
+                match self.record(&run_id, status, result, error, None) {
+                    Some(mut record) => {
+                        record.finished_at = Some(now);
+                        step.push(Effect::Deliver(resumer, Box::new(record), None));
+                    }
+                    None => step.drop_channel(Some(resumer)),
                 }
             }
             return self.finish(step, &run_id, outcome, now);
@@ -176,16 +181,19 @@ impl State {
                 .groups
                 .get(&gid)
                 .and_then(|g| self.parked_record(&run_id, &g.members));
-            if let Some(record) = record {
-                if let Some(run) = self.runs.get_mut(&run_id) {
-                    run.status = record.status;
+            match (record, receiver) {
+                (Some(record), receiver) => {
+                    if let Some(run) = self.runs.get_mut(&run_id) {
+                        run.status = record.status;
+                    }
+                    if let Some(receiver) = receiver {
+                        step.push(Effect::Deliver(receiver, Box::new(record), None));
+                    }
                 }
-                if let Some(receiver) = receiver {
-                    step.push(Effect::Deliver(receiver, Box::new(record), None));
-                }
+                (None, receiver) => step.drop_channel(receiver),
             }
             if let Some((receiver, last)) = pending {
-                return self.prepare_resume(&run_id, &gid, receiver, last);
+                return self.prepare_resume(step, &run_id, &gid, receiver, last);
             }
             return None;
         }

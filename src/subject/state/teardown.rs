@@ -12,9 +12,11 @@ use crate::ask::{OnExpiry, expiry_marker};
 use crate::entry::EntryStatus;
 use crate::error::IdProblem;
 use crate::event::{Event, Resolution, Settled};
+use crate::ids::ReplyId;
 use crate::record::{RunRecord, RunStatus};
 use crate::subject::Op;
-use crate::subject::effect::{Effect, Receiver, Reply, Step};
+use crate::subject::effect::{Effect, Step};
+use crate::subject::reply::Answer;
 use crate::supervisor::TimerKey;
 
 impl State {
@@ -33,6 +35,12 @@ impl State {
         for id in claimed {
             self.claims.insert(Arc::from(id), token);
         }
+        // Its reply waits for the walk.
+        match &what {
+            Deferred::Cancel { reply, .. } => step.keep(Some(*reply)),
+            Deferred::Visit(planned) => step.keep(planned.reply),
+            Deferred::Expire { .. } => None,
+        };
         step.push(Effect::Walk {
             token,
             runs: runs.clone(),
@@ -65,7 +73,7 @@ impl State {
                 reply,
             } => {
                 self.cancel(step, ids, canceller, &chains);
-                step.reply(Reply::Cancel(reply, Ok(())));
+                step.reply(reply, Answer::Cancel(Ok(())));
             }
             Deferred::Expire { interaction, key } => self.expire(step, &interaction, key, &chains),
             Deferred::Visit(planned) => self.visit_walked(planned, &chains, step),
@@ -256,7 +264,7 @@ impl State {
             }
         }
         // Receivers waiting on a group that was resolved while its activation ran.
-        let mut pending: HashMap<Arc<str>, Vec<Receiver>> = HashMap::new();
+        let mut pending: HashMap<Arc<str>, Vec<ReplyId>> = HashMap::new();
         self.groups.retain(|_, g| {
             if !torn.contains(&g.run) {
                 return true;

@@ -7,20 +7,20 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 use super::{After, State, Touch};
 use crate::ask::{Ask, OnExpiry};
 use crate::entry::EntryStatus;
 use crate::error::{IdProblem, RunError, Suspension};
 use crate::ids::Ids;
-use crate::record::RunRecord;
+use crate::ids::ReplyId;
 use crate::run::journal::JournalEntry;
 use crate::run::port::{Ending, Parent, Replay};
 use crate::settings::Settings;
 use crate::subject::Op;
-use crate::subject::effect::{Effect, Reply, Step};
+use crate::subject::effect::{Effect, Step};
 use crate::subject::packed::Packed;
+use crate::subject::reply::Answer;
 use crate::supervisor::{Timer, TimerKey, TimerKeys};
 use crate::target::{Target, Targets};
 
@@ -62,15 +62,21 @@ impl World {
 
     /// Handle `op`; its effects.
     fn op(&mut self, op: Op) -> Vec<Effect> {
+        self.op_kept(op).0
+    }
+
+    /// Handle `op`; its effects, and the channels the state holds past it.
+    fn op_kept(&mut self, op: Op) -> (Vec<Effect>, Vec<ReplyId>) {
         let mut step = Step::new(self.now, &self.settings, &self.ids, &self.keys);
         self.state.handle(op, &mut step);
+        let kept = std::mem::take(&mut step.kept);
         let effects = step.into_effects();
         for effect in &effects {
             if let Effect::Arm(key, Timer::Expiry { interaction, .. }) = effect {
                 self.timers.push((interaction.to_string(), *key));
             }
         }
-        effects
+        (effects, kept)
     }
 
     /// The supervisor's walk for the teardown `token` comes back with `chains`.
@@ -82,10 +88,10 @@ impl World {
         self.op(Op::Walked { token, chains })
     }
 
-    /// Start a run of `t`, under `parent`; its id and its receiver.
-    fn start(&mut self, parent: Parent) -> (Arc<str>, oneshot::Receiver<RunRecord>, Vec<Effect>) {
-        let (receiver, outcome) = oneshot::channel();
-        let (reply, _) = oneshot::channel();
+    /// Start a run of `t`, under `parent`; its id and its receiver's.
+    fn start(&mut self, parent: Parent) -> (Arc<str>, ReplyId, Vec<Effect>) {
+        let receiver = self.ids.reply();
+        let reply = self.ids.reply();
         let effects = self.op(Op::Start {
             target: Arc::clone(&self.target),
             kwargs: json!({}),
@@ -103,7 +109,7 @@ impl World {
                 _ => None,
             })
             .unwrap_or_else(|| Arc::from("none"));
-        (run, outcome, effects)
+        (run, receiver, effects)
     }
 
     /// Park `ask` for activation `epoch` of `run`; its interaction id.
@@ -168,8 +174,8 @@ impl World {
 
     /// Resume `id` with `payload`, and a receiver unless `detached`.
     fn resume_with(&mut self, id: &str, payload: Value, detached: bool) -> Vec<Effect> {
-        let (receiver, _outcome) = oneshot::channel();
-        let (reply, _) = oneshot::channel();
+        let receiver = self.ids.reply();
+        let reply = self.ids.reply();
         self.op(Op::Resume {
             interaction: id.to_owned(),
             payload,
@@ -190,7 +196,7 @@ impl World {
     }
 
     fn cancel(&mut self, ids: &[&str]) -> Vec<Effect> {
-        let (reply, _) = oneshot::channel();
+        let reply = self.ids.reply();
         self.op(Op::Cancel {
             ids: ids.iter().map(|s| (*s).to_owned()).collect(),
             canceller: None,
@@ -230,25 +236,25 @@ fn show(effects: &[Effect]) -> Vec<String> {
 
 fn line(effect: &Effect) -> String {
     match effect {
-        Effect::Reply(reply) => match reply {
-            Reply::Start(_, run) => format!("reply start {run}"),
-            Reply::Ask(_, result) => format!("reply ask {result:?}"),
-            Reply::List(_, entries) => format!("reply list {}", entries.len()),
-            Reply::Done(_) => "reply done".to_owned(),
-            Reply::Recall(_, recalled) => format!("reply recall {}", recalled.is_some()),
-            Reply::Record(_, record) => format!("reply record {}", record.is_some()),
-            Reply::Resume(_, Ok(ack)) => format!("reply resume {ack:?}"),
-            Reply::Resume(_, Err(problem)) => format!("reply resume refused: {problem}"),
-            Reply::Take(_, Ok(result)) => format!("reply take {result:?}"),
-            Reply::Take(_, Err(problem)) => format!("reply take refused: {problem}"),
-            Reply::Cancel(_, result) => format!("reply cancel {}", result.is_ok()),
-            Reply::Visit(_, Ok(applied)) => format!(
+        Effect::Reply(_, answer) => match answer {
+            Answer::Start(run) => format!("reply start {run}"),
+            Answer::Ask(result) => format!("reply ask {result:?}"),
+            Answer::List(entries) => format!("reply list {}", entries.len()),
+            Answer::Done => "reply done".to_owned(),
+            Answer::Recall(recalled) => format!("reply recall {}", recalled.is_some()),
+            Answer::Record(record) => format!("reply record {}", record.is_some()),
+            Answer::Resume(Ok(ack)) => format!("reply resume {ack:?}"),
+            Answer::Resume(Err(problem)) => format!("reply resume refused: {problem}"),
+            Answer::Take(Ok(result)) => format!("reply take {result:?}"),
+            Answer::Take(Err(problem)) => format!("reply take refused: {problem}"),
+            Answer::Cancel(result) => format!("reply cancel {}", result.is_ok()),
+            Answer::Visit(Ok(applied)) => format!(
                 "reply visit cancelled {:?} resolved {} started {}",
                 applied.cancelled,
                 applied.resolved.as_ref().map_or(0, Vec::len),
                 applied.started.is_some()
             ),
-            Reply::Visit(_, Err(problems)) => format!(
+            Answer::Visit(Err(problems)) => format!(
                 "reply visit refused: {}",
                 problems
                     .iter()
@@ -305,6 +311,7 @@ fn line(effect: &Effect) -> String {
             parent.as_deref().unwrap_or("nothing")
         ),
         Effect::Unlink(run) => format!("unlink {run}"),
+        Effect::Drop(_) => "drop".to_owned(),
         Effect::Walk { token, runs, .. } => format!("walk {token} {}", runs.join(",")),
         Effect::Delivered(id) => format!("delivered {id}"),
         Effect::Keep(name, _) => format!("keep {name}"),
@@ -456,7 +463,7 @@ fn a_second_resolution_is_refused_and_changes_nothing() {
     // Once the entry is gone, the subject remembers how it was resolved.
     w.end(&run, 2, Ok(json!("done")), vec![], None);
     let effects = w.resume(&id, json!(3));
-    let [Effect::Reply(Reply::Resume(_, Err(problem)))] = effects.as_slice() else {
+    let [Effect::Reply(_, Answer::Resume(Err(problem)))] = effects.as_slice() else {
         panic!("a refusal: {:?}", show(&effects));
     };
     assert!(
@@ -485,7 +492,7 @@ fn a_resolved_run_without_a_receiver_leaves_its_outcome_waiting_to_be_taken() {
         ]
     );
     assert_eq!(status(&w, &id), Some(EntryStatus::Finished));
-    let (reply, _) = oneshot::channel();
+    let reply = w.ids.reply();
     let effects = w.op(Op::Take {
         interaction: id.clone(),
         taker: None,
@@ -780,9 +787,7 @@ fn an_idle_subject_passivates_and_wakes_with_its_parked_set() {
 fn a_sync_ask_is_answered_in_place_and_joins_no_group() {
     let mut w = World::new();
     let (run, _, _) = w.start(Parent::Top);
-    let (tx, mut rx) = oneshot::channel();
-    let inflight = Arc::new(crate::services::Inflight::default());
-    let (waiter, _blocked) = crate::services::Waiter::new(tx, &inflight);
+    let waiter = w.ids.reply();
     let ask = Ask::user("ok?")
         .expiry_at("10m")
         .timeout(Duration::from_secs(60))
@@ -791,8 +796,8 @@ fn a_sync_ask_is_answered_in_place_and_joins_no_group() {
         Ok(checked) => checked,
         Err(problems) => panic!("{problems:?}"),
     };
-    let (reply, _) = oneshot::channel();
-    w.op(Op::Ask {
+    let reply = w.ids.reply();
+    let (effects, kept) = w.op_kept(Op::Ask {
         run: Arc::clone(&run),
         epoch: 1,
         lineage: Arc::from(vec!["t".to_owned()]),
@@ -802,6 +807,9 @@ fn a_sync_ask_is_answered_in_place_and_joins_no_group() {
         waiter: Some(waiter),
         reply: Some(reply),
     });
+    // The entry holds the waiter's id, the reply goes now.
+    assert_eq!(kept, [waiter]);
+    assert!(show(&effects).contains(&"reply ask Ok(\"i-9\")".to_owned()));
     let effects = w.resume("i-9", json!("yes"));
     assert_eq!(
         show(&effects),
@@ -813,12 +821,11 @@ fn a_sync_ask_is_answered_in_place_and_joins_no_group() {
             "reply resume Started"
         ]
     );
-    // The effect carries the answer; applying it sends it.
-    for effect in effects {
-        if let Effect::Answer(waiter, answer) = effect {
-            waiter.send(answer);
-        }
-    }
-    assert_eq!(rx.try_recv().ok(), Some(json!("yes")));
+    // The answer goes to the waiter's channel, which the actor holds.
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Answer(to, answer) if *to == waiter && answer == "yes"))
+    );
     assert!(w.state.list().is_empty());
 }

@@ -9,7 +9,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde_json::Value;
-use tokio::sync::oneshot;
 
 use super::{Chains, Deferred, State};
 use crate::ask::EXPIRY_MARKER_KEY;
@@ -18,11 +17,13 @@ use crate::door::plan::{Item, Plan, VisitProblem};
 use crate::door::saved::Saved;
 use crate::error::{IdProblem, Problems};
 use crate::event::Event;
+use crate::ids::ReplyId;
 use crate::jq::Input;
 use crate::record::{Buffered, Resumed};
 use crate::run::port::Parent;
 use crate::subject::Ack;
-use crate::subject::effect::{Applied, AppliedItem, Reply, Step};
+use crate::subject::effect::{Applied, AppliedItem, Step};
+use crate::subject::reply::{Answer, Outcome};
 use crate::target::Target;
 
 /// A visit whose contract was evaluated: what the subject checks and applies.
@@ -35,7 +36,7 @@ pub(crate) struct Planned {
     /// The door's target as registered when the visit began, for a start.
     pub(crate) target: Option<Arc<Target>>,
     /// Where the result goes; `None` for a schedule's fire, whose refusal is an event.
-    pub(crate) reply: Option<oneshot::Sender<Result<Applied, Vec<VisitProblem>>>>,
+    pub(crate) reply: Option<ReplyId>,
 }
 
 impl State {
@@ -118,7 +119,7 @@ impl State {
         door: Arc<Saved>,
         plan: Plan,
         target: Option<Arc<Target>>,
-        reply: Option<oneshot::Sender<Result<Applied, Vec<VisitProblem>>>>,
+        reply: Option<ReplyId>,
         chains: &Chains,
         step: &mut Step<'_>,
     ) {
@@ -127,7 +128,7 @@ impl State {
             Ok(()) => {
                 let applied = self.apply(step, &door, plan, target, chains);
                 if let Some(reply) = reply {
-                    step.reply(Reply::Visit(reply, Ok(applied)));
+                    step.reply(reply, Answer::Visit(Ok(applied)));
                 }
             }
         }
@@ -137,12 +138,12 @@ impl State {
     fn refuse(
         &self,
         door: &Saved,
-        reply: Option<oneshot::Sender<Result<Applied, Vec<VisitProblem>>>>,
+        reply: Option<ReplyId>,
         problems: Vec<VisitProblem>,
         step: &mut Step<'_>,
     ) {
         match reply {
-            Some(reply) => step.reply(Reply::Visit(reply, Err(problems))),
+            Some(reply) => step.reply(reply, Answer::Visit(Err(problems))),
             None => {
                 let error = VisitError::Refused {
                     door: door.name().to_owned(),
@@ -301,11 +302,13 @@ impl State {
             for item in items {
                 match item {
                     Item::Resume { id, payload } => {
-                        let (tx, rx) = receiver.then(oneshot::channel).unzip();
-                        match self.resume(step, &id, payload, tx, None) {
+                        let outcome = receiver.then(|| step.reply_id());
+                        match self.resume(step, &id, payload, outcome, None) {
                             Ok((ack, run)) => {
                                 self.activate_prepared(step, run);
-                                let outcome = rx.filter(|_| ack == Ack::Started);
+                                // A `sync` ask's answer resumes no run: nothing to await.
+                                let outcome =
+                                    outcome.filter(|id| ack == Ack::Started && step.holds(*id));
                                 out.push(AppliedItem::Resumed { id, ack, outcome });
                             }
                             // Checked above; a refusal here would be a bug, reported as
@@ -326,7 +329,7 @@ impl State {
             }
             applied.resolved = Some(out);
         } else if let (Some(kwargs), Some(target)) = (plan.start, target) {
-            let (tx, rx) = receiver.then(oneshot::channel).unzip();
+            let outcome = receiver.then(|| step.reply_id());
             let extras = plan
                 .extras
                 .unwrap_or_else(|| Value::Object(Default::default()));
@@ -337,15 +340,15 @@ impl State {
                 extras,
                 Arc::from(format!("door:{}", door.name())),
                 Parent::Top,
-                tx,
+                outcome,
             );
-            applied.started = Some((run, rx));
+            applied.started = Some((run, outcome));
         }
         applied
     }
 }
 
-impl Applied {
+impl Applied<Outcome> {
     /// The visit's outcome: each resumed run's next outcome and the started run's first
     /// record, awaited from their receivers.
     pub(crate) async fn outcome(self) -> Result<Visit, VisitError> {

@@ -11,7 +11,8 @@ use crate::entry::EntryStatus;
 use crate::error::IdProblem;
 use crate::event::Settled;
 use crate::run::port::Parent;
-use crate::subject::effect::{Effect, Reply, Step};
+use crate::subject::effect::{Effect, Step};
+use crate::subject::reply::Answer;
 use crate::subject::state::State;
 
 impl World {
@@ -79,7 +80,7 @@ fn recovery_withdraws_the_asks_of_a_stopped_activation_and_brings_back_the_rest(
     assert_eq!(status(&w, &user), Some(EntryStatus::Asking));
     // The withdrawn ask is remembered as resolved.
     let effects = w.resume(&orphan, json!(1));
-    let [Effect::Reply(Reply::Resume(_, Err(problem)))] = effects.as_slice() else {
+    let [Effect::Reply(_, Answer::Resume(Err(problem)))] = effects.as_slice() else {
         panic!("a refusal: {:?}", show(&effects));
     };
     assert!(

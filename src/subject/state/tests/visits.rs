@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 use super::{World, caller_ask, show, status};
 use crate::door::plan::{Item, Plan};
@@ -26,7 +25,7 @@ impl World {
             Ok(door) => Arc::new(door),
             Err(problems) => panic!("a valid door: {problems:?}"),
         };
-        let (reply, _) = oneshot::channel();
+        let reply = self.ids.reply();
         let planned = Planned {
             door,
             plan: Ok(plan),
@@ -181,7 +180,7 @@ fn a_visit_that_cancels_a_linked_run_waits_for_the_walk_and_claims_what_it_names
     assert_eq!(status(&w, &down), Some(EntryStatus::Asking));
     // Meanwhile the claimed id is refused to anyone else; the rest is served.
     let effects = w.resume(&down, json!(1));
-    let [Effect::Reply(crate::subject::effect::Reply::Resume(_, Err(problem)))] =
+    let [Effect::Reply(_, crate::subject::reply::Answer::Resume(Err(problem)))] =
         effects.as_slice()
     else {
         panic!("a refusal: {:?}", show(&effects));
