@@ -1,7 +1,8 @@
 //! The durable store: keyspaces of bytes, batches applied atomically, and one writer that
 //! makes many batches durable with one sync (group commit).
 //!
-//! - `space`: [`Space`], the keyspaces, and the big-endian [`sequence_key`].
+//! - `layout`: [`Space`], the keyspaces, and the bytes of every key in them: the one
+//!   description of the key layout, which every caller builds and parses keys with.
 //! - `batch`: [`Batch`], puts and deletes across spaces.
 //! - `writer`: the queue and the group commit, shared by both engines, with the faults
 //!   a test injects.
@@ -40,13 +41,13 @@ mod disk;
 mod disk;
 #[cfg(feature = "disk")]
 mod journal;
+pub(crate) mod layout;
 mod log;
 #[cfg(feature = "disk")]
 mod mark;
 mod memory;
 #[cfg(feature = "disk")]
 mod reader;
-mod space;
 mod writer;
 
 #[cfg(all(test, feature = "disk"))]
@@ -57,11 +58,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub(crate) use batch::{Batch, Op};
+pub(crate) use layout::{Space, VERSION_KEY};
 #[cfg(feature = "disk")]
 pub(crate) use reader::Reader;
-pub(crate) use space::{
-    Space, instant_key, instant_of, name_of, named_key, sequence_key, sequence_of,
-};
 
 use disk::Disk;
 use memory::Memory;
@@ -76,9 +75,6 @@ pub(crate) const FORMAT_VERSION: u32 = 3;
 /// also had no [`Space::Heads`], [`Space::Wakes`] or [`Space::Runs`]: the store's caller
 /// upgrades the rest of it.
 pub(crate) const UPGRADES_FROM: u32 = 1;
-
-/// The key of the format version, decimal text, in [`Space::Meta`].
-pub(crate) const VERSION_KEY: &[u8] = b"format_version";
 
 /// Called once with a submitted batch's fate: its receipt when it is durable, the error
 /// when it never will be. It runs on the writer's thread, so it must not block: send a
@@ -282,7 +278,7 @@ pub(crate) enum StoreError {
 
 /// The entries of a chunk of the log, from its key and value, or what is wrong with it.
 pub(crate) fn chunk_entries(key: &[u8], value: &[u8]) -> Result<Vec<Vec<u8>>, String> {
-    let (_, count) = log::chunk_of(key).ok_or("the key is not a chunk's")?;
+    let (_, count) = layout::chunk_of(key).ok_or("the key is not a chunk's")?;
     log::decode(value, count)
 }
 

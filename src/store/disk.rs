@@ -564,7 +564,7 @@ fn convert_log(
     let old = entries(events.iter())
         .map_err(&corrupt)?
         .into_iter()
-        .filter_map(|(key, value)| Some((super::sequence_of(&key)?, value)));
+        .filter_map(|(key, value)| Some((super::layout::sequence_of(&key)?, value)));
     let commit = |batch: Batch| -> Result<(), String> {
         write_group(db, spaces, std::slice::from_ref(&batch))?;
         db.persist(PersistMode::SyncData)

@@ -7,10 +7,8 @@ use std::time::Duration;
 
 use super::batch::{Op, last_per_key};
 use super::disk::{DATA_DIR, VERSION_KEY};
-use super::{
-    Ack, Batch, FORMAT_VERSION, Faults, OpenError, Space, Store, StoreError, Syncing, sequence_key,
-    sequence_of,
-};
+use super::layout::{sequence_key, sequence_of};
+use super::{Ack, Batch, FORMAT_VERSION, Faults, OpenError, Space, Store, StoreError, Syncing};
 
 /// The longest a test waits for an ack: a bound, never a pause.
 const WAIT: Duration = Duration::from_secs(30);

@@ -22,6 +22,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::disk::{Disk, ReadFailure};
+use super::layout;
 use super::log::{self, Log};
 use super::memory::Memory;
 use crate::sync::lock;
@@ -228,7 +229,7 @@ impl Shared {
             let chunks = self.range_from(Space::Events, &key, CHUNKS)?;
             let read = chunks.len();
             for (chunk, value) in chunks {
-                let Some((first, count)) = log::chunk_of(&chunk) else {
+                let Some((first, count)) = layout::chunk_of(&chunk) else {
                     continue;
                 };
                 let values = log::decode(&value, count).map_err(|cause| StoreError::Corrupt {
@@ -247,7 +248,7 @@ impl Shared {
                         entries.push((seq, value));
                     }
                 }
-                key = log::chunk_key(first + u64::from(count), 0);
+                key = layout::chunk_key(first + u64::from(count), 0);
             }
             if read < CHUNKS {
                 break;
