@@ -39,6 +39,7 @@ mod disk;
 #[cfg(not(feature = "disk"))]
 #[path = "store/no_disk.rs"]
 mod disk;
+mod engine;
 #[cfg(feature = "disk")]
 mod journal;
 pub(crate) mod layout;
@@ -64,7 +65,7 @@ pub(crate) use reader::Reader;
 
 use disk::Disk;
 use memory::Memory;
-use writer::{Engine, Shared};
+use writer::Shared;
 
 /// The format version of a data directory this build writes. It reads this one and the
 /// older ones from [`UPGRADES_FROM`] on; any other is refused at open.
@@ -427,11 +428,7 @@ impl Store {
 
     /// A memory store that syncs when it is told, and fails as `faults` say.
     pub(crate) fn memory_with(syncing: Syncing, faults: Faults) -> Store {
-        let mut shared = Shared::new(
-            Arc::from("memory"),
-            Engine::Memory(Arc::new(Memory::new())),
-            faults,
-        );
+        let mut shared = Shared::new(Arc::from("memory"), Arc::new(Memory::new()), faults);
         if syncing == Syncing::Inline {
             shared = shared.inline();
         }
@@ -474,7 +471,7 @@ impl Store {
         let (disk, recovered) = Disk::open_as(dir, on_damage)?;
         let shared = Arc::new(Shared::new(
             Arc::from(dir.display().to_string()),
-            Engine::Disk(disk),
+            Arc::new(disk),
             faults,
         ));
         shared.find_log_end().map_err(|err| OpenError::Corrupt {
@@ -564,15 +561,11 @@ impl Store {
     /// store is crashed by ending the process: for it this is `None`.
     pub(crate) fn crash_and_reopen(&self) -> Option<Store> {
         let old = &self.handle.shared;
-        let memory = Arc::clone(old.memory()?);
+        let engine = old.reopened()?;
         if !old.has_crashed() {
             old.crash_now();
         }
-        let mut shared = Shared::new(
-            Arc::from("memory"),
-            Engine::Memory(memory),
-            Faults::default(),
-        );
+        let mut shared = Shared::new(Arc::from("memory"), engine, Faults::default());
         if old.is_inline() {
             shared = shared.inline();
         }

@@ -633,12 +633,12 @@ fn write_events_and_one_unacknowledged(dir: &Path, count: u64) -> usize {
     write_events(dir, count);
     let (_, acknowledged_end) = newest_journal(dir);
     let disk = super::disk::Disk::open(dir).unwrap();
-    disk.write(&[put(
+    let mut group = vec![put(
         Space::Events,
         &sequence_key(count),
         format!("event {count}").as_bytes(),
-    )])
-    .unwrap();
+    )];
+    super::engine::Engine::write(&disk, &mut group, 0).unwrap();
     acknowledged_end
 }
 
