@@ -40,6 +40,7 @@ mod disk;
 #[path = "store/no_disk.rs"]
 mod disk;
 mod engine;
+mod faulty;
 #[cfg(feature = "disk")]
 mod journal;
 pub(crate) mod layout;
@@ -64,6 +65,7 @@ pub(crate) use layout::{Space, VERSION_KEY};
 pub(crate) use reader::Reader;
 
 use disk::Disk;
+use engine::Engine;
 use memory::Memory;
 use writer::Shared;
 
@@ -156,7 +158,7 @@ pub(crate) enum Syncing {
     Inline,
 }
 
-/// Failures a test injects.
+/// Failures a test injects, by a wrapper engine (`faulty`) the writer knows nothing of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Faults {
     /// Make the sync after this many successful ones fail (`Some(0)`: the first), and
@@ -428,7 +430,10 @@ impl Store {
 
     /// A memory store that syncs when it is told, and fails as `faults` say.
     pub(crate) fn memory_with(syncing: Syncing, faults: Faults) -> Store {
-        let mut shared = Shared::new(Arc::from("memory"), Arc::new(Memory::new()), faults);
+        let mut shared = Shared::new(
+            Arc::from("memory"),
+            with_faults(Arc::new(Memory::new()), faults),
+        );
         if syncing == Syncing::Inline {
             shared = shared.inline();
         }
@@ -471,8 +476,7 @@ impl Store {
         let (disk, recovered) = Disk::open_as(dir, on_damage)?;
         let shared = Arc::new(Shared::new(
             Arc::from(dir.display().to_string()),
-            Arc::new(disk),
-            faults,
+            with_faults(Arc::new(disk), faults),
         ));
         shared.find_log_end().map_err(|err| OpenError::Corrupt {
             path: dir.to_path_buf(),
@@ -565,7 +569,7 @@ impl Store {
         if !old.has_crashed() {
             old.crash_now();
         }
-        let mut shared = Shared::new(Arc::from("memory"), engine, Faults::default());
+        let mut shared = Shared::new(Arc::from("memory"), engine);
         if old.is_inline() {
             shared = shared.inline();
         }
@@ -652,6 +656,15 @@ impl Store {
     /// The store's figures since it was opened.
     pub(crate) fn stats(&self) -> Stats {
         self.handle.shared.stats()
+    }
+}
+
+/// `engine`, wrapped to fail as `faults` say if they say anything.
+fn with_faults(engine: Arc<dyn Engine>, faults: Faults) -> Arc<dyn Engine> {
+    if faults == Faults::default() {
+        engine
+    } else {
+        Arc::new(faulty::Faulty::new(engine, faults))
     }
 }
 

@@ -27,7 +27,7 @@ use super::layout;
 use super::log::{self, Log};
 use crate::sync::lock;
 
-use super::{Ack, Batch, Entries, Faults, Receipt, Space, Stamp, Stats, StoreError};
+use super::{Ack, Batch, Entries, Receipt, Space, Stamp, Stats, StoreError};
 
 /// A submitted batch and its ack.
 struct Pending {
@@ -110,10 +110,6 @@ pub(super) struct Shared {
     poison: Mutex<Option<Arc<StoreError>>>,
     /// Whether `poison` is set, read without the lock.
     poisoned: AtomicBool,
-    /// The failures to inject.
-    faults: Faults,
-    /// Syncs attempted, counted for `faults`.
-    attempts: AtomicU64,
     /// Successful syncs.
     syncs: AtomicU64,
     /// Batches acknowledged durable.
@@ -151,7 +147,7 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
 
 impl Shared {
     /// A store over `engine`, named `name` in its errors.
-    pub(super) fn new(name: Arc<str>, engine: Arc<dyn Engine>, faults: Faults) -> Shared {
+    pub(super) fn new(name: Arc<str>, engine: Arc<dyn Engine>) -> Shared {
         Shared {
             name,
             engine,
@@ -162,8 +158,6 @@ impl Shared {
             sync_thread: std::sync::OnceLock::new(),
             poison: Mutex::new(None),
             poisoned: AtomicBool::new(false),
-            faults,
-            attempts: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -432,7 +426,7 @@ impl Shared {
             // here with every group handed beside it.
             let synced = match self.refusal() {
                 Some(refused) => Err(refused),
-                None => self.injected().and_then(|()| self.sync()),
+                None => self.sync(),
             };
             self.settle(groups, synced);
             lock(&handoff.state).busy = false;
@@ -508,7 +502,7 @@ impl Shared {
             self.fail(vec![written], &err);
             return 0;
         }
-        let synced = self.injected().and_then(|()| self.sync());
+        let synced = self.sync();
         self.settle(vec![written], synced)
     }
 
@@ -631,20 +625,6 @@ impl Shared {
             })
     }
 
-    /// The injected failure of this sync, if `faults` asks for one.
-    fn injected(&self) -> Result<(), StoreError> {
-        let attempt = self.attempts.fetch_add(1, Ordering::Relaxed);
-        match self.faults.fail_sync_after {
-            Some(after) if attempt == after || (attempt > after && !self.faults.only_once) => {
-                Err(StoreError::Sync {
-                    store: Arc::clone(&self.name),
-                    cause: format!("injected failure of sync {}", attempt + 1),
-                })
-            }
-            _ => Ok(()),
-        }
-    }
-
     /// Makes the groups written durable; `false` if a simulated crash since they were
     /// taken lost them.
     fn sync(&self) -> Result<bool, StoreError> {
@@ -762,6 +742,7 @@ mod tests {
     use super::*;
     use crate::store::Faults;
     use crate::store::disk::Disk;
+    use crate::store::faulty::Faulty;
 
     /// A group the writer wrote before it saw a failed sync reaches the sync thread
     /// after it: the sync thread refuses it rather than sync it and acknowledge it.
@@ -769,7 +750,8 @@ mod tests {
     fn the_sync_thread_refuses_a_group_handed_after_a_failure() {
         let tmp = tempfile::tempdir().expect("a temporary directory");
         let disk = Disk::open(&tmp.path().join("data")).expect("opens");
-        let shared = Shared::new(Arc::from("data"), Arc::new(disk), Faults::default());
+        let faulty = Arc::new(Faulty::new(Arc::new(disk), Faults::default()));
+        let shared = Shared::new(Arc::from("data"), Arc::clone(&faulty) as Arc<dyn Engine>);
         let failure = StoreError::Sync {
             store: Arc::from("data"),
             cause: "an earlier sync failed".to_owned(),
@@ -799,7 +781,7 @@ mod tests {
             "{fate:?}"
         );
         assert_eq!(shared.stats().syncs, 0, "nothing was synced");
-        assert_eq!(shared.attempts.load(Ordering::Relaxed), 0, "nor tried");
+        assert_eq!(faulty.syncs_tried(), 0, "nor tried");
         shared.release();
     }
 
@@ -811,7 +793,7 @@ mod tests {
     fn refusals_reach_their_acks_in_the_order_handed() {
         let tmp = tempfile::tempdir().expect("a temporary directory");
         let disk = Disk::open(&tmp.path().join("data")).expect("opens");
-        let shared = Shared::new(Arc::from("data"), Arc::new(disk), Faults::default());
+        let shared = Shared::new(Arc::from("data"), Arc::new(disk));
         let (tx, rx) = std::sync::mpsc::channel();
         let group = |tag: u32, failed: Option<StoreError>| {
             let tx = tx.clone();
