@@ -4,8 +4,9 @@
 //! - `layout`: [`Space`], the keyspaces, and the bytes of every key in them: the one
 //!   description of the key layout, which every caller builds and parses keys with.
 //! - `batch`: [`Batch`], puts and deletes across spaces.
-//! - `writer`: the queue and the group commit, shared by both engines, with the faults
-//!   a test injects.
+//! - `engine`: the `Engine` trait, the seam between the writer and what keeps the bytes.
+//! - `writer`: the queue and the group commit, the same for every engine.
+//! - `faulty`: the faults a test injects, as an engine wrapping another.
 //! - `memory`: the engine of tests and simulations. It keeps what is durable apart from
 //!   what is pending, so [`Store::crash`] can drop the pending.
 //! - `disk`: the fjall engine behind [`Store::open`], with the lock file and the format
