@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::StoreFault;
-use crate::store::{Space, StoreError, key_text, name_of};
+use crate::store::{Space, StoreError, key_text, layout};
 
 /// Whether the runtime has met damage in its data directory since it was built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,8 +110,7 @@ pub(crate) fn shown_key(space: &str, key: &[u8]) -> String {
         .iter()
         .find(|s| s.name() == space)
         .is_some_and(|s| s.has_named_keys());
-    if named && let Some(name) = name_of(key) {
-        let rest = &key[4 + name.len()..];
+    if named && let Some((name, rest)) = layout::split_named(key) {
         let rest = key_text(rest);
         // `key_text` quotes; the name and the rest are joined unquoted.
         return format!("{name}/{}", &rest[1..rest.len() - 1]);

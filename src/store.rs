@@ -1,10 +1,12 @@
 //! The durable store: keyspaces of bytes, batches applied atomically, and one writer that
 //! makes many batches durable with one sync (group commit).
 //!
-//! - `space`: [`Space`], the keyspaces, and the big-endian [`sequence_key`].
+//! - `layout`: [`Space`], the keyspaces, and the bytes of every key in them: the one
+//!   description of the key layout, which every caller builds and parses keys with.
 //! - `batch`: [`Batch`], puts and deletes across spaces.
-//! - `writer`: the queue and the group commit, shared by both engines, with the faults
-//!   a test injects.
+//! - `engine`: the `Engine` trait, the seam between the writer and what keeps the bytes.
+//! - `writer`: the queue and the group commit, the same for every engine.
+//! - `faulty`: the faults a test injects, as an engine wrapping another.
 //! - `memory`: the engine of tests and simulations. It keeps what is durable apart from
 //!   what is pending, so [`Store::crash`] can drop the pending.
 //! - `disk`: the fjall engine behind [`Store::open`], with the lock file and the format
@@ -38,15 +40,17 @@ mod disk;
 #[cfg(not(feature = "disk"))]
 #[path = "store/no_disk.rs"]
 mod disk;
+mod engine;
+mod faulty;
 #[cfg(feature = "disk")]
 mod journal;
+pub(crate) mod layout;
 mod log;
 #[cfg(feature = "disk")]
 mod mark;
 mod memory;
 #[cfg(feature = "disk")]
 mod reader;
-mod space;
 mod writer;
 
 #[cfg(all(test, feature = "disk"))]
@@ -57,15 +61,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub(crate) use batch::{Batch, Op};
+pub(crate) use layout::{Space, VERSION_KEY};
 #[cfg(feature = "disk")]
 pub(crate) use reader::Reader;
-pub(crate) use space::{
-    Space, instant_key, instant_of, name_of, named_key, sequence_key, sequence_of,
-};
 
 use disk::Disk;
+use engine::Engine;
 use memory::Memory;
-use writer::{Engine, Shared};
+use writer::Shared;
 
 /// The format version of a data directory this build writes. It reads this one and the
 /// older ones from [`UPGRADES_FROM`] on; any other is refused at open.
@@ -76,9 +79,6 @@ pub(crate) const FORMAT_VERSION: u32 = 3;
 /// also had no [`Space::Heads`], [`Space::Wakes`] or [`Space::Runs`]: the store's caller
 /// upgrades the rest of it.
 pub(crate) const UPGRADES_FROM: u32 = 1;
-
-/// The key of the format version, decimal text, in [`Space::Meta`].
-pub(crate) const VERSION_KEY: &[u8] = b"format_version";
 
 /// Called once with a submitted batch's fate: its receipt when it is durable, the error
 /// when it never will be. It runs on the writer's thread, so it must not block: send a
@@ -159,7 +159,7 @@ pub(crate) enum Syncing {
     Inline,
 }
 
-/// Failures a test injects.
+/// Failures a test injects, by a wrapper engine (`faulty`) the writer knows nothing of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Faults {
     /// Make the sync after this many successful ones fail (`Some(0)`: the first), and
@@ -282,7 +282,7 @@ pub(crate) enum StoreError {
 
 /// The entries of a chunk of the log, from its key and value, or what is wrong with it.
 pub(crate) fn chunk_entries(key: &[u8], value: &[u8]) -> Result<Vec<Vec<u8>>, String> {
-    let (_, count) = log::chunk_of(key).ok_or("the key is not a chunk's")?;
+    let (_, count) = layout::chunk_of(key).ok_or("the key is not a chunk's")?;
     log::decode(value, count)
 }
 
@@ -433,8 +433,7 @@ impl Store {
     pub(crate) fn memory_with(syncing: Syncing, faults: Faults) -> Store {
         let mut shared = Shared::new(
             Arc::from("memory"),
-            Engine::Memory(Arc::new(Memory::new())),
-            faults,
+            with_faults(Arc::new(Memory::new()), faults),
         );
         if syncing == Syncing::Inline {
             shared = shared.inline();
@@ -478,8 +477,7 @@ impl Store {
         let (disk, recovered) = Disk::open_as(dir, on_damage)?;
         let shared = Arc::new(Shared::new(
             Arc::from(dir.display().to_string()),
-            Engine::Disk(disk),
-            faults,
+            with_faults(Arc::new(disk), faults),
         ));
         shared.find_log_end().map_err(|err| OpenError::Corrupt {
             path: dir.to_path_buf(),
@@ -568,15 +566,11 @@ impl Store {
     /// store is crashed by ending the process: for it this is `None`.
     pub(crate) fn crash_and_reopen(&self) -> Option<Store> {
         let old = &self.handle.shared;
-        let memory = Arc::clone(old.memory()?);
+        let engine = old.reopened()?;
         if !old.has_crashed() {
             old.crash_now();
         }
-        let mut shared = Shared::new(
-            Arc::from("memory"),
-            Engine::Memory(memory),
-            Faults::default(),
-        );
+        let mut shared = Shared::new(Arc::from("memory"), engine);
         if old.is_inline() {
             shared = shared.inline();
         }
@@ -663,6 +657,15 @@ impl Store {
     /// The store's figures since it was opened.
     pub(crate) fn stats(&self) -> Stats {
         self.handle.shared.stats()
+    }
+}
+
+/// `engine`, wrapped to fail as `faults` say if they say anything.
+fn with_faults(engine: Arc<dyn Engine>, faults: Faults) -> Arc<dyn Engine> {
+    if faults == Faults::default() {
+        engine
+    } else {
+        Arc::new(faulty::Faulty::new(engine, faults))
     }
 }
 

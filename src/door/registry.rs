@@ -19,7 +19,7 @@ use super::spec::{Kind, Spec};
 use crate::error::Problems;
 use crate::jq::{EvalError, Input, Limits, Program};
 use crate::services::Services;
-use crate::store::{Batch, Space, Store};
+use crate::store::{Batch, Space, Store, layout};
 use crate::supervisor::Timer;
 
 #[derive(Debug, Default)]
@@ -93,7 +93,7 @@ impl Doors {
         self.restore(services, spec)?;
         if let (Some(store), Some(bytes)) = (&services.store, written) {
             let mut batch = Batch::new();
-            batch.put(Space::Doors, name.as_bytes(), bytes);
+            batch.put(Space::Doors, layout::door_key(&name), bytes);
             wait_durable(store, batch);
         }
         Ok(())
@@ -104,7 +104,7 @@ impl Doors {
         let existed = self.remove(name);
         if let Some(store) = &services.store {
             let mut batch = Batch::new();
-            batch.delete(Space::Doors, name.as_bytes());
+            batch.delete(Space::Doors, layout::door_key(name));
             wait_durable(store, batch);
         }
         existed

@@ -30,6 +30,7 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use super::batch::last_per_key;
 use super::damage::{self, Cut};
+use super::engine::{Engine, ReadFailure};
 use super::journal::Journals;
 use super::mark::{self, Mark};
 use super::{
@@ -126,13 +127,27 @@ impl Disk {
         Ok((disk, recovered))
     }
 
+    /// Runs `f` on the open engine, or refuses if it is closed.
+    fn with<T, E: From<String>>(&self, f: impl FnOnce(&Open) -> Result<T, E>) -> Result<T, E> {
+        let open = self
+            .open
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match open.as_ref() {
+            Some(open) => f(open),
+            None => Err(E::from(CLOSED.to_owned())),
+        }
+    }
+}
+
+impl Engine for Disk {
     /// Releases the engine and the directory's lock: a store opened on the directory
     /// from now on finds it free. Every later use is refused.
     ///
     /// With `flush`, what the memtables hold is first written into the keyspaces'
     /// tables, so the next open replays little of the journal (an open after a crash
     /// replays it, at most the journaling bound, [`MAX_JOURNAL`]).
-    pub(super) fn close(&self, flush: bool) {
+    fn close(&self, flush: bool) {
         let open = self
             .open
             .write()
@@ -148,50 +163,40 @@ impl Disk {
         drop(open);
     }
 
-    /// Runs `f` on the open engine, or refuses if it is closed.
-    fn with<T, E: From<String>>(&self, f: impl FnOnce(&Open) -> Result<T, E>) -> Result<T, E> {
-        let open = self
-            .open
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match open.as_ref() {
-            Some(open) => f(open),
-            None => Err(E::from(CLOSED.to_owned())),
-        }
-    }
-
-    /// Commits a group's batches as one fjall batch, not yet synced.
-    pub(super) fn write(&self, batches: &[Batch]) -> Result<(), String> {
-        self.with(|open| open.write(batches))
+    /// Commits a group's batches as one fjall batch, not yet synced; the writer drops
+    /// them.
+    fn write(&self, group: &mut Vec<Batch>, _: u64) -> Result<(), String> {
+        self.with(|open| open.write(group))
     }
 
     /// Syncs the journal: everything written is durable when it returns `Ok`.
-    pub(super) fn sync(&self) -> Result<(), String> {
-        self.with(Open::sync)
+    fn sync(&self) -> Result<bool, String> {
+        self.with(Open::sync).map(|()| true)
+    }
+
+    /// The sync thread syncs the journal while the writer writes the next group
+    /// (`super::journal`).
+    fn pipelined(&self) -> bool {
+        true
     }
 
     /// One key's value, as written.
-    pub(super) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure> {
+    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure> {
         self.with(|open| open.get(space, key))
     }
 
     /// Up to `limit` of a space's entries from `from` on, as written, in key order.
-    pub(super) fn range_from(
-        &self,
-        space: Space,
-        from: &[u8],
-        limit: usize,
-    ) -> Result<Entries, ReadFailure> {
+    fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Result<Entries, ReadFailure> {
         self.with(|open| open.range_from(space, from, limit))
     }
 
     /// A space's entries whose keys start with `prefix`, as written, in key order.
-    pub(super) fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, ReadFailure> {
+    fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, ReadFailure> {
         self.with(|open| read_entries(open.spaces[space.index()].prefix(prefix)))
     }
 
     /// A space's keys, as written, in key order.
-    pub(super) fn keys(&self, space: Space) -> Result<Vec<Vec<u8>>, ReadFailure> {
+    fn keys(&self, space: Space) -> Result<Vec<Vec<u8>>, ReadFailure> {
         self.with(|open| {
             open.spaces[space.index()]
                 .iter()
@@ -206,7 +211,7 @@ impl Disk {
     }
 
     /// A space's contents, as written, in key order.
-    pub(super) fn scan(&self, space: Space) -> Result<Entries, ReadFailure> {
+    fn scan(&self, space: Space) -> Result<Entries, ReadFailure> {
         self.with(|open| open.scan(space))
     }
 }
@@ -564,7 +569,7 @@ fn convert_log(
     let old = entries(events.iter())
         .map_err(&corrupt)?
         .into_iter()
-        .filter_map(|(key, value)| Some((super::sequence_of(&key)?, value)));
+        .filter_map(|(key, value)| Some((super::layout::sequence_of(&key)?, value)));
     let commit = |batch: Batch| -> Result<(), String> {
         write_group(db, spaces, std::slice::from_ref(&batch))?;
         db.persist(PersistMode::SyncData)
@@ -596,17 +601,6 @@ fn describe(err: &fjall::Error) -> String {
     }
 }
 
-/// Why a read of an open store failed: the data read is damaged, or the engine could not
-/// read it (the disk, the system).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct ReadFailure {
-    /// The engine met bytes it cannot decode: a block whose checksum does not match, an
-    /// unknown tag, a block that does not decompress, a file cut short.
-    pub(super) damaged: bool,
-    /// What the engine said, in words.
-    pub(super) cause: String,
-}
-
 impl ReadFailure {
     /// A fjall error, classified.
     pub(super) fn of(err: &fjall::Error) -> ReadFailure {
@@ -627,43 +621,6 @@ impl ReadFailure {
         ReadFailure {
             damaged,
             cause: describe_read(err),
-        }
-    }
-}
-
-impl ReadFailure {
-    /// The store's error for this failure of a read of `space` (at `key`, if it named
-    /// one) in the store named `store`: corrupt if damaged, a read failure otherwise.
-    pub(super) fn into_error(
-        self,
-        store: &std::sync::Arc<str>,
-        space: Space,
-        key: Option<&[u8]>,
-    ) -> super::StoreError {
-        let store = std::sync::Arc::clone(store);
-        if self.damaged {
-            super::StoreError::Corrupt {
-                store,
-                space: space.name(),
-                key: key.map(<[u8]>::to_vec),
-                detail: self.cause,
-            }
-        } else {
-            super::StoreError::Read {
-                store,
-                space: space.name(),
-                cause: self.cause,
-            }
-        }
-    }
-}
-
-/// A store that is closed is not damaged.
-impl From<String> for ReadFailure {
-    fn from(cause: String) -> ReadFailure {
-        ReadFailure {
-            damaged: false,
-            cause,
         }
     }
 }
@@ -722,7 +679,7 @@ mod tests {
         let disk = Disk::open(&tmp.path().join("store")).expect("opens");
         let mut batch = Batch::new();
         batch.put(Space::Ids, "k", "v");
-        disk.write(std::slice::from_ref(&batch)).expect("writes");
+        disk.write(&mut vec![batch], 0).expect("writes");
         let found = disk.with(|open| open.journals.sync().map_err(|err| err.to_string()));
         assert_eq!(found, Ok(true), "no journal file found");
         disk.sync().expect("syncs");

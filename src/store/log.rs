@@ -15,26 +15,8 @@
 
 use std::collections::VecDeque;
 
-use super::{Batch, Space, sequence_key, sequence_of};
-
-/// The key of a chunk of `count` entries from sequence number `first`.
-pub(super) fn chunk_key(first: u64, count: u32) -> [u8; 12] {
-    let mut key = [0u8; 12];
-    key[..8].copy_from_slice(&sequence_key(first));
-    key[8..].copy_from_slice(&count.to_be_bytes());
-    key
-}
-
-/// The first sequence number and the count of a [`chunk_key`], or `None` for a key of
-/// another length (an entry of an older version's log).
-pub(super) fn chunk_of(key: &[u8]) -> Option<(u64, u32)> {
-    if key.len() != 12 {
-        return None;
-    }
-    let first = sequence_of(&key[..8])?;
-    let count = u32::from_be_bytes(key[8..].try_into().ok()?);
-    Some((first, count))
-}
+use super::layout::{chunk_key, chunk_of, sequence_key};
+use super::{Batch, Space};
 
 /// The most LZ4 can shrink a block by: a chunk whose size before compression claims
 /// more than this many times its compressed length is damaged, and is refused before

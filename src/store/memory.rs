@@ -1,19 +1,26 @@
 //! The memory engine: what is durable, kept apart from what is pending.
 //!
-//! Pending batches live in the writer's queue (or in a group the writer has taken); only
-//! a sync moves them here. A crash bumps the epoch, so a group taken before the crash and
-//! synced after it is lost, as it would be on a disk.
+//! Pending batches live in the writer's queue, in a group the writer has taken, or here,
+//! written and not yet synced; only a sync makes them durable. A crash bumps the epoch
+//! (the engine's generation), so a group taken before the crash and synced after it is
+//! lost, as it would be on a disk.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use super::engine::{Engine, ReadFailure};
 use super::{Batch, Entries, Op, Space};
 use crate::sync::lock;
 
-/// The durable contents of a memory store.
+/// The durable contents of a memory store, and the groups written and not yet synced.
+///
+/// What is durable is shared (an [`Arc`]) with the store reopened after a simulated
+/// crash; what is written and not synced is not.
 pub(super) struct Memory {
     /// The spaces and the crash epoch, under one lock.
-    data: Mutex<Data>,
+    data: Arc<Mutex<Data>>,
+    /// The groups written since the last sync, each with the epoch it was taken in.
+    written: Mutex<Vec<(u64, Vec<Batch>)>>,
 }
 
 /// What a [`Memory`] guards.
@@ -29,18 +36,13 @@ impl Memory {
     /// An empty store.
     pub(super) fn new() -> Memory {
         Memory {
-            data: Mutex::new(Data::default()),
+            data: Arc::new(Mutex::new(Data::default())),
+            written: Mutex::new(Vec::new()),
         }
     }
 
-    /// The current crash epoch.
-    pub(super) fn epoch(&self) -> u64 {
-        lock(&self.data).epoch
-    }
-
     /// Makes `batches` durable, in order, unless a crash since `epoch` lost them.
-    pub(super) fn apply(&self, batches: Vec<Batch>, epoch: u64) -> bool {
-        let mut data = lock(&self.data);
+    fn apply(data: &mut Data, batches: Vec<Batch>, epoch: u64) -> bool {
         if data.epoch != epoch {
             return false;
         }
@@ -59,48 +61,76 @@ impl Memory {
         }
         true
     }
+}
 
-    /// Loses every group not yet applied.
-    pub(super) fn crash(&self) {
+/// A memory store's reads see only what is durable, and cannot fail.
+impl Engine for Memory {
+    /// Keeps the group, taken, for the sync.
+    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), String> {
+        lock(&self.written).push((generation, std::mem::take(group)));
+        Ok(())
+    }
+
+    /// Makes the groups written durable, in order; `false` if a crash since one was
+    /// taken lost it (and every one written with it).
+    fn sync(&self) -> Result<bool, String> {
+        let written = std::mem::take(&mut *lock(&self.written));
+        let mut data = lock(&self.data);
+        let mut kept = true;
+        for (epoch, batches) in written {
+            kept &= Memory::apply(&mut data, batches, epoch);
+        }
+        Ok(kept)
+    }
+
+    fn generation(&self) -> u64 {
+        lock(&self.data).epoch
+    }
+
+    /// Loses every group not yet synced.
+    fn crash(&self) -> bool {
         lock(&self.data).epoch += 1;
+        true
     }
 
-    /// One key's durable value.
-    pub(super) fn get(&self, space: Space, key: &[u8]) -> Option<Vec<u8>> {
-        lock(&self.data).spaces[space.index()].get(key).cloned()
+    fn reopened(&self) -> Option<Arc<dyn Engine>> {
+        Some(Arc::new(Memory {
+            data: Arc::clone(&self.data),
+            written: Mutex::new(Vec::new()),
+        }))
     }
 
-    /// Up to `limit` of a space's durable entries from `from` on, in key order.
-    pub(super) fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Entries {
-        lock(&self.data).spaces[space.index()]
+    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure> {
+        Ok(lock(&self.data).spaces[space.index()].get(key).cloned())
+    }
+
+    fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Result<Entries, ReadFailure> {
+        Ok(lock(&self.data).spaces[space.index()]
             .range(from.to_vec()..)
             .take(limit)
             .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+            .collect())
     }
 
-    /// A space's durable entries whose keys start with `prefix`, in key order.
-    pub(super) fn prefixed(&self, space: Space, prefix: &[u8]) -> Entries {
-        lock(&self.data).spaces[space.index()]
+    fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, ReadFailure> {
+        Ok(lock(&self.data).spaces[space.index()]
             .range(prefix.to_vec()..)
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+            .collect())
     }
 
-    /// A space's durable keys, in key order.
-    pub(super) fn keys(&self, space: Space) -> Vec<Vec<u8>> {
-        lock(&self.data).spaces[space.index()]
+    fn keys(&self, space: Space) -> Result<Vec<Vec<u8>>, ReadFailure> {
+        Ok(lock(&self.data).spaces[space.index()]
             .keys()
             .cloned()
-            .collect()
+            .collect())
     }
 
-    /// A space's durable contents, in key order.
-    pub(super) fn scan(&self, space: Space) -> Entries {
-        lock(&self.data).spaces[space.index()]
+    fn scan(&self, space: Space) -> Result<Entries, ReadFailure> {
+        Ok(lock(&self.data).spaces[space.index()]
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+            .collect())
     }
 }

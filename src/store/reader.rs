@@ -21,7 +21,8 @@ use std::sync::Arc;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 
-use super::disk::{DATA_DIR, LOCK_FILE, ReadFailure, check_journals};
+use super::disk::{DATA_DIR, LOCK_FILE, check_journals};
+use super::engine::ReadFailure;
 use super::{OnDamage, OpenError, Space, StoreError, VERSION_KEY};
 
 /// What a walk reads at each step: a key and its value, or a failure.

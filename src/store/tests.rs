@@ -7,10 +7,8 @@ use std::time::Duration;
 
 use super::batch::{Op, last_per_key};
 use super::disk::{DATA_DIR, VERSION_KEY};
-use super::{
-    Ack, Batch, FORMAT_VERSION, Faults, OpenError, Space, Store, StoreError, Syncing, sequence_key,
-    sequence_of,
-};
+use super::layout::{sequence_key, sequence_of};
+use super::{Ack, Batch, FORMAT_VERSION, Faults, OpenError, Space, Store, StoreError, Syncing};
 
 /// The longest a test waits for an ack: a bound, never a pause.
 const WAIT: Duration = Duration::from_secs(30);
@@ -635,12 +633,12 @@ fn write_events_and_one_unacknowledged(dir: &Path, count: u64) -> usize {
     write_events(dir, count);
     let (_, acknowledged_end) = newest_journal(dir);
     let disk = super::disk::Disk::open(dir).unwrap();
-    disk.write(&[put(
+    let mut group = vec![put(
         Space::Events,
         &sequence_key(count),
         format!("event {count}").as_bytes(),
-    )])
-    .unwrap();
+    )];
+    super::engine::Engine::write(&disk, &mut group, 0).unwrap();
     acknowledged_end
 }
 

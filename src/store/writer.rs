@@ -1,4 +1,4 @@
-//! The queue and the group commit, the same for both engines.
+//! The queue and the group commit, the same for every engine ([`Engine`]).
 //!
 //! Submitters append to one FIFO and return. The committer (the writer thread, or the
 //! caller of `sync_now`) takes everything queued, writes it, syncs once, then calls the
@@ -6,7 +6,8 @@
 //! batches queue and form the next group, so groups grow with the load and a lone batch
 //! is synced at once (RocksDB's rule).
 //!
-//! On disk the writer thread only writes: it hands each group it wrote to a sync thread,
+//! On an engine that allows it ([`Engine::pipelined`], the disk), the writer thread only
+//! writes: it hands each group it wrote to a sync thread,
 //! which syncs everything handed since its last sync at once and then calls those acks,
 //! in order, while the writer writes the next group (`super::journal` says why the
 //! engine allows it). A group's cycle costs the longer of its write and the sync, not
@@ -21,21 +22,12 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::disk::{Disk, ReadFailure};
+use super::engine::{Engine, ReadFailure};
+use super::layout;
 use super::log::{self, Log};
-use super::memory::Memory;
 use crate::sync::lock;
 
-use super::{Ack, Batch, Entries, Faults, Receipt, Space, Stamp, Stats, StoreError};
-
-/// The engine a store writes to.
-pub(super) enum Engine {
-    /// Durable and pending kept apart in memory; shared with the store reopened after a
-    /// simulated crash.
-    Memory(Arc<Memory>),
-    /// fjall in a directory.
-    Disk(Disk),
-}
+use super::{Ack, Batch, Entries, Receipt, Space, Stamp, Stats, StoreError};
 
 /// A submitted batch and its ack.
 struct Pending {
@@ -47,8 +39,6 @@ struct Pending {
 
 /// A group written to the engine, its acks waiting for it to be durable.
 struct Written {
-    /// Its batches, until the sync of an engine that takes them there (memory).
-    batches: Vec<Batch>,
     /// Its acks, in submission order.
     acks: Vec<Ack>,
     /// Each batch's first log number.
@@ -103,7 +93,7 @@ pub(super) struct Shared {
     /// The directory, or `memory`, as errors name it.
     name: Arc<str>,
     /// Where groups are written.
-    engine: Engine,
+    engine: Arc<dyn Engine>,
     /// Submitted batches not yet taken by a committer.
     queue: Mutex<Queue>,
     /// Wakes the writer when the queue fills or closes.
@@ -120,10 +110,6 @@ pub(super) struct Shared {
     poison: Mutex<Option<Arc<StoreError>>>,
     /// Whether `poison` is set, read without the lock.
     poisoned: AtomicBool,
-    /// The failures to inject.
-    faults: Faults,
-    /// Syncs attempted, counted for `faults`.
-    attempts: AtomicU64,
     /// Successful syncs.
     syncs: AtomicU64,
     /// Batches acknowledged durable.
@@ -161,7 +147,7 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
 
 impl Shared {
     /// A store over `engine`, named `name` in its errors.
-    pub(super) fn new(name: Arc<str>, engine: Engine, faults: Faults) -> Shared {
+    pub(super) fn new(name: Arc<str>, engine: Arc<dyn Engine>) -> Shared {
         Shared {
             name,
             engine,
@@ -172,8 +158,6 @@ impl Shared {
             sync_thread: std::sync::OnceLock::new(),
             poison: Mutex::new(None),
             poisoned: AtomicBool::new(false),
-            faults,
-            attempts: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -191,12 +175,7 @@ impl Shared {
 
     /// Reads the log's chunks, so the next entry follows the last one kept.
     pub(super) fn find_log_end(&self) -> Result<(), StoreError> {
-        let chunks = self.read(
-            Space::Events,
-            None,
-            |m| m.keys(Space::Events),
-            |d| d.keys(Space::Events),
-        )?;
+        let chunks = self.read(Space::Events, None, |e| e.keys(Space::Events))?;
         let mut log = lock(&self.log);
         *log = Log::new(chunks, log.capacity());
         Ok(())
@@ -228,7 +207,7 @@ impl Shared {
             let chunks = self.range_from(Space::Events, &key, CHUNKS)?;
             let read = chunks.len();
             for (chunk, value) in chunks {
-                let Some((first, count)) = log::chunk_of(&chunk) else {
+                let Some((first, count)) = layout::chunk_of(&chunk) else {
                     continue;
                 };
                 let values = log::decode(&value, count).map_err(|cause| StoreError::Corrupt {
@@ -247,7 +226,7 @@ impl Shared {
                         entries.push((seq, value));
                     }
                 }
-                key = log::chunk_key(first + u64::from(count), 0);
+                key = layout::chunk_key(first + u64::from(count), 0);
             }
             if read < CHUNKS {
                 break;
@@ -284,8 +263,8 @@ impl Shared {
         }
         if self.inline {
             let _committing = lock(&self.committing);
-            let epoch = self.epoch();
-            self.commit(vec![Pending { batch, ack }], epoch);
+            let generation = self.engine.generation();
+            self.commit(vec![Pending { batch, ack }], generation);
             return;
         }
         let mut queue = lock(&self.queue);
@@ -330,14 +309,6 @@ impl Shared {
         self.inline
     }
 
-    /// The memory engine's crash epoch (0 on disk).
-    fn epoch(&self) -> u64 {
-        match &self.engine {
-            Engine::Memory(memory) => memory.epoch(),
-            Engine::Disk(_) => 0,
-        }
-    }
-
     /// The batches of a group of `len` that may become durable before a simulated crash
     /// (all of them if none is due), counted off the budget.
     fn before_crash(&self, len: usize) -> usize {
@@ -360,13 +331,11 @@ impl Shared {
         self.crash.notify_waiters();
     }
 
-    /// Releases a disk engine and its lock (after the writer stopped): every later use
+    /// Releases the engine (a disk's lock) after the writer stopped: every later use
     /// is refused.
     pub(super) fn release(&self) {
-        if let Engine::Disk(disk) = &self.engine {
-            // A poisoned store writes nothing more, not even its memtables.
-            disk.close(!self.is_poisoned());
-        }
+        // A poisoned store writes nothing more, not even a disk's memtables.
+        self.engine.close(!self.is_poisoned());
     }
 
     /// Lets the writer finish what is queued and stop.
@@ -376,16 +345,16 @@ impl Shared {
     }
 
     /// The writer thread: commit whatever is queued, as soon as it is, until closed and
-    /// empty. On disk, a sync thread beside it syncs each group while the next is
-    /// written (`super::journal`); in memory, the writer does both.
+    /// empty. On a pipelined engine (the disk), a sync thread beside it syncs each group
+    /// while the next is written (`super::journal`); otherwise the writer does both.
     fn run(&self) {
-        if matches!(self.engine, Engine::Disk(_)) && self.run_with_syncer() {
+        if self.engine.pipelined() && self.run_with_syncer() {
             return;
         }
         while self.wait_for_queued() {
             let _committing = lock(&self.committing);
-            let (group, epoch) = self.take();
-            self.commit(group, epoch);
+            let (group, generation) = self.take();
+            self.commit(group, generation);
         }
     }
 
@@ -421,12 +390,10 @@ impl Shared {
             }
             while self.wait_for_queued() {
                 let _committing = lock(&self.committing);
-                let (group, _) = self.take();
-                if let Some(mut written) = self.write_group(group) {
-                    // Written into the engine (or refused): the batches are no longer
-                    // needed. A refused group is handed too, so the sync thread calls
-                    // every ack, in submission order.
-                    drop(std::mem::take(&mut written.batches));
+                let (group, generation) = self.take();
+                if let Some(written) = self.write_group(group, generation) {
+                    // A refused group is handed too, so the sync thread calls every ack,
+                    // in submission order.
                     lock(&handoff.state).written.push(written);
                     handoff.ready.notify_one();
                 }
@@ -459,7 +426,7 @@ impl Shared {
             // here with every group handed beside it.
             let synced = match self.refusal() {
                 Some(refused) => Err(refused),
-                None => self.injected().and_then(|()| self.sync(Vec::new(), 0)),
+                None => self.sync(),
             };
             self.settle(groups, synced);
             lock(&handoff.state).busy = false;
@@ -495,21 +462,21 @@ impl Shared {
         // On disk, the groups the writer thread handed to its sync thread are
         // acknowledged first.
         self.wait_for_handed();
-        let (group, epoch) = self.take();
-        self.commit(group, epoch)
+        let (group, generation) = self.take();
+        self.commit(group, generation)
     }
 
-    /// Takes everything queued, with the engine's epoch at that moment (a crash after it
-    /// loses the group). The caller holds `committing`.
+    /// Takes everything queued, with the engine's generation at that moment (a
+    /// simulated crash after it loses the group). The caller holds `committing`.
     fn take(&self) -> (Vec<Pending>, u64) {
         let mut queue = lock(&self.queue);
-        let epoch = self.epoch();
-        (std::mem::take(&mut queue.pending), epoch)
+        let generation = self.engine.generation();
+        (std::mem::take(&mut queue.pending), generation)
     }
 
     /// Writes `group`, syncs once, and calls its acks in order; returns how many batches
     /// it acknowledged durable.
-    fn commit(&self, mut group: Vec<Pending>, epoch: u64) -> usize {
+    fn commit(&self, mut group: Vec<Pending>, generation: u64) -> usize {
         if group.is_empty() || self.has_crashed() {
             return 0;
         }
@@ -518,33 +485,33 @@ impl Shared {
             // The batches after the crash point are lost with their acks; the ones
             // before it are committed first, as a disk would have.
             let lost = group.split_off(kept);
-            let done = self.commit_group(group, epoch);
+            let done = self.commit_group(group, generation);
             drop(lost);
             self.crash_now();
             return done;
         }
-        self.commit_group(group, epoch)
+        self.commit_group(group, generation)
     }
 
     /// [`Shared::commit`] of a group no crash cuts.
-    fn commit_group(&self, group: Vec<Pending>, epoch: u64) -> usize {
-        let Some(mut written) = self.write_group(group) else {
+    fn commit_group(&self, group: Vec<Pending>, generation: u64) -> usize {
+        let Some(written) = self.write_group(group, generation) else {
             return 0;
         };
         if let Some(err) = written.failed.clone() {
             self.fail(vec![written], &err);
             return 0;
         }
-        let batches = std::mem::take(&mut written.batches);
-        let synced = self.injected().and_then(|()| self.sync(batches, epoch));
+        let synced = self.sync();
         self.settle(vec![written], synced)
     }
 
-    /// Numbers, stamps and writes a group, not yet durable; `None` if it is empty. A
+    /// Numbers, stamps and writes a group taken in `generation`, not yet durable; `None`
+    /// if it is empty. A
     /// group refused (a poisoned store) or whose write failed (which poisons the store)
     /// comes back with `failed` set and its acks not yet called: whoever settles groups
     /// calls them in turn, so refusals keep submission order too.
-    fn write_group(&self, group: Vec<Pending>) -> Option<Written> {
+    fn write_group(&self, group: Vec<Pending>, generation: u64) -> Option<Written> {
         if group.is_empty() {
             return None;
         }
@@ -552,7 +519,6 @@ impl Shared {
             group.into_iter().map(|p| (p.batch, p.ack)).unzip();
         if let Some(err) = self.refusal() {
             return Some(Written {
-                batches: Vec::new(),
                 acks,
                 firsts: Vec::new(),
                 log_end: 0,
@@ -574,14 +540,15 @@ impl Shared {
         let mut written = Written {
             bytes: batches.iter().map(Batch::bytes).sum(),
             keys: batches.iter().map(|b| b.len() as u64).sum(),
-            batches,
             acks,
             firsts,
             log_end,
             started,
             failed: None,
         };
-        if let Err(err) = self.write(&written.batches) {
+        // Written into the engine, which may take the batches; what it leaves is no
+        // longer needed.
+        if let Err(err) = self.write(&mut batches, generation) {
             // Poisoned now, so nothing is written after it; its acks are told in turn.
             self.poison_with(&err);
             written.failed = Some(err);
@@ -649,42 +616,22 @@ impl Shared {
     }
 
     /// Hands the group to the engine, not yet durable.
-    fn write(&self, batches: &[Batch]) -> Result<(), StoreError> {
-        match &self.engine {
-            Engine::Memory(_) => Ok(()),
-            Engine::Disk(disk) => disk.write(batches).map_err(|cause| StoreError::Write {
+    fn write(&self, batches: &mut Vec<Batch>, generation: u64) -> Result<(), StoreError> {
+        self.engine
+            .write(batches, generation)
+            .map_err(|cause| StoreError::Write {
                 store: Arc::clone(&self.name),
                 cause,
-            }),
-        }
+            })
     }
 
-    /// The injected failure of this sync, if `faults` asks for one.
-    fn injected(&self) -> Result<(), StoreError> {
-        let attempt = self.attempts.fetch_add(1, Ordering::Relaxed);
-        match self.faults.fail_sync_after {
-            Some(after) if attempt == after || (attempt > after && !self.faults.only_once) => {
-                Err(StoreError::Sync {
-                    store: Arc::clone(&self.name),
-                    cause: format!("injected failure of sync {}", attempt + 1),
-                })
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Makes the written group durable; `false` if a crash since `epoch` lost it.
-    fn sync(&self, batches: Vec<Batch>, epoch: u64) -> Result<bool, StoreError> {
-        match &self.engine {
-            Engine::Memory(memory) => Ok(memory.apply(batches, epoch)),
-            Engine::Disk(disk) => disk
-                .sync()
-                .map(|()| true)
-                .map_err(|cause| StoreError::Sync {
-                    store: Arc::clone(&self.name),
-                    cause,
-                }),
-        }
+    /// Makes the groups written durable; `false` if a simulated crash since they were
+    /// taken lost them.
+    fn sync(&self) -> Result<bool, StoreError> {
+        self.engine.sync().map_err(|cause| StoreError::Sync {
+            store: Arc::clone(&self.name),
+            cause,
+        })
     }
 
     /// The refusal of a read on a poisoned store: on disk it could see what was written
@@ -708,32 +655,21 @@ impl Shared {
             })
     }
 
-    /// A read of `space`, refused on a poisoned store: `memory` on the memory engine,
-    /// `disk` on the disk engine, whose failure names the space.
+    /// A read of `space` by `read`, refused on a poisoned store; a failure names the
+    /// space (and `key`, if the read named one).
     fn read<T>(
         &self,
         space: Space,
         key: Option<&[u8]>,
-        memory: impl FnOnce(&Memory) -> T,
-        disk: impl FnOnce(&Disk) -> Result<T, ReadFailure>,
+        read: impl FnOnce(&dyn Engine) -> Result<T, ReadFailure>,
     ) -> Result<T, StoreError> {
         self.refuse_if_poisoned()?;
-        match &self.engine {
-            Engine::Memory(engine) => Ok(memory(engine)),
-            Engine::Disk(engine) => {
-                disk(engine).map_err(|failure| self.failed(space, key, failure))
-            }
-        }
+        read(&*self.engine).map_err(|failure| self.failed(space, key, failure))
     }
 
     /// One key's value.
     pub(super) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.read(
-            space,
-            Some(key),
-            |m| m.get(space, key),
-            |d| d.get(space, key),
-        )
+        self.read(space, Some(key), |e| e.get(space, key))
     }
 
     /// Up to `limit` entries of a space from `from` on, in key order.
@@ -743,27 +679,17 @@ impl Shared {
         from: &[u8],
         limit: usize,
     ) -> Result<Entries, StoreError> {
-        self.read(
-            space,
-            Some(from),
-            |m| m.range_from(space, from, limit),
-            |d| d.range_from(space, from, limit),
-        )
+        self.read(space, Some(from), |e| e.range_from(space, from, limit))
     }
 
     /// A space's entries whose keys start with `prefix`, in key order.
     pub(super) fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, StoreError> {
-        self.read(
-            space,
-            Some(prefix),
-            |m| m.prefixed(space, prefix),
-            |d| d.prefixed(space, prefix),
-        )
+        self.read(space, Some(prefix), |e| e.prefixed(space, prefix))
     }
 
     /// A whole space, in key order.
     pub(super) fn scan(&self, space: Space) -> Result<Entries, StoreError> {
-        self.read(space, None, |m| m.scan(space), |d| d.scan(space))
+        self.read(space, None, |e| e.scan(space))
     }
 
     /// A failed read of `space` (at `key`, if it named one): damage, or another failure.
@@ -771,23 +697,20 @@ impl Shared {
         failure.into_error(&self.name, space, key)
     }
 
-    /// The memory engine, if this is a memory store.
-    pub(super) fn memory(&self) -> Option<&Arc<Memory>> {
-        match &self.engine {
-            Engine::Memory(memory) => Some(memory),
-            Engine::Disk(_) => None,
-        }
+    /// The engine as the next process finds it after a simulated crash, if it has one.
+    pub(super) fn reopened(&self) -> Option<Arc<dyn Engine>> {
+        self.engine.reopened()
     }
 
-    /// Drops every pending batch of a memory store and clears the poison.
+    /// Drops every pending batch of an engine that simulates crashes (the memory
+    /// engine), and clears the poison.
     pub(super) fn crash(&self) {
-        let Engine::Memory(memory) = &self.engine else {
-            return;
-        };
         // The queue lock first, as `take` does: a group taken before this is lost by the
-        // epoch, one not taken is dropped here.
+        // generation, one not taken is dropped here.
         let mut queue = lock(&self.queue);
-        memory.crash();
+        if !self.engine.crash() {
+            return;
+        }
         let lost = std::mem::take(&mut queue.pending);
         drop(queue);
         drop(lost);
@@ -818,6 +741,8 @@ impl Shared {
 mod tests {
     use super::*;
     use crate::store::Faults;
+    use crate::store::disk::Disk;
+    use crate::store::faulty::Faulty;
 
     /// A group the writer wrote before it saw a failed sync reaches the sync thread
     /// after it: the sync thread refuses it rather than sync it and acknowledge it.
@@ -825,7 +750,8 @@ mod tests {
     fn the_sync_thread_refuses_a_group_handed_after_a_failure() {
         let tmp = tempfile::tempdir().expect("a temporary directory");
         let disk = Disk::open(&tmp.path().join("data")).expect("opens");
-        let shared = Shared::new(Arc::from("data"), Engine::Disk(disk), Faults::default());
+        let faulty = Arc::new(Faulty::new(Arc::new(disk), Faults::default()));
+        let shared = Shared::new(Arc::from("data"), Arc::clone(&faulty) as Arc<dyn Engine>);
         let failure = StoreError::Sync {
             store: Arc::from("data"),
             cause: "an earlier sync failed".to_owned(),
@@ -833,7 +759,6 @@ mod tests {
         shared.fail(Vec::new(), &failure);
         let (tx, rx) = std::sync::mpsc::channel();
         let written = Written {
-            batches: Vec::new(),
             acks: vec![Box::new(move |fate| {
                 let _ = tx.send(fate);
             })],
@@ -856,7 +781,7 @@ mod tests {
             "{fate:?}"
         );
         assert_eq!(shared.stats().syncs, 0, "nothing was synced");
-        assert_eq!(shared.attempts.load(Ordering::Relaxed), 0, "nor tried");
+        assert_eq!(faulty.syncs_tried(), 0, "nor tried");
         shared.release();
     }
 
@@ -868,12 +793,11 @@ mod tests {
     fn refusals_reach_their_acks_in_the_order_handed() {
         let tmp = tempfile::tempdir().expect("a temporary directory");
         let disk = Disk::open(&tmp.path().join("data")).expect("opens");
-        let shared = Shared::new(Arc::from("data"), Engine::Disk(disk), Faults::default());
+        let shared = Shared::new(Arc::from("data"), Arc::new(disk));
         let (tx, rx) = std::sync::mpsc::channel();
         let group = |tag: u32, failed: Option<StoreError>| {
             let tx = tx.clone();
             Written {
-                batches: Vec::new(),
                 acks: vec![Box::new(move |fate| {
                     let _ = tx.send((tag, fate));
                 })],
@@ -892,12 +816,15 @@ mod tests {
         let earlier = group(0, None);
         shared.poison_with(&write_failed);
         let failed = group(1, Some(write_failed));
-        let refused = shared.write_group(vec![Pending {
-            batch: Batch::new(),
-            ack: Box::new(move |fate| {
-                let _ = tx.send((2, fate));
-            }),
-        }]);
+        let refused = shared.write_group(
+            vec![Pending {
+                batch: Batch::new(),
+                ack: Box::new(move |fate| {
+                    let _ = tx.send((2, fate));
+                }),
+            }],
+            0,
+        );
         let refused = refused.expect("a refused group is handed, not told at once");
         assert!(rx.try_recv().is_err(), "no ack was called yet");
         {

@@ -2,10 +2,11 @@
 //! reads each key's value with. A value that decodes here is one the runtime reads back;
 //! one that does not is damage it would meet. Nothing is interpreted beyond that.
 
-use super::durable::{KeptRecord, SEQUENTIAL, TIMERS, marks_of};
+use super::durable::{KeptRecord, marks_of};
 use super::effect::Waiting;
 use super::index::{Head, due_of};
 use super::state::check_part;
+use crate::store::layout::{SEQUENTIAL, TIMERS};
 use crate::store::{FORMAT_VERSION, Space, VERSION_KEY, chunk_entries};
 
 /// What is wrong with `value`, kept under `key` in `space` by this format version;

@@ -23,13 +23,8 @@ use super::{Msg, Op};
 use crate::error::StoreFault;
 use crate::event::Event;
 use crate::record::RunRecord;
+use crate::store::layout::{self, SEQUENTIAL, TIMERS, undelivered_key};
 use crate::store::{Batch, Space};
-
-/// The key of the sequential ids' counters in [`Space::Ids`].
-pub(crate) const SEQUENTIAL: &[u8] = b"sequential";
-
-/// The key of the timer keys' next sequence number in [`Space::Ids`].
-pub(crate) const TIMERS: &[u8] = b"timers";
 
 /// An ended run's record as kept: with its subject, for the event that drops it.
 #[derive(Serialize, Deserialize)]
@@ -76,14 +71,14 @@ pub(crate) fn change(state: &mut State, effects: &[Effect], now: DateTime<Utc>) 
             },
             Effect::Keep(key, kept) => {
                 if let Ok(bytes) = serde_json::to_vec(kept) {
-                    batch.put(Space::Keys, key.as_bytes(), bytes);
+                    batch.put(Space::Keys, layout::kept_key(key), bytes);
                 }
             }
             Effect::Delivered(id) => {
                 batch.delete(Space::Undelivered, undelivered_key(name, id));
             }
             Effect::Live(run) => {
-                batch.put(Space::Runs, run.as_bytes(), name.as_bytes().to_vec());
+                batch.put(Space::Runs, layout::run_key(run), name.as_bytes().to_vec());
             }
             Effect::Record(record) => {
                 let kept = KeptRecord {
@@ -91,14 +86,14 @@ pub(crate) fn change(state: &mut State, effects: &[Effect], now: DateTime<Utc>) 
                     record: RunRecord::clone(record),
                 };
                 let run = record.run_id.as_str();
-                batch.delete(Space::Runs, run.as_bytes());
+                batch.delete(Space::Runs, layout::run_key(run));
                 if let Ok(bytes) = serde_json::to_vec(&kept) {
-                    batch.put(Space::Records, run.as_bytes(), bytes);
+                    batch.put(Space::Records, layout::run_key(run), bytes);
                 }
                 if let Some(at) = horizon_of(effects, run) {
                     batch.put(
                         Space::Wakes,
-                        index::record_wake(at, run),
+                        layout::record_wake(at, run),
                         name.as_bytes().to_vec(),
                     );
                 }
@@ -153,12 +148,6 @@ fn horizon_of(effects: &[Effect], run: &str) -> Option<chrono::DateTime<chrono::
     })
 }
 
-/// The key of an outcome being delivered in [`Space::Undelivered`]: the interaction under
-/// the subject's name.
-pub(crate) fn undelivered_key(subject: &str, interaction: &str) -> Vec<u8> {
-    crate::store::named_key(subject, interaction.as_bytes())
-}
-
 /// The batch that forgets an outcome as undelivered once its receiver took it.
 pub(crate) fn delivered(subject: &str, interaction: &str) -> Batch {
     let mut batch = Batch::new();
@@ -207,8 +196,7 @@ pub(crate) fn marks_of(bytes: &[u8]) -> Option<[u64; 3]> {
 
 /// A subject's state as format version 1 kept it, whole and packed, read back.
 pub(crate) fn state_of(key: &[u8], value: &[u8]) -> Result<Box<State>, String> {
-    let name =
-        std::str::from_utf8(key).map_err(|e| format!("a subject's name is not text: {e}"))?;
+    let name = layout::plain_of(key).map_err(|e| format!("a subject's name is not text: {e}"))?;
     Packed::decode(value, Arc::from(name)).map_err(|e| format!("subject {name}: {e}"))
 }
 
@@ -311,7 +299,7 @@ pub(crate) fn find_stored(
     };
     let damage = &hub.services.damage;
     let read = |space| {
-        store.get(space, run.as_bytes()).map_err(|err| {
+        store.get(space, &layout::run_key(run)).map_err(|err| {
             damage
                 .read_failed(&err)
                 .map_or(Undelivered::Stopped, Undelivered::Store)
@@ -395,7 +383,7 @@ pub(crate) fn recover_shared(hub: &Arc<Hub>, store: &crate::store::Store) -> Res
         None => hub.services.keys.raise(1 << 40),
     }
     for (key, value) in store.scan(Space::Doors).map_err(read)? {
-        let name = String::from_utf8_lossy(&key).into_owned();
+        let name = layout::plain_shown(&key).into_owned();
         let spec: crate::door::spec::Spec = serde_json::from_slice(&value)
             .map_err(|e| format!("door {name} cannot be read back: {e}"))?;
         if let Err(error) = hub.doors.restore(&hub.services, spec) {
@@ -416,7 +404,7 @@ pub(crate) async fn recover_subjects(
     let mut counts = super::state::Counts::default();
     walk(store, Space::Heads, |key, value| {
         let name =
-            std::str::from_utf8(key).map_err(|e| format!("a subject's name is not text: {e}"))?;
+            layout::plain_of(key).map_err(|e| format!("a subject's name is not text: {e}"))?;
         let head = index::Head::from_bytes(value)
             .ok_or_else(|| format!("subject {name}: its head is damaged"))?;
         if head.executing {
@@ -463,8 +451,7 @@ pub(crate) async fn recover_subjects(
     // waiting on its subject, which forgets it as undelivered in the same change.
     let mut undelivered = Vec::new();
     for (key, value) in store.scan(Space::Undelivered).map_err(read)? {
-        let subject =
-            crate::store::name_of(&key).ok_or("an undelivered outcome's key is damaged")?;
+        let subject = layout::name_of(&key).ok_or("an undelivered outcome's key is damaged")?;
         let waiting: super::effect::Waiting = serde_json::from_slice(&value).map_err(|e| {
             format!("an undelivered outcome on subject {subject} cannot be read back: {e}")
         })?;

@@ -21,7 +21,8 @@ use chrono::{DateTime, Utc};
 
 use super::hub::Hub;
 use super::state::{Counts, State};
-use crate::store::{Batch, Space, instant_key, instant_of};
+use crate::store::layout::{self, WakeKind, subject_wake};
+use crate::store::{Batch, Space};
 use crate::supervisor::Timer;
 
 /// What a subject's head says.
@@ -82,11 +83,6 @@ impl Head {
     }
 }
 
-/// The kind byte of a subject's wake.
-const SUBJECT: u8 = b's';
-/// The kind byte of an ended run's record horizon.
-const RECORD: u8 = b'r';
-
 /// What a wake says is due.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Due {
@@ -101,36 +97,15 @@ pub(crate) enum Due {
     },
 }
 
-/// The key of a wake: the instant, the kind, then the name.
-fn wake_key(at: DateTime<Utc>, kind: u8, name: &str) -> Vec<u8> {
-    let mut key = Vec::with_capacity(13 + name.len());
-    key.extend_from_slice(&instant_key(at));
-    key.push(kind);
-    key.extend_from_slice(name.as_bytes());
-    key
-}
-
-/// The key of `subject`'s wake at `at`.
-pub(crate) fn subject_wake(at: DateTime<Utc>, subject: &str) -> Vec<u8> {
-    wake_key(at, SUBJECT, subject)
-}
-
-/// The key of `run`'s record horizon at `at`.
-pub(crate) fn record_wake(at: DateTime<Utc>, run: &str) -> Vec<u8> {
-    wake_key(at, RECORD, run)
-}
-
 /// A wake read back: when, and what is due; `None` if the key or value is damaged.
 pub(crate) fn due_of(key: &[u8], value: &[u8]) -> Option<(DateTime<Utc>, Due)> {
-    let at = instant_of(key)?;
-    let name = std::str::from_utf8(key.get(13..)?).ok()?;
-    let due = match *key.get(12)? {
-        SUBJECT => Due::Subject(Arc::from(name)),
-        RECORD => Due::Record {
+    let (at, kind, name) = layout::wake_of(key)?;
+    let due = match kind {
+        WakeKind::Subject => Due::Subject(Arc::from(name)),
+        WakeKind::Record => Due::Record {
             subject: Arc::from(std::str::from_utf8(value).ok()?),
             run: Arc::from(name),
         },
-        _ => return None,
     };
     Some((at, due))
 }
@@ -161,12 +136,12 @@ pub(crate) fn write_subject(
     }
     state.write_parts(batch)?;
     if empty {
-        batch.delete(Space::Heads, name.as_bytes());
+        batch.delete(Space::Heads, layout::subject_key(&name));
         state.written.head = None;
     } else {
         let head = Head::of(state).to_bytes().to_vec();
         if state.written.head.as_ref() != Some(&head) {
-            batch.put(Space::Heads, name.as_bytes(), head.clone());
+            batch.put(Space::Heads, layout::subject_key(&name), head.clone());
             state.written.head = Some(head);
         }
     }
@@ -286,6 +261,7 @@ fn next_key(mut key: Vec<u8>) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::layout::{instant_key, record_wake};
 
     #[test]
     fn a_head_reads_back_and_damage_is_refused() {

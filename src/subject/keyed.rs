@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use super::hub::Hub;
 use crate::keys::{Claim, DeliveryError, Kept, hook_key};
 use crate::settings::Settings;
-use crate::store::{Batch, Space, Store};
+use crate::store::{Batch, Space, Store, layout};
 use crate::supervisor::Timer;
 
 /// The horizon of a key first used at `at`.
@@ -41,7 +41,7 @@ impl Hub {
         let mut stale = Batch::new();
         let entries = store.scan(Space::Keys).map_err(|e| e.to_string())?;
         for (key, value) in entries {
-            let name = String::from_utf8_lossy(&key).into_owned();
+            let name = layout::plain_shown(&key).into_owned();
             let kept: Kept = serde_json::from_slice(&value)
                 .map_err(|e| format!("key {name} cannot be read back: {e}"))?;
             if horizon(&self.services.settings, kept.at) <= now {
@@ -83,7 +83,7 @@ impl Hub {
             let mut batch = Batch::new();
             match serde_json::to_vec(&kept) {
                 Ok(bytes) => {
-                    batch.put(Space::Keys, name.as_bytes(), bytes);
+                    batch.put(Space::Keys, layout::kept_key(&name), bytes);
                 }
                 Err(error) => tracing::error!(%error, "a delivery id could not be kept"),
             }

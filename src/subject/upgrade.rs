@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 use super::durable::{KeptRecord, state_of, walk};
 use super::hub::Hub;
 use super::index;
-use crate::store::{Batch, FORMAT_VERSION, Space, Store, VERSION_KEY};
+use crate::store::{Batch, FORMAT_VERSION, Space, Store, VERSION_KEY, layout};
 
 /// How many subjects or records one batch of the upgrade carries.
 const PER_BATCH: usize = 1024;
@@ -35,9 +35,11 @@ pub(crate) async fn upgrade(hub: &Arc<Hub>, store: &Store) -> Result<(), String>
         index::write_subject(&mut state, hub.services.clock.now(), writes.batch())
             .map_err(|e| format!("subject {}: {e}", state.name))?;
         for run in state.run_ids() {
-            writes
-                .batch()
-                .put(Space::Runs, run.as_bytes(), state.name.as_bytes().to_vec());
+            writes.batch().put(
+                Space::Runs,
+                layout::run_key(run),
+                state.name.as_bytes().to_vec(),
+            );
         }
         writes.counted();
         Ok(())
@@ -46,7 +48,7 @@ pub(crate) async fn upgrade(hub: &Arc<Hub>, store: &Store) -> Result<(), String>
         let kept: KeptRecord = serde_json::from_slice(value).map_err(|e| {
             format!(
                 "the record of run {} cannot be read back: {e}",
-                String::from_utf8_lossy(key)
+                layout::plain_shown(key)
             )
         })?;
         let end = kept.record.finished_at.unwrap_or(kept.record.started_at);
@@ -55,7 +57,7 @@ pub(crate) async fn upgrade(hub: &Arc<Hub>, store: &Store) -> Result<(), String>
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
         writes.batch().put(
             Space::Wakes,
-            index::record_wake(horizon, &kept.record.run_id),
+            layout::record_wake(horizon, &kept.record.run_id),
             kept.subject.into_bytes(),
         );
         writes.counted();

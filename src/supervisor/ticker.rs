@@ -21,8 +21,8 @@ use super::actor::Msg;
 use super::arming::Wake;
 use super::timers::{Fired, Timer};
 use crate::event::Event;
-use crate::store::{Batch, Space};
-use crate::subject::index::{Pager, record_wake};
+use crate::store::{Batch, Space, layout};
+use crate::subject::index::Pager;
 use crate::subject::{Hub, Msg as SubjectMsg, Op};
 
 /// A request for one full round; answered with how many timers it fired.
@@ -117,22 +117,22 @@ fn drop_record(
     // A record the store cannot read is not dropped: its damage is tallied, and what
     // is there is left for the operator.
     let kept = hub.records.retire(&run)
-        || s.store
-            .as_ref()
-            .is_some_and(|store| match store.get(Space::Records, run.as_bytes()) {
+        || s.store.as_ref().is_some_and(|store| {
+            match store.get(Space::Records, &layout::run_key(&run)) {
                 Ok(found) => found.is_some(),
                 Err(error) => {
                     s.damage.read_failed(&error);
                     false
                 }
-            });
+            }
+        });
     if !kept {
         return;
     }
     // Gone from memory already; a restart before the delete is durable drops it again.
     let mut batch = Batch::new();
-    batch.delete(Space::Records, run.as_bytes());
-    batch.delete(Space::Wakes, record_wake(at, &run));
+    batch.delete(Space::Records, layout::run_key(&run));
+    batch.delete(Space::Wakes, layout::record_wake(at, &run));
     let (tx, rx) = oneshot::channel();
     s.publish_alone_then(
         Event::RecordDropped {
@@ -175,7 +175,7 @@ async fn deliver(hub: &Arc<Hub>, timer: Fired, round: &mut Round) {
             {
                 // Nothing waits on this; a restart before it is durable forgets it again.
                 let mut batch = crate::store::Batch::new();
-                batch.delete(crate::store::Space::Keys, key.as_bytes());
+                batch.delete(crate::store::Space::Keys, layout::kept_key(&key));
                 store.submit(batch, Box::new(|_| {}));
             }
             return;

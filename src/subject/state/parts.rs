@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::tracked::Tracked;
 use super::{Memory, State, is_zero};
 use crate::error::StoreFault;
-use crate::store::{Batch, Space, Store, StoreError, named_key};
+use crate::store::{Batch, Space, Store, StoreError, layout};
 
 /// The rest of a state, kept under the subject's name.
 #[derive(Serialize, Deserialize)]
@@ -61,7 +61,7 @@ impl State {
         if let Some(((wb, wl), (b, l))) = self.memory_diff() {
             let written_end = wb + wl as u64;
             for ord in wb..b.min(written_end) {
-                batch.delete(Space::Resolved, named_key(&name, &ord.to_be_bytes()));
+                batch.delete(Space::Resolved, layout::resolved_key(&name, ord));
             }
             for ord in b.max(written_end)..b + l as u64 {
                 let Some(memory) = usize::try_from(ord - b)
@@ -72,14 +72,14 @@ impl State {
                 };
                 batch.put(
                     Space::Resolved,
-                    named_key(&name, &ord.to_be_bytes()),
+                    layout::resolved_key(&name, ord),
                     serde_json::to_vec(memory)?,
                 );
             }
         }
         self.memory_written = Some((self.memory_base, self.memory.len()));
         if self.is_empty() {
-            batch.delete(Space::Subjects, name.as_bytes());
+            batch.delete(Space::Subjects, layout::subject_key(&name));
             self.written.rest = None;
         } else {
             let rest = serde_json::to_vec(&Rest {
@@ -87,7 +87,7 @@ impl State {
                 wake: self.wake,
             })?;
             if self.written.rest.as_ref() != Some(&rest) {
-                batch.put(Space::Subjects, name.as_bytes(), rest.clone());
+                batch.put(Space::Subjects, layout::subject_key(&name), rest.clone());
                 self.written.rest = Some(rest);
             }
         }
@@ -113,7 +113,7 @@ impl State {
         store: &Store,
         subject: &Arc<str>,
     ) -> Result<Option<Box<State>>, Unread> {
-        let Some(rest) = store.get(Space::Subjects, subject.as_bytes())? else {
+        let Some(rest) = store.get(Space::Subjects, &layout::subject_key(subject))? else {
             return Ok(None);
         };
         let rest: Rest = serde_json::from_slice(&rest).map_err(|e| {
@@ -123,7 +123,7 @@ impl State {
                 format!("the rest of subject {subject}'s state does not decode: {e}"),
             ))
         })?;
-        let prefix = named_key(subject, b"");
+        let prefix = layout::subject_prefix(subject);
         let entries = read_table(store, Space::Entries, &prefix, "an entry")?;
         let runs = read_table(store, Space::RunStates, &prefix, "a run")?;
         let groups = read_table(store, Space::Groups, &prefix, "a group")?;
@@ -189,7 +189,7 @@ fn write_table<V: Serialize>(
     batch: &mut Batch,
 ) -> Result<(), serde_json::Error> {
     for (id, value) in table.take_dirty() {
-        let key = named_key(subject, id.as_bytes());
+        let key = layout::part_key(subject, &id);
         match value {
             Some(value) => batch.put(space, key, serde_json::to_vec(value)?),
             None => batch.delete(space, key),
@@ -213,18 +213,12 @@ fn read_table<V: serde::de::DeserializeOwned>(
     for (key, value) in store.prefixed(space, prefix)? {
         let read: Box<V> =
             serde_json::from_slice(&value).map_err(|e| damaged(space, &key, what, &e))?;
-        let id = id_of(&key, prefix.len())
+        let id = layout::part_of(&key)
+            .map(|(_, id)| Arc::from(id))
             .ok_or_else(|| damaged(space, &key, "a part's key", &"its id is not text"))?;
         values.push((id, read));
     }
     Ok(values)
-}
-
-/// The id of a part's key, after the subject's prefix.
-fn id_of(key: &[u8], prefix: usize) -> Option<Arc<str>> {
-    key.get(prefix..)
-        .and_then(|id| std::str::from_utf8(id).ok())
-        .map(Arc::from)
 }
 
 /// Decodes a part as `space` keeps it (a subject's rest, an entry, a run, a group, a

@@ -1,0 +1,140 @@
+//! The seam between the writer and what keeps the bytes: [`Engine`], which the memory
+//! engine, the fjall engine (`disk`) and the fault-injecting wrapper implement.
+//!
+//! The writer (`super::writer`) owns everything that is the same for every engine: the
+//! queue, group commit, the log's numbering, acks in submission order and the poison.
+//! An engine only writes groups, syncs them and reads; it never calls an ack.
+
+use std::sync::Arc;
+
+use super::{Batch, Entries, Space, StoreError};
+
+/// What keeps a store's bytes: keyspaces ([`Space`]) of keys and values, written a group
+/// of batches at a time and made durable by a sync.
+///
+/// What an engine must guarantee, and the writer relies on:
+///
+/// - **Atomic groups.** [`Engine::write`] applies the group's batches in order, all or
+///   nothing: after a crash, a group is there whole or not at all, and a later mutation
+///   of a key wins over an earlier one. Groups are written by one thread at a time.
+/// - **Durable after a sync.** Once [`Engine::sync`] returns `Ok(true)`, every group
+///   written before the call survives a crash (a process killed, the machine stopped).
+///   Nothing is promised of a group written and not synced: it may be kept or lost.
+///   An engine that commits a transaction per group commit opens it at the first write
+///   and commits it at the sync.
+/// - **Reads see what was written.** A read after a write sees it (on disk before the
+///   sync too: the writer refuses every read of a store whose write or sync failed, so
+///   nothing read was lost since). Scans are in key order, bytes compared as unsigned,
+///   and a range or a prefix is read without reading the rest of the space.
+/// - **Failures say why.** A failed write or sync is a cause in words; the writer
+///   poisons the store with it. A failed read says whether the data is damaged
+///   ([`ReadFailure::damaged`]) or the engine could not read it.
+/// - **The format version.** [`Space::Meta`] is kept like any space; an engine's open
+///   (its own constructor) writes [`super::FORMAT_VERSION`] under
+///   [`super::VERSION_KEY`] in a new store and refuses one whose version this build
+///   does not read.
+///
+/// The key layout is the store's (`super::layout`), the same for every engine.
+pub(crate) trait Engine: Send + Sync {
+    /// Applies `group` atomically, not yet durable. The engine may take the batches
+    /// (leaving `group` empty) or leave them, which the writer then drops. `generation`
+    /// is [`Engine::generation`] as it was when the group was taken from the queue.
+    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), String>;
+
+    /// Makes every group written since the last sync durable; `Ok(false)` if a simulated
+    /// crash since the groups were taken lost them (nothing of them is kept, and no one
+    /// is told).
+    fn sync(&self) -> Result<bool, String>;
+
+    /// Whether the writer may write the next group while a sync of the last runs on
+    /// another thread (the disk engine's journal allows it): a group's cycle then costs
+    /// the longer of its write and its sync, not their sum.
+    fn pipelined(&self) -> bool {
+        false
+    }
+
+    /// The count of simulated crashes so far: a group taken in an earlier generation is
+    /// lost at its sync. An engine that is crashed only by ending the process keeps 0.
+    fn generation(&self) -> u64 {
+        0
+    }
+
+    /// Simulates a crash: every group written and not synced is lost. `false` if the
+    /// engine cannot (a disk is crashed by ending the process).
+    fn crash(&self) -> bool {
+        false
+    }
+
+    /// The engine as the next process finds it after a simulated crash, to open a store
+    /// on; `None` if it has none.
+    fn reopened(&self) -> Option<Arc<dyn Engine>> {
+        None
+    }
+
+    /// Releases the engine (after the writer stopped); `flush`: first write what it
+    /// holds in memory, so the next open has less to replay. Every later use fails.
+    fn close(&self, _flush: bool) {}
+
+    /// One key's value, as written.
+    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure>;
+
+    /// Up to `limit` of a space's entries from `from` on, as written, in key order.
+    fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Result<Entries, ReadFailure>;
+
+    /// A space's entries whose keys start with `prefix`, as written, in key order.
+    fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, ReadFailure>;
+
+    /// A space's keys, as written, in key order.
+    fn keys(&self, space: Space) -> Result<Vec<Vec<u8>>, ReadFailure>;
+
+    /// A space's contents, as written, in key order.
+    fn scan(&self, space: Space) -> Result<Entries, ReadFailure>;
+}
+
+/// Why a read of an open store failed: the data read is damaged, or the engine could not
+/// read it (the disk, the system, the server).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReadFailure {
+    /// The engine met bytes it cannot decode: a block whose checksum does not match, an
+    /// unknown tag, a block that does not decompress, a file cut short.
+    pub(crate) damaged: bool,
+    /// What the engine said, in words.
+    pub(crate) cause: String,
+}
+
+impl ReadFailure {
+    /// The store's error for this failure of a read of `space` (at `key`, if it named
+    /// one) in the store named `store`: corrupt if damaged, a read failure otherwise.
+    pub(crate) fn into_error(
+        self,
+        store: &Arc<str>,
+        space: Space,
+        key: Option<&[u8]>,
+    ) -> StoreError {
+        let store = Arc::clone(store);
+        if self.damaged {
+            StoreError::Corrupt {
+                store,
+                space: space.name(),
+                key: key.map(<[u8]>::to_vec),
+                detail: self.cause,
+            }
+        } else {
+            StoreError::Read {
+                store,
+                space: space.name(),
+                cause: self.cause,
+            }
+        }
+    }
+}
+
+/// A failure that is not damage (a store that is closed, a refused read).
+impl From<String> for ReadFailure {
+    fn from(cause: String) -> ReadFailure {
+        ReadFailure {
+            damaged: false,
+            cause,
+        }
+    }
+}
