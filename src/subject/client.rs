@@ -10,12 +10,12 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::actor;
-use super::effect::Applied;
+
 use super::effect::Step;
 use super::hub::Hub;
 use super::records::Found;
 use super::registry::{Spawner, Stopped, Undelivered};
-use super::reply::{Answer, Answered, Brought, Channel, Channels, Outcome};
+use super::reply::{Answer, Answered, Applied, Brought, Channel, Channels, Outcome};
 use super::state::State;
 use super::{Ack, Msg, Op};
 use crate::ask::Ask;

@@ -17,7 +17,6 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::Ack;
-use super::effect::{Applied, AppliedItem};
 use crate::door::plan::VisitProblem;
 use crate::entry::Entry;
 use crate::error::{AskError, IdProblem};
@@ -52,6 +51,50 @@ pub(crate) enum Answer<R = ReplyId> {
     Cancel(Result<(), Vec<IdProblem>>),
     /// A visit: what was applied, or every problem.
     Visit(Result<Applied<R>, Vec<VisitProblem>>),
+}
+
+/// One resolution as applied; the visitor awaits its receiver, if any. `R` names the
+/// run's next outcome: an id as the state returns it, a receiver as the visitor gets it
+/// (`super::reply`).
+#[derive(Debug)]
+pub(crate) enum AppliedItem<R = ReplyId> {
+    /// A resume.
+    Resumed {
+        /// The interaction.
+        id: String,
+        /// Started or buffered.
+        ack: Ack,
+        /// The run's next outcome, when the visit has a receiver and the run resumes.
+        outcome: Option<R>,
+    },
+    /// A take.
+    Taken {
+        /// The interaction.
+        id: String,
+        /// The result or the raised error.
+        result: Result<Value, String>,
+    },
+}
+
+/// What a visit applied.
+#[derive(Debug)]
+pub(crate) struct Applied<R = ReplyId> {
+    /// Cancelled interactions.
+    pub(crate) cancelled: Vec<String>,
+    /// The resolutions, when `resume_expr` yielded non-null.
+    pub(crate) resolved: Option<Vec<AppliedItem<R>>>,
+    /// The started run and, with a receiver, its first record.
+    pub(crate) started: Option<(Arc<str>, Option<R>)>,
+}
+
+impl<R> Default for Applied<R> {
+    fn default() -> Self {
+        Self {
+            cancelled: Vec::new(),
+            resolved: None,
+            started: None,
+        }
+    }
 }
 
 /// What one kind of answer carries, read back off an [`Answer`] by whoever asked.

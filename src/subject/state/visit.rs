@@ -22,8 +22,8 @@ use crate::jq::Input;
 use crate::record::{Buffered, Resumed};
 use crate::run::port::Parent;
 use crate::subject::Ack;
-use crate::subject::effect::{Applied, AppliedItem, Step};
-use crate::subject::reply::{Answer, Outcome};
+use crate::subject::effect::Step;
+use crate::subject::reply::{Answer, Applied, AppliedItem, Outcome};
 use crate::target::Target;
 
 /// A visit whose contract was evaluated: what the subject checks and applies.
