@@ -25,6 +25,7 @@ use crate::supervisor::{Timer, TimerKey, TimerKeys};
 use crate::target::{Target, Targets};
 
 mod recovery;
+mod rules;
 mod visits;
 
 /// One subject and what its transitions read.
