@@ -81,16 +81,10 @@ impl State {
         // A deadline or horizon that fired while the entry was claimed, if the entry is
         // still there (a visit refused at its check leaves it), is handled now.
         for id in released {
-            let due = self
-                .entries
-                .get(&id)
-                .and_then(|p| p.timer.filter(|key| key.at <= step.now))
-                .map(|key| {
-                    (
-                        key,
-                        self.entries.get(&id).is_some_and(|p| p.outcome.is_some()),
-                    )
-                });
+            let due = self.entries.get(&id).and_then(|p| {
+                let key = p.timer.filter(|key| key.at <= step.now)?;
+                Some((key, p.outcome.is_some()))
+            });
             match due {
                 Some((key, true)) => self.retire(step, &id, key),
                 Some((key, false)) => self.handle(

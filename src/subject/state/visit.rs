@@ -61,6 +61,16 @@ impl State {
     /// checked as far as the subject alone can, then waits for the supervisor's walk of
     /// those chains, claiming every id it names ([`State::visit_walked`] applies it).
     pub(crate) fn visit(&mut self, planned: Planned, step: &mut Step<'_>) {
+        self.visit_with(planned, None, step);
+    }
+
+    /// Check and apply a visit that waited for the supervisor's walk, with its chains.
+    pub(crate) fn visit_walked(&mut self, planned: Planned, chains: &Chains, step: &mut Step<'_>) {
+        self.visit_with(planned, Some(chains), step);
+    }
+
+    /// A planned visit, handled for the first time (`chains` is `None`) or with the walk.
+    fn visit_with(&mut self, planned: Planned, chains: Option<&Chains>, step: &mut Step<'_>) {
         let Planned {
             door,
             plan,
@@ -71,9 +81,13 @@ impl State {
             Ok(plan) => plan,
             Err(problems) => return self.refuse(&door, reply, problems, step),
         };
-        let runs = self.linked_owners(plan.cancels.iter().map(String::as_str));
+        let runs = match chains {
+            Some(_) => Vec::new(),
+            None => self.linked_owners(plan.cancels.iter().map(String::as_str)),
+        };
         if runs.is_empty() {
-            return self.settle(door, plan, target, reply, &Chains::new(), step);
+            let none = Chains::new();
+            return self.settle(door, plan, target, reply, chains.unwrap_or(&none), step);
         }
         if let Err(problems) = self.check(step, &door, &plan, target.as_deref(), None) {
             return self.refuse(&door, reply, problems, step);
@@ -96,20 +110,6 @@ impl State {
             reply,
         };
         self.defer(step, Deferred::Visit(planned), claimed, runs, None);
-    }
-
-    /// Check and apply a visit that waited for the supervisor's walk, with its chains.
-    pub(crate) fn visit_walked(&mut self, planned: Planned, chains: &Chains, step: &mut Step<'_>) {
-        let Planned {
-            door,
-            plan,
-            target,
-            reply,
-        } = planned;
-        match plan {
-            Ok(plan) => self.settle(door, plan, target, reply, chains, step),
-            Err(problems) => self.refuse(&door, reply, problems, step),
-        }
     }
 
     /// Check the plan with the chains its cancels tear down, then apply it or refuse it
