@@ -374,7 +374,7 @@ pub(crate) enum OpenError {
     #[cfg(feature = "disk")]
     #[error(
         "store directory {path}: the journal {journal} is damaged at byte {offset}: {reason}; {}",
-        damage::dropped(*.batches, *.bytes, *.later, *.last_acknowledged, *.acknowledged_lost)
+        damage::dropped(*.batches, *.bytes, *.later, .last_acknowledged.as_ref(), *.acknowledged_lost)
     )]
     DamagedJournal {
         /// The data directory.
@@ -384,7 +384,7 @@ pub(crate) enum OpenError {
         /// Where, in that file, the last whole batch before the damage ends.
         offset: u64,
         /// What is wrong there.
-        reason: String,
+        reason: Box<str>,
         /// Whole batches found after the damage.
         batches: u64,
         /// Bytes from the damage to the end of what was written, in that file and the
@@ -392,8 +392,10 @@ pub(crate) enum OpenError {
         bytes: u64,
         /// Later journal files, dropped whole by a cut.
         later: usize,
-        /// The mark of the last acknowledged group, if the directory has one.
-        last_acknowledged: Option<u64>,
+        /// The sequence numbers the last acknowledged group can have, as the directory's
+        /// mark of it says, if it has one: one number, or a few when the engine's own
+        /// flush took one while the group was committed.
+        last_acknowledged: Option<std::ops::RangeInclusive<u64>>,
         /// Whether that group is at or after the damage.
         acknowledged_lost: bool,
     },

@@ -157,7 +157,7 @@ pub(super) fn dropped(
     batches: u64,
     bytes: u64,
     later: usize,
-    last_acknowledged: Option<u64>,
+    last_acknowledged: Option<&std::ops::RangeInclusive<u64>>,
     acknowledged_lost: bool,
 ) -> String {
     let mut text = format!(
@@ -171,13 +171,24 @@ pub(super) fn dropped(
         ));
     }
     text.push(')');
-    text.push_str(&match (last_acknowledged, acknowledged_lost) {
-        (Some(mark), true) => {
-            format!(", the last acknowledged group (sequence number {mark}) among them")
+    let numbered = |span: &std::ops::RangeInclusive<u64>| {
+        if span.start() == span.end() {
+            format!("sequence number {}", span.start())
+        } else {
+            format!("sequence number {} to {}", span.start(), span.end())
         }
-        (Some(mark), false) => format!(
+    };
+    text.push_str(&match (last_acknowledged, acknowledged_lost) {
+        (Some(span), true) => {
+            format!(
+                ", the last acknowledged group ({}) among them",
+                numbered(span)
+            )
+        }
+        (Some(span), false) => format!(
             ", none of them acknowledged as far as the mark tells (the last acknowledged \
-             group, sequence number {mark}, is before the damage)"
+             group, {}, is before the damage)",
+            numbered(span)
         ),
         (None, _) => ", which may hold acknowledged work (the directory has no mark of the \
                        last acknowledged group)"

@@ -221,14 +221,21 @@ impl Open {
     /// system, not yet synced: one journal entry and one sequence number for the group,
     /// each key's last mutation only.
     fn write(&self, batches: &[Batch]) -> Result<(), String> {
+        self.write_then(batches, || ())
+    }
+
+    /// [`Open::write`], running `meanwhile` between the group's commit and the mark's
+    /// note of it: where the engine's own flushes may fall (a test puts one there).
+    fn write_then(&self, batches: &[Batch], meanwhile: impl FnOnce()) -> Result<(), String> {
+        // The group's number lies between the visible numbers around its commit (the
+        // writer is the engine's only writer; its flushes take numbers too): `super::mark`.
+        let before = self.db.snapshot().seqno();
         write_group(&self.db, &self.spaces, batches)?;
         self.db
             .persist(PersistMode::Buffer)
             .map_err(|err| describe(&err))?;
-        // The writer is the engine's only writer: what a snapshot sees ends with this group.
-        if let Some(seqno) = self.db.snapshot().seqno().checked_sub(1) {
-            self.mark.written(seqno);
-        }
+        meanwhile();
+        self.mark.written(before, self.db.snapshot().seqno());
         Ok(())
     }
 
@@ -350,13 +357,8 @@ pub(super) fn check_journals(
     // The last acknowledged group is lost if the last whole batch is older than it, or
     // (no whole batch in the journals, as after the older ones were flushed and deleted)
     // the batch at the cut is it or older.
-    let acknowledged_lost = last_acknowledged.is_some_and(|mark| match scan.last_seqno {
-        Some(last) => mark > last,
-        None => scan
-            .cut
-            .as_ref()
-            .and_then(|cut| cut.seqno)
-            .is_some_and(|seqno| seqno <= mark),
+    let acknowledged_lost = last_acknowledged.is_some_and(|acked| {
+        acked.lost(scan.last_seqno, scan.cut.as_ref().and_then(|cut| cut.seqno))
     });
     let cut = match scan.cut {
         None if !acknowledged_lost => return Ok(recovered),
@@ -394,11 +396,11 @@ pub(super) fn check_journals(
         path: dir.to_path_buf(),
         journal: cut.path.clone(),
         offset: cut.offset,
-        reason: cut.reason.clone(),
+        reason: cut.reason.as_str().into(),
         batches: cut.batches_after,
         bytes: cut.bytes_after,
         later: cut.later.len(),
-        last_acknowledged,
+        last_acknowledged: last_acknowledged.map(mark::Acked::range),
         acknowledged_lost,
     };
     if on_damage == OnDamage::Refuse {
@@ -684,5 +686,66 @@ mod tests {
         assert_eq!(found, Ok(true), "no journal file found");
         disk.sync().expect("syncs");
         disk.close(true);
+    }
+
+    /// The engine's flushes number their table versions from the journal's counter
+    /// without writing a journal entry. One that falls between a group's commit and the
+    /// mark's note of it leaves the group the last batch of the journal, below the
+    /// engine's visible number less one; the mark still names it, and the directory
+    /// opens as a kill left it (where a mark of that one number refused it as lost).
+    #[test]
+    fn a_flush_while_a_group_commits_leaves_the_mark_on_the_group() {
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let dir = tmp.path().join("store");
+        let disk = Disk::open(&dir).expect("opens");
+        let group = |value: &str| {
+            let mut batch = Batch::new();
+            batch.put(Space::Ids, "k", value);
+            batch.put(Space::Meta, "k", value);
+            vec![batch]
+        };
+        disk.write(&mut group("first"), 0).expect("writes");
+        disk.sync().expect("syncs");
+        let (before, after) = disk
+            .with(|open| {
+                let before = open.db.snapshot().seqno();
+                open.write_then(&group("second"), || {
+                    // Only one keyspace flushed: the journal, holding the other's
+                    // memtable too, is kept.
+                    open.spaces[Space::Ids.index()]
+                        .rotate_memtable_and_wait()
+                        .expect("flushes");
+                })?;
+                Ok::<_, String>((before, open.db.snapshot().seqno()))
+            })
+            .expect("writes");
+        assert!(
+            after > before + 1,
+            "the flush took no number: {before}..{after}"
+        );
+        disk.sync().expect("syncs");
+        let acked = mark::read(&dir).expect("reads").expect("a mark");
+        assert_eq!(acked.range(), before..=after - 1);
+        // As a kill leaves it: the journals and the mark, the engine not closed cleanly.
+        disk.close(false);
+        let data = dir.join(DATA_DIR);
+        let scan = damage::scan(&data).expect("scans");
+        assert_eq!(
+            scan.last_seqno,
+            Some(before),
+            "the group is the journal's last batch"
+        );
+        check_journals(&dir, &data, OnDamage::Refuse).expect("opens: nothing acknowledged is lost");
+        // The mark of the visible number less one alone names the flush's number, after
+        // the journal's end: what a mark of one number did, and refused.
+        mark::reset(&dir, Some(after - 1)).expect("resets");
+        let refused = check_journals(&dir, &data, OnDamage::Refuse).expect_err("refused");
+        assert!(matches!(
+            refused,
+            OpenError::DamagedJournal {
+                acknowledged_lost: true,
+                ..
+            }
+        ));
     }
 }
