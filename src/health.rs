@@ -106,15 +106,21 @@ fn fault_of(err: &StoreError) -> Option<StoreFault> {
 /// A key as a person reads it: a key that starts with a subject's name (a subject's
 /// part) as `name/rest`, any other as its text, escaped where it is not plain.
 pub(crate) fn shown_key(space: &str, key: &[u8]) -> String {
-    let named = Space::ALL
-        .iter()
-        .find(|s| s.name() == space)
-        .is_some_and(|s| s.has_named_keys());
-    if named && let Some((name, rest)) = layout::split_named(key) {
+    let space = Space::ALL.iter().find(|s| s.name() == space);
+    let named = space.is_some_and(|s| s.has_named_keys());
+    if named && let Some((name, rest)) = layout::split_part(key) {
         let rest = key_text(rest);
         // `key_text` quotes; the name and the rest are joined unquoted.
         return format!("{name}/{}", &rest[1..rest.len() - 1]);
     }
+    // A slotted key is shown without its slot, which its name or id implies.
+    let key = match space
+        .filter(|s| s.is_slotted())
+        .map(|_| layout::split_slot(key))
+    {
+        Some(Some((_, rest))) => rest,
+        _ => key,
+    };
     let text = key_text(key);
     text[1..text.len() - 1].to_owned()
 }

@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use crate::slot::Slot;
+
 /// The kind of an identifier, which is also its prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -74,7 +76,6 @@ impl Ids {
         }
     }
 
-    /// A fresh id of the given kind.
     /// The counters of sequential ids, to be kept durable so that a restart never
     /// issues an id twice; `None` for random ids, which need none.
     pub(crate) fn high_water(&self) -> Option<[u64; 3]> {
@@ -95,6 +96,7 @@ impl Ids {
         }
     }
 
+    /// A fresh id of the given kind; a run's names its slot ([`Ids::run`]).
     pub(crate) fn next(&self, kind: Kind) -> String {
         match &self.source {
             Source::Sequential(counters) => {
@@ -102,13 +104,29 @@ impl Ids {
                 format!("{}{n}", kind.prefix())
             }
             Source::Random(rng) => {
-                let n: u64 = match rng.lock() {
-                    Ok(mut rng) => rng.random(),
-                    Err(poisoned) => poisoned.into_inner().random(),
-                };
+                let n = draw(rng);
                 format!("{}{n:016x}", kind.prefix())
             }
         }
+    }
+
+    /// A fresh run id for a run on a subject of `slot`: a random one names the slot
+    /// (`r-`, three hex digits of it, sixteen random ones), so the run's record is found
+    /// from the id alone; a sequential one is `r-1`, `r-2`, … as ever (a runtime with
+    /// sequential ids is one process, whose run index finds the slot).
+    pub(crate) fn run(&self, slot: Slot) -> String {
+        match &self.source {
+            Source::Sequential(_) => self.next(Kind::Run),
+            Source::Random(rng) => slot.run_id(draw(rng)),
+        }
+    }
+}
+
+/// A number from the seeded generator.
+fn draw(rng: &Mutex<SmallRng>) -> u64 {
+    match rng.lock() {
+        Ok(mut rng) => rng.random(),
+        Err(poisoned) => poisoned.into_inner().random(),
     }
 }
 

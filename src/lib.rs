@@ -100,6 +100,7 @@ mod runtime;
 mod services;
 mod settings;
 pub mod sim;
+mod slot;
 // The memory engine, the figures and the event keys are reached only by the store's own
 // tests (built with the `disk` feature) until a simulation or an event log uses them.
 #[cfg_attr(

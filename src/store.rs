@@ -72,12 +72,13 @@ use writer::Shared;
 
 /// The format version of a data directory this build writes. It reads this one and the
 /// older ones from [`UPGRADES_FROM`] on; any other is refused at open.
-pub(crate) const FORMAT_VERSION: u32 = 3;
+pub(crate) const FORMAT_VERSION: u32 = 4;
 
 /// The oldest format version this build opens. Versions 1 and 2 kept a key per log
-/// entry: the store converts their log into chunks as it opens them (`log`). Version 1
-/// also had no [`Space::Heads`], [`Space::Wakes`] or [`Space::Runs`]: the store's caller
-/// upgrades the rest of it.
+/// entry: the store converts their log into chunks as it opens them (`log`). Versions 1
+/// to 3 keyed what a subject owns without its slot: the store puts the slot first as it
+/// opens them (`layout`). Version 1 also had no [`Space::Heads`], [`Space::Wakes`] or
+/// [`Space::Runs`]: the store's caller upgrades the rest of it.
 pub(crate) const UPGRADES_FROM: u32 = 1;
 
 /// Called once with a submitted batch's fate: its receipt when it is durable, the error
@@ -521,15 +522,16 @@ impl Store {
         self.handle.shared.get(space, key)
     }
 
-    /// Up to `limit` entries of `space` from `from` on, in key order, as durable (for
-    /// disk: as written).
+    /// Up to `limit` entries of `space` from `from` on whose keys start with `within`
+    /// (empty: any key), in key order, as durable (for disk: as written).
     pub(crate) fn range_from(
         &self,
         space: Space,
         from: &[u8],
+        within: &[u8],
         limit: usize,
     ) -> Result<Entries, StoreError> {
-        self.handle.shared.range_from(space, from, limit)
+        self.handle.shared.range_from(space, from, within, limit)
     }
 
     /// Every entry of `space` whose key starts with `prefix`, in key order, as durable

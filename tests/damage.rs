@@ -80,13 +80,13 @@ async fn a_damaged_subject_is_corrupt_on_every_operation_and_never_written_over(
     let ask = parked.asks.clone().unwrap()[0].id.clone();
     rt.shutdown().await;
     drop(rt);
-    damage(&dir, "subjects");
+    damage(&dir, "subjects.4");
 
     let rt = open(&dir).await.expect("the open reads no subject state");
     assert!(rt.health().is_healthy(), "nothing damaged was read yet");
     match rt.list("s").await {
         Err(StartError::Store(fault)) => {
-            assert!(corrupt_in(&fault, "subjects"), "{fault:?}");
+            assert!(corrupt_in(&fault, "subjects.4"), "{fault:?}");
             let text = fault.to_string();
             assert!(
                 text.contains("keyspace subjects") && text.contains("\"s\""),
@@ -96,36 +96,36 @@ async fn a_damaged_subject_is_corrupt_on_every_operation_and_never_written_over(
         other => panic!("a damaged subject lists as corrupt, not {other:?}"),
     }
     match rt.resume("s", &ask, json!("yes")).await {
-        Err(ResumeError::Store(fault)) => assert!(corrupt_in(&fault, "subjects"), "{fault:?}"),
+        Err(ResumeError::Store(fault)) => assert!(corrupt_in(&fault, "subjects.4"), "{fault:?}"),
         other => panic!("{other:?}"),
     }
     match rt.take("s", &ask).await {
-        Err(TakeError::Store(fault)) => assert!(corrupt_in(&fault, "subjects"), "{fault:?}"),
+        Err(TakeError::Store(fault)) => assert!(corrupt_in(&fault, "subjects.4"), "{fault:?}"),
         other => panic!("{other:?}"),
     }
     match rt.cancel("s", &[ask.as_str()]).await {
-        Err(CancelError::Store(fault)) => assert!(corrupt_in(&fault, "subjects"), "{fault:?}"),
+        Err(CancelError::Store(fault)) => assert!(corrupt_in(&fault, "subjects.4"), "{fault:?}"),
         other => panic!("{other:?}"),
     }
     match rt.run(Start::new("s", "done")).await {
-        Err(StartError::Store(fault)) => assert!(corrupt_in(&fault, "subjects"), "{fault:?}"),
+        Err(StartError::Store(fault)) => assert!(corrupt_in(&fault, "subjects.4"), "{fault:?}"),
         other => panic!("a start on a damaged subject is refused, not {other:?}"),
     }
     match rt.try_record(&parked.run_id).await {
-        Err(RecordError::Store(fault)) => assert!(corrupt_in(&fault, "subjects"), "{fault:?}"),
+        Err(RecordError::Store(fault)) => assert!(corrupt_in(&fault, "subjects.4"), "{fault:?}"),
         other => panic!("the record of a run on a damaged subject is corrupt, not {other:?}"),
     }
     let health = rt.health();
     assert!(!health.is_healthy());
     assert!(health.damaged_reads >= 6, "{health:?}");
     let first = health.first_damage.expect("the first damage is kept");
-    assert!(corrupt_in(&first, "subjects"), "{first:?}");
+    assert!(corrupt_in(&first, "subjects.4"), "{first:?}");
     rt.shutdown().await;
     drop(rt);
 
     let rt = open(&dir).await.unwrap();
     match rt.list("s").await {
-        Err(StartError::Store(fault)) => assert!(corrupt_in(&fault, "subjects"), "{fault:?}"),
+        Err(StartError::Store(fault)) => assert!(corrupt_in(&fault, "subjects.4"), "{fault:?}"),
         other => panic!("the damaged subject was written over: {other:?}"),
     }
     rt.shutdown().await;
@@ -142,11 +142,11 @@ async fn a_damaged_record_is_corrupt_not_unknown() {
     assert_eq!(ended.status, RunStatus::Succeeded);
     rt.shutdown().await;
     drop(rt);
-    damage(&dir, "records");
+    damage(&dir, "records.4");
 
     let rt = open(&dir).await.unwrap();
     match rt.try_record(&ended.run_id).await {
-        Err(RecordError::Store(fault)) => assert!(corrupt_in(&fault, "records"), "{fault:?}"),
+        Err(RecordError::Store(fault)) => assert!(corrupt_in(&fault, "records.4"), "{fault:?}"),
         other => panic!("a damaged record is corrupt, not {other:?}"),
     }
     assert_eq!(
@@ -168,7 +168,7 @@ async fn damage_met_at_open_refuses_the_open() {
     rt.run(Start::new("s", "asker")).await.unwrap();
     rt.shutdown().await;
     drop(rt);
-    damage(&dir, "heads");
+    damage(&dir, "heads.4");
 
     let refused = open(&dir)
         .await
@@ -255,12 +255,12 @@ async fn the_check_reads_every_key_names_the_damage_and_changes_nothing() {
             .find(|k| k.name == name)
             .map(|k| k.keys)
     };
-    assert_eq!(keys("subjects"), Some(20), "{report:?}");
-    assert_eq!(keys("records"), Some(20), "{report:?}");
-    assert_eq!(keys("entries"), Some(20), "{report:?}");
+    assert_eq!(keys("subjects.4"), Some(20), "{report:?}");
+    assert_eq!(keys("records.4"), Some(20), "{report:?}");
+    assert_eq!(keys("entries.4"), Some(20), "{report:?}");
     assert_unchanged(&before, &snapshot(&dir));
 
-    damage(&dir, "entries");
+    damage(&dir, "entries.4");
     let before = snapshot(&dir);
     let report = parkway::check::check(&dir).unwrap();
     assert!(!report.is_clean());
@@ -270,11 +270,11 @@ async fn the_check_reads_every_key_names_the_damage_and_changes_nothing() {
         .filter(|k| k.damage_found > 0)
         .map(|k| k.name.as_str())
         .collect();
-    assert_eq!(damaged, ["entries"], "{report:?}");
+    assert_eq!(damaged, ["entries.4"], "{report:?}");
     let entries = &report
         .keyspaces
         .iter()
-        .find(|k| k.name == "entries")
+        .find(|k| k.name == "entries.4")
         .unwrap();
     assert!(
         entries.damage[0]

@@ -58,14 +58,14 @@ async fn a_clean_directory_exits_0_and_a_damaged_one_1_naming_the_keyspace() {
     let report: Value = serde_json::from_slice(&out.stdout).expect("one JSON report");
     let subjects = report["keyspaces"]
         .as_array()
-        .and_then(|k| k.iter().find(|k| k["name"] == "subjects"))
+        .and_then(|k| k.iter().find(|k| k["name"] == "subjects.4"))
         .expect("the subjects keyspace")
         .clone();
     assert_eq!(subjects["keys"], json!(10), "{report}");
     assert_eq!(subjects["damage_found"], json!(0), "{report}");
 
     // Bytes flipped inside the first block of each of the entries' tables.
-    let folder = folder_of(&report, "entries");
+    let folder = folder_of(&report, "entries.4");
     for table in std::fs::read_dir(Path::new(&folder).join("tables")).unwrap() {
         let path = table.unwrap().path();
         let mut bytes = std::fs::read(&path).unwrap();
@@ -88,7 +88,7 @@ async fn a_clean_directory_exits_0_and_a_damaged_one_1_naming_the_keyspace() {
         .filter(|k| k["damage_found"] != json!(0))
         .map(|k| &k["name"])
         .collect();
-    assert_eq!(damaged, [&json!("entries")], "{report}");
+    assert_eq!(damaged, [&json!("entries.4")], "{report}");
 }
 
 /// The folder of `keyspace` in a JSON report.

@@ -53,7 +53,7 @@ async fn a_damaged_subject_is_500_corrupt_and_readyz_turns_503() {
     runtime.save_door(DoorSpec::route("go", "asker")).unwrap();
     runtime.shutdown().await;
     drop(runtime);
-    damage(&dir, "subjects");
+    damage(&dir, "subjects.4");
 
     let runtime = builder().data_dir(&dir).build().await.unwrap();
     let s = Server::with(runtime, Options::default()).await;
@@ -69,7 +69,7 @@ async fn a_damaged_subject_is_500_corrupt_and_readyz_turns_503() {
         assert_eq!(status, 500, "{body}");
         let error = error_of(&body);
         assert_eq!(error["kind"], "corrupt", "{body}");
-        assert_eq!(error["keyspace"], "subjects", "{body}");
+        assert_eq!(error["keyspace"], "subjects.4", "{body}");
         let message = error["message"].as_str().unwrap_or_default().to_owned();
         assert!(message.contains("keyspace subjects"), "{message}");
         assert!(

@@ -112,9 +112,7 @@ impl Disk {
         let mark = Mark::open(dir).map_err(directory)?;
         let (db, spaces) = open_engine(dir, &data)?;
         let found = check_version(dir, &db, &spaces)?;
-        if found < LOG_IN_CHUNKS {
-            convert_log(dir, &db, &spaces, found)?;
-        }
+        convert(dir, &db, &spaces, found)?;
         let disk = Disk {
             open: std::sync::RwLock::new(Some(Open {
                 spaces,
@@ -186,8 +184,14 @@ impl Engine for Disk {
     }
 
     /// Up to `limit` of a space's entries from `from` on, as written, in key order.
-    fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Result<Entries, ReadFailure> {
-        self.with(|open| open.range_from(space, from, limit))
+    fn range_from(
+        &self,
+        space: Space,
+        from: &[u8],
+        within: &[u8],
+        limit: usize,
+    ) -> Result<Entries, ReadFailure> {
+        self.with(|open| open.range_from(space, from, within, limit))
     }
 
     /// A space's entries whose keys start with `prefix`, as written, in key order.
@@ -266,8 +270,24 @@ impl Open {
     }
 
     /// Up to `limit` of a space's entries from `from` on, as written, in key order.
-    fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Result<Entries, ReadFailure> {
-        read_entries(self.spaces[space.index()].range(from..).take(limit))
+    fn range_from(
+        &self,
+        space: Space,
+        from: &[u8],
+        within: &[u8],
+        limit: usize,
+    ) -> Result<Entries, ReadFailure> {
+        let from = from.max(within);
+        let space = &self.spaces[space.index()];
+        if within.is_empty() {
+            return read_entries(space.range(from..).take(limit));
+        }
+        // Keys that start with `within` sort before its successor, the first key of the
+        // same length that does not (none if `within` is all 0xff: every later key).
+        match successor(within) {
+            Some(end) => read_entries(space.range(from..end.as_slice()).take(limit)),
+            None => read_entries(space.range(from..).take(limit)),
+        }
     }
 
     /// A space's contents, as written, in key order.
@@ -288,6 +308,19 @@ fn write_group(db: &Database, spaces: &[Keyspace], batches: &[Batch]) -> Result<
         }
     }
     write.commit().map_err(|err| describe(&err))
+}
+
+/// The least key of `prefix`'s length greater than every key that starts with it, or
+/// `None` if there is none (the prefix is all 0xff).
+fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
 }
 
 /// The keys and values an iteration over a keyspace yields, copied out.
@@ -550,41 +583,109 @@ fn check_version(dir: &Path, db: &Database, spaces: &[Keyspace]) -> Result<u32, 
 /// The first format version that keeps the log in chunks (`super::log`).
 const LOG_IN_CHUNKS: u32 = 3;
 
+/// The first format version that keys what a subject owns by its slot first
+/// (`super::layout`).
+const SLOT_FIRST: u32 = 4;
+
 /// How many entries of an older log one chunk of the conversion holds.
 const CONVERTED_PER_CHUNK: usize = 1024;
 
-/// Converts the log of a directory `found` at an older version into chunks, each chunk
-/// synced with the deletion of the keys it replaces; a directory found at version 2,
-/// which differs from this one only there, is then marked as this version. A version 1
-/// directory keeps its version for the runtime's upgrade, which writes this one last.
-fn convert_log(
-    dir: &Path,
-    db: &Database,
-    spaces: &[Keyspace],
-    found: u32,
-) -> Result<(), OpenError> {
+/// How many keys of an older space one write of the conversion carries.
+const CONVERTED_PER_WRITE: usize = 4096;
+
+/// Converts what a directory `found` at an older version keeps differently: the log
+/// into chunks (before version 3), then every key of what a subject owns into its slot
+/// first (before version 4), into the spaces of this version's names beside the old
+/// ones. A directory found at version 2 or 3, which differs from this one only there,
+/// is then marked as this version; a version 1 directory keeps its version for the
+/// runtime's upgrade, which writes this one last. The old spaces are dropped once the
+/// directory is at this version, at this open or a later one: until then a conversion
+/// cut short is done again, whole, from them.
+fn convert(dir: &Path, db: &Database, spaces: &[Keyspace], found: u32) -> Result<(), OpenError> {
     let corrupt = |cause: String| OpenError::Corrupt {
         path: dir.to_path_buf(),
         cause,
     };
-    let events = &spaces[Space::Events.index()];
-    let old = entries(events.iter())
-        .map_err(&corrupt)?
-        .into_iter()
-        .filter_map(|(key, value)| Some((super::layout::sequence_of(&key)?, value)));
     let commit = |batch: Batch| -> Result<(), String> {
         write_group(db, spaces, std::slice::from_ref(&batch))?;
         db.persist(PersistMode::SyncData)
             .map_err(|err| describe(&err))
     };
-    super::log::convert(old, CONVERTED_PER_CHUNK, commit).map_err(&corrupt)?;
-    if found == LOG_IN_CHUNKS - 1 {
+    if found < LOG_IN_CHUNKS {
+        let events = &spaces[Space::Events.index()];
+        let old = entries(events.iter())
+            .map_err(&corrupt)?
+            .into_iter()
+            .filter_map(|(key, value)| Some((super::layout::sequence_of(&key)?, value)));
+        super::log::convert(old, CONVERTED_PER_CHUNK, commit).map_err(&corrupt)?;
+    }
+    if found < SLOT_FIRST {
+        slots_first(db, &commit).map_err(&corrupt)?;
+    }
+    let now = if (UPGRADES_FROM + 1..FORMAT_VERSION).contains(&found) {
         let meta = &spaces[Space::Meta.index()];
         meta.insert(VERSION_KEY, FORMAT_VERSION.to_string())
             .map_err(|err| corrupt(describe(&err)))?;
         db.persist(PersistMode::SyncAll)
             .map_err(|err| corrupt(describe(&err)))?;
-        tracing::info!(path = %dir.display(), "the data directory's log was converted to format version {FORMAT_VERSION}");
+        tracing::info!(path = %dir.display(), "the data directory was converted from format version {found} to {FORMAT_VERSION}");
+        FORMAT_VERSION
+    } else {
+        found
+    };
+    if now == FORMAT_VERSION {
+        drop_unslotted(db).map_err(&corrupt)?;
+    }
+    Ok(())
+}
+
+/// Copies every key of each space that took a new name in version 4 from the space of
+/// its old name, its slot put first (`super::layout::slot_first`), `commit`ting a
+/// write at a time. Copying again writes the same; a key that does not read as the old
+/// version's is refused, naming the space and the key.
+fn slots_first(db: &Database, commit: &dyn Fn(Batch) -> Result<(), String>) -> Result<(), String> {
+    for space in Space::ALL {
+        let Some(old_name) = space.unslotted_name() else {
+            continue;
+        };
+        if !db.keyspace_exists(old_name) {
+            continue;
+        }
+        let old = db
+            .keyspace(old_name, KeyspaceCreateOptions::default)
+            .map_err(|err| describe(&err))?;
+        let mut batch = Batch::new();
+        let mut count = 0;
+        for guard in old.iter() {
+            let (key, value) = guard.into_inner().map_err(|err| describe(&err))?;
+            let new = super::layout::slot_first(space, &key)
+                .map_err(|why| {
+                    format!(
+                        "space {old_name}: key {}: {why}",
+                        super::layout::plain_shown(&key)
+                    )
+                })?
+                .ok_or_else(|| format!("space {old_name} has no slot-first keys"))?;
+            batch.put(space, new, value.to_vec());
+            count += 1;
+            if count % CONVERTED_PER_WRITE == 0 {
+                commit(std::mem::take(&mut batch))?;
+            }
+        }
+        commit(batch)?;
+    }
+    Ok(())
+}
+
+/// Drops the spaces of the names version 4 replaced, once nothing needs them.
+fn drop_unslotted(db: &Database) -> Result<(), String> {
+    for old_name in Space::ALL.iter().filter_map(|space| space.unslotted_name()) {
+        if db.keyspace_exists(old_name) {
+            let old = db
+                .keyspace(old_name, KeyspaceCreateOptions::default)
+                .map_err(|err| describe(&err))?;
+            db.delete_keyspace(old).map_err(|err| describe(&err))?;
+        }
     }
     Ok(())
 }

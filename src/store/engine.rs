@@ -78,8 +78,16 @@ pub(crate) trait Engine: Send + Sync {
     /// One key's value, as written.
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure>;
 
-    /// Up to `limit` of a space's entries from `from` on, as written, in key order.
-    fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Result<Entries, ReadFailure>;
+    /// Up to `limit` of a space's entries from `from` on whose keys start with `within`
+    /// (every key starts with an empty one), as written, in key order: what follows
+    /// the prefix is not read.
+    fn range_from(
+        &self,
+        space: Space,
+        from: &[u8],
+        within: &[u8],
+        limit: usize,
+    ) -> Result<Entries, ReadFailure>;
 
     /// A space's entries whose keys start with `prefix`, as written, in key order.
     fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, ReadFailure>;

@@ -80,8 +80,14 @@ impl Engine for Faulty {
         self.inner.get(space, key)
     }
 
-    fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Result<Entries, ReadFailure> {
-        self.inner.range_from(space, from, limit)
+    fn range_from(
+        &self,
+        space: Space,
+        from: &[u8],
+        within: &[u8],
+        limit: usize,
+    ) -> Result<Entries, ReadFailure> {
+        self.inner.range_from(space, from, within, limit)
     }
 
     fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, ReadFailure> {

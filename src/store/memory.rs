@@ -104,9 +104,16 @@ impl Engine for Memory {
         Ok(lock(&self.data).spaces[space.index()].get(key).cloned())
     }
 
-    fn range_from(&self, space: Space, from: &[u8], limit: usize) -> Result<Entries, ReadFailure> {
+    fn range_from(
+        &self,
+        space: Space,
+        from: &[u8],
+        within: &[u8],
+        limit: usize,
+    ) -> Result<Entries, ReadFailure> {
         Ok(lock(&self.data).spaces[space.index()]
-            .range(from.to_vec()..)
+            .range(from.max(within).to_vec()..)
+            .take_while(|(k, _)| k.starts_with(within))
             .take(limit)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect())

@@ -34,7 +34,7 @@ impl Engine for Disk {
         match *self {}
     }
 
-    fn range_from(&self, _: Space, _: &[u8], _: usize) -> Result<Entries, ReadFailure> {
+    fn range_from(&self, _: Space, _: &[u8], _: &[u8], _: usize) -> Result<Entries, ReadFailure> {
         match *self {}
     }
 

@@ -949,3 +949,93 @@ fn an_older_log_is_converted_at_open() {
         assert_eq!(store.log_from(2001, 5).unwrap(), [(2001, b"next".to_vec())]);
     }
 }
+
+/// A copy of the directory of format version 3 that `tests/format.rs` opens, with `key`
+/// written into its old space `space` (by the engine, as a key of that version).
+fn version_three_with(space: &str, key: &[u8]) -> (tempfile::TempDir, PathBuf) {
+    let (tmp, dir) = data_dir();
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format-3"),
+        &dir,
+    );
+    let db = fjall::Database::builder(dir.join(DATA_DIR))
+        .open()
+        .expect("the engine opens the copy");
+    let old = db
+        .keyspace(space, fjall::KeyspaceCreateOptions::default)
+        .expect("the old space");
+    old.insert(key, b"{}").expect("writes");
+    db.persist(fjall::PersistMode::SyncAll).expect("syncs");
+    drop(old);
+    drop(db);
+    (tmp, dir)
+}
+
+/// A key of an older space that does not read as that version's stops the conversion:
+/// the open is refused naming the space and the key, and the directory keeps its version
+/// and its old spaces, so the next open (after the key is dealt with) converts it whole.
+#[test]
+fn a_key_that_is_not_version_three_s_refuses_the_conversion() {
+    let (_tmp, dir) = version_three_with("entries", b"\0\0\0\x09ab");
+    let Err(err) = Store::open(&dir) else {
+        panic!("a key that is not version 3's was converted")
+    };
+    let text = err.to_string();
+    assert!(
+        matches!(err, OpenError::Corrupt { .. }) && text.contains("space entries"),
+        "{text}"
+    );
+    let report = crate::check::check(&dir).expect("checks");
+    assert_eq!(report.format_version.as_deref(), Some("3"), "{report:?}");
+}
+
+/// A conversion done again (as after a crash before the new version was written) writes
+/// the same keys over what the first wrote: the directory opens at this version with
+/// what it held, once.
+#[test]
+fn a_conversion_done_twice_writes_the_same() {
+    let (_tmp, dir) = data_dir();
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format-3"),
+        &dir,
+    );
+    let first = {
+        let store = Store::open(&dir).expect("opens and converts");
+        assert_eq!(store.format_version().unwrap(), FORMAT_VERSION);
+        Space::ALL
+            .iter()
+            .map(|space| store.scan(*space).unwrap())
+            .collect::<Vec<_>>()
+    };
+    // As a conversion cut short leaves it: the old spaces whole, a new one partly
+    // written, the version still 3.
+    let copy = tempfile::tempdir().unwrap();
+    let again = copy.path().join("store");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format-3"),
+        &again,
+    );
+    let db = fjall::Database::builder(again.join(DATA_DIR))
+        .open()
+        .expect("opens");
+    let old = db
+        .keyspace("entries", fjall::KeyspaceCreateOptions::default)
+        .unwrap();
+    let new = db
+        .keyspace(Space::Entries.name(), fjall::KeyspaceCreateOptions::default)
+        .unwrap();
+    let (key, _) = old.iter().next().expect("an entry").into_inner().unwrap();
+    let converted = super::layout::slot_first(Space::Entries, &key)
+        .unwrap()
+        .unwrap();
+    new.insert(converted, b"half written").unwrap();
+    db.persist(fjall::PersistMode::SyncAll).unwrap();
+    drop((old, new, db));
+    let store = Store::open(&again).expect("opens and converts again");
+    assert_eq!(store.format_version().unwrap(), FORMAT_VERSION);
+    let second = Space::ALL
+        .iter()
+        .map(|space| store.scan(*space).unwrap())
+        .collect::<Vec<_>>();
+    assert_eq!(first, second);
+}

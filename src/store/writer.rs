@@ -204,7 +204,7 @@ impl Shared {
         // Chunks are read a few at a time: a read of one entry reads one chunk.
         const CHUNKS: usize = 4;
         'read: loop {
-            let chunks = self.range_from(Space::Events, &key, CHUNKS)?;
+            let chunks = self.range_from(Space::Events, &key, b"", CHUNKS)?;
             let read = chunks.len();
             for (chunk, value) in chunks {
                 let Some((first, count)) = layout::chunk_of(&chunk) else {
@@ -677,9 +677,12 @@ impl Shared {
         &self,
         space: Space,
         from: &[u8],
+        within: &[u8],
         limit: usize,
     ) -> Result<Entries, StoreError> {
-        self.read(space, Some(from), |e| e.range_from(space, from, limit))
+        self.read(space, Some(from), |e| {
+            e.range_from(space, from, within, limit)
+        })
     }
 
     /// A space's entries whose keys start with `prefix`, in key order.

@@ -196,7 +196,7 @@ pub(crate) fn marks_of(bytes: &[u8]) -> Option<[u64; 3]> {
 
 /// A subject's state as format version 1 kept it, whole and packed, read back.
 pub(crate) fn state_of(key: &[u8], value: &[u8]) -> Result<Box<State>, String> {
-    let name = layout::plain_of(key).map_err(|e| format!("a subject's name is not text: {e}"))?;
+    let name = layout::subject_of(key).map_err(|e| format!("a subject's key: {e}"))?;
     Packed::decode(value, Arc::from(name)).map_err(|e| format!("subject {name}: {e}"))
 }
 
@@ -344,7 +344,7 @@ pub(crate) fn walk(
     let mut from = Vec::new();
     loop {
         let chunk = store
-            .range_from(space, &from, CHUNK)
+            .range_from(space, &from, b"", CHUNK)
             .map_err(|e| e.to_string())?;
         for (key, value) in &chunk {
             f(key, value)?;
@@ -403,8 +403,7 @@ pub(crate) async fn recover_subjects(
     let (mut replay, mut offering) = (Vec::new(), Vec::new());
     let mut counts = super::state::Counts::default();
     walk(store, Space::Heads, |key, value| {
-        let name =
-            layout::plain_of(key).map_err(|e| format!("a subject's name is not text: {e}"))?;
+        let name = layout::subject_of(key).map_err(|e| format!("a subject's head: {e}"))?;
         let head = index::Head::from_bytes(value)
             .ok_or_else(|| format!("subject {name}: its head is damaged"))?;
         if head.executing {

@@ -19,6 +19,7 @@ use crate::record::RunRecord;
 use crate::run::journal::JournalEntry;
 use crate::run::stored::Stored;
 use crate::settings::Settings;
+use crate::slot::Slot;
 use crate::supervisor::{Timer, TimerKey, TimerKeys};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -188,6 +189,11 @@ impl<'a> Step<'a> {
     /// A fresh id.
     pub(crate) fn id(&self, kind: Kind) -> String {
         self.ids.next(kind)
+    }
+
+    /// A fresh run id for a run on a subject of `slot` ([`Ids::run`]).
+    pub(crate) fn run_id(&self, slot: Slot) -> String {
+        self.ids.run(slot)
     }
 
     /// Arm `timer` at `at`; its key disarms it.

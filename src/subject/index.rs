@@ -21,6 +21,7 @@ use chrono::{DateTime, Utc};
 
 use super::hub::Hub;
 use super::state::{Counts, State};
+use crate::slot::Slot;
 use crate::store::layout::{self, WakeKind, subject_wake};
 use crate::store::{Batch, Space};
 use crate::supervisor::Timer;
@@ -181,12 +182,34 @@ const PAGE: usize = 1024;
 /// has its own timers armed, and so has a record kept since. So once the pager has read
 /// to the end of the index it is done: every wake written after that is of something in
 /// memory.
-#[derive(Debug, Default)]
+///
+/// The index is kept by slot, each slot's wakes in deadline order, so the pager reads
+/// each slot apart, and reads one again only when its next wake (as the last read of it
+/// found) comes within the window.
+#[derive(Debug)]
 pub(crate) struct Pager {
-    /// The next key to read.
+    /// Each slot's place in its reading, by slot number.
+    slots: Vec<SlotPage>,
+}
+
+/// Where the pager is in one slot's wakes.
+#[derive(Debug, Clone, Default)]
+struct SlotPage {
+    /// The next key to read; empty before the first read.
     from: Vec<u8>,
+    /// The deadline of the next wake, which the last read found beyond the window;
+    /// `None` before the first read.
+    next: Option<DateTime<Utc>>,
     /// Read to the end.
     done: bool,
+}
+
+impl Default for Pager {
+    fn default() -> Self {
+        Pager {
+            slots: vec![SlotPage::default(); usize::from(Slot::COUNT)],
+        }
+    }
 }
 
 impl Pager {
@@ -197,19 +220,53 @@ impl Pager {
         let store = hub.services.store.as_ref()?;
         // Before the open is done the index may not be whole (an upgrade writes it); the
         // runtime kicks the ticker once it is.
-        if self.done || !hub.opened.load(std::sync::atomic::Ordering::Acquire) {
+        if !hub.opened.load(std::sync::atomic::Ordering::Acquire) {
             return None;
         }
         let until = now
             .checked_add_signed(WINDOW)
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let mut again: Option<DateTime<Utc>> = None;
+        for (number, page) in (0..Slot::COUNT).zip(self.slots.iter_mut()) {
+            if page.done {
+                continue;
+            }
+            let at = match page.next.filter(|next| *next > until) {
+                // Not due yet: read again when it comes within the window.
+                Some(next) => next.checked_sub_signed(WINDOW).unwrap_or(now),
+                None => match Slot::numbered(number).map(|slot| page.read(hub, store, slot, until))
+                {
+                    Some(Ok(Some(next))) => next.checked_sub_signed(WINDOW).unwrap_or(now),
+                    Some(Ok(None)) | None => continue,
+                    // Tried again at the next round.
+                    Some(Err(())) => now.checked_add_signed(WINDOW).unwrap_or(now),
+                },
+            };
+            again = Some(again.map_or(at, |again| again.min(at)));
+        }
+        again
+    }
+}
+
+impl SlotPage {
+    /// Read `slot`'s wakes from where the last read stopped, arming those due by `until`:
+    /// the deadline of the first one after, `None` once read to the end, `Err` if a read
+    /// failed (logged and counted).
+    fn read(
+        &mut self,
+        hub: &Arc<Hub>,
+        store: &crate::store::Store,
+        slot: Slot,
+        until: DateTime<Utc>,
+    ) -> Result<Option<DateTime<Utc>>, ()> {
+        let prefix = layout::slot_prefix(slot);
         loop {
-            let chunk = match store.range_from(Space::Wakes, &self.from, PAGE) {
+            let chunk = match store.range_from(Space::Wakes, &self.from, &prefix, PAGE) {
                 Ok(chunk) => chunk,
                 Err(error) => {
                     tracing::error!(%error, "the wake index could not be read");
                     hub.services.damage.read_failed(&error);
-                    return Some(now.checked_add_signed(WINDOW).unwrap_or(now));
+                    return Err(());
                 }
             };
             let full = chunk.len() == PAGE;
@@ -225,31 +282,31 @@ impl Pager {
                     continue;
                 };
                 if at > until {
-                    // Read again when it comes within the window.
-                    return Some(at.checked_sub_signed(WINDOW).unwrap_or(now));
+                    self.next = Some(at);
+                    return Ok(Some(at));
                 }
-                self.arm(hub, at, due);
+                arm(hub, at, due);
                 self.from = next_key(key);
             }
             if !full {
                 self.done = true;
-                return None;
+                return Ok(None);
             }
         }
     }
+}
 
-    /// Arm `due` at `at`, unless what it is for is in memory with its own timer.
-    fn arm(&self, hub: &Arc<Hub>, at: DateTime<Utc>, due: Due) {
-        let s = &hub.services;
-        let timer = match due {
-            Due::Subject(subject) if !hub.registry.holds(&subject) => Timer::Wake { subject },
-            Due::Record { subject, run } if !hub.records.holds_ended(&run) => {
-                Timer::Record { subject, run }
-            }
-            _ => return,
-        };
-        s.timers.arm(s.keys.key(at), timer);
-    }
+/// Arm `due` at `at`, unless what it is for is in memory with its own timer.
+fn arm(hub: &Arc<Hub>, at: DateTime<Utc>, due: Due) {
+    let s = &hub.services;
+    let timer = match due {
+        Due::Subject(subject) if !hub.registry.holds(&subject) => Timer::Wake { subject },
+        Due::Record { subject, run } if !hub.records.holds_ended(&run) => {
+            Timer::Record { subject, run }
+        }
+        _ => return,
+    };
+    s.timers.arm(s.keys.key(at), timer);
 }
 
 /// The key just after `key`.
@@ -302,13 +359,15 @@ mod tests {
     #[test]
     fn wakes_read_back_in_deadline_order() {
         let at = |s| DateTime::from_timestamp(s, 0).unwrap_or_default();
-        let early = record_wake(at(10), "r-9");
+        let early = subject_wake(at(10), "a");
         let late = subject_wake(at(20), "a");
         assert!(early < late);
+        // After the slot, the instant.
         assert!(
-            instant_key(at(10)).as_slice() <= &early[..]
-                && instant_key(at(11)).as_slice() > &early[..]
+            instant_key(at(10)).as_slice() <= &early[2..]
+                && instant_key(at(11)).as_slice() > &early[2..]
         );
+        let early = record_wake(at(10), "r-9");
         assert_eq!(
             due_of(&early, b"s"),
             Some((

@@ -41,7 +41,7 @@ impl Hub {
         let mut stale = Batch::new();
         let entries = store.scan(Space::Keys).map_err(|e| e.to_string())?;
         for (key, value) in entries {
-            let name = layout::plain_shown(&key).into_owned();
+            let name = layout::unslotted_shown(&key).into_owned();
             let kept: Kept = serde_json::from_slice(&value)
                 .map_err(|e| format!("key {name} cannot be read back: {e}"))?;
             if horizon(&self.services.settings, kept.at) <= now {

@@ -48,7 +48,7 @@ pub(crate) async fn upgrade(hub: &Arc<Hub>, store: &Store) -> Result<(), String>
         let kept: KeptRecord = serde_json::from_slice(value).map_err(|e| {
             format!(
                 "the record of run {} cannot be read back: {e}",
-                layout::plain_shown(key)
+                layout::unslotted_shown(key)
             )
         })?;
         let end = kept.record.finished_at.unwrap_or(kept.record.started_at);
@@ -168,7 +168,7 @@ mod tests {
     fn as_version_one(store: &Store) {
         let mut batch = Batch::new();
         for (key, _) in store.scan(Space::Subjects).unwrap() {
-            let name: Arc<str> = Arc::from(std::str::from_utf8(&key).unwrap());
+            let name: Arc<str> = Arc::from(crate::store::layout::subject_of(&key).unwrap());
             let state = State::read_parts(store, &name).unwrap().unwrap();
             let packed = Packed::pack(state).expect("packs");
             batch.put(Space::Subjects, key, packed.bytes().to_vec());

@@ -12,11 +12,11 @@ use crate::ask::OnExpiry;
 use crate::entry::{Entry, EntryStatus, To};
 use crate::error::RunError;
 use crate::event::{Event, Resolution};
-use crate::ids::Kind;
 use crate::ids::ReplyId;
 use crate::record::{RunRecord, RunStatus, Suspended};
 use crate::run::port::{Ending, Parent};
 use crate::run::stored::Stored;
+use crate::slot::Slot;
 use crate::subject::effect::{Effect, Launch, Step, Waiting};
 use crate::supervisor::Timer;
 use crate::target::Target;
@@ -35,7 +35,7 @@ impl State {
         receiver: Option<ReplyId>,
     ) -> Arc<str> {
         let receiver = step.keep(receiver);
-        let run: Arc<str> = Arc::from(step.id(Kind::Run));
+        let run: Arc<str> = Arc::from(step.run_id(Slot::of(&self.name)));
         let (parent_run, lineage) = match parent {
             Parent::Top => (None, Arc::from(vec![target.name.to_string()])),
             Parent::Run { run, lineage } => {
