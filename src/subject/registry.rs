@@ -1,12 +1,12 @@
 //! The subject registry: finds a subject's actor, spawning it from its passive state
 //! when needed.
 //!
-//! Each slot is `Live` (an actor handles the subject), `Busy` (an actor is being
+//! Each place is `Live` (an actor handles the subject), `Busy` (an actor is being
 //! spawned, or is draining towards passivation) or `Passive` (the state as data, packed
 //! into text by [`super::packed`], no actor). A sender that finds `Busy` waits for the
-//! slot to change; a sender whose message is refused by a draining actor (it arrived
+//! place to change; a sender whose message is refused by a draining actor (it arrived
 //! after the drain marker) gets the message back and tries again, by which time the
-//! slot is `Busy` or `Passive`. So a message racing a passivation is handled exactly
+//! place is `Busy` or `Passive`. So a message racing a passivation is handled exactly
 //! once: by the old actor if it was queued before the drain marker, else by the next.
 
 use std::future::Future;
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
-use dashmap::mapref::entry::Entry as SlotEntry;
+use dashmap::mapref::entry::Entry as PlaceEntry;
 use ractor::{ActorRef, MessagingErr};
 use tokio::sync::Notify;
 
@@ -26,8 +26,8 @@ use crate::error::StoreFault;
 use crate::services::{Services, Tasks};
 use tokio::task::JoinHandle;
 
-/// One subject's slot.
-enum Slot {
+/// One subject's place.
+enum Place {
     /// An actor handles the subject.
     Live(ActorRef<Msg>),
     /// Spawning or passivating: wait.
@@ -111,8 +111,8 @@ fn unpack_fault(subject: &str, e: &dyn std::fmt::Display) -> StoreFault {
 #[derive(Default)]
 pub(crate) struct Registry {
     /// By subject name.
-    slots: DashMap<Arc<str>, Slot>,
-    /// Notified whenever a slot leaves `Busy`.
+    places: DashMap<Arc<str>, Place>,
+    /// Notified whenever a place leaves `Busy`.
     changed: Notify,
     /// How many times a subject passivated.
     passivations: AtomicU64,
@@ -144,17 +144,17 @@ impl Registry {
         // Handed on with the message once it is in a mailbox; given back if this future
         // is dropped first or the message cannot be delivered.
         let pending = hub.services().inflight.pending();
-        // The usual case, a live actor, needs only a read of its slot (the map's shared
+        // The usual case, a live actor, needs only a read of its place (the map's shared
         // lock, held while the message is queued; nothing is cloned).
-        if let Some(slot) = self.slots.get(subject)
-            && let Slot::Live(actor) = slot.value()
+        if let Some(place) = self.places.get(subject)
+            && let Place::Live(actor) = place.value()
         {
             match self.cast(actor, msg)? {
                 None => {
                     pending.handed_on();
                     return Ok(());
                 }
-                // Refused after the drain marker: wait for the slot below.
+                // Refused after the drain marker: wait for the place below.
                 Some(back) => msg = back,
             }
         }
@@ -165,20 +165,20 @@ impl Registry {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let step = match self.slots.entry(Arc::clone(subject)) {
-                SlotEntry::Occupied(mut slot) => match slot.get() {
-                    Slot::Live(actor) => Step::Cast(actor.clone()),
-                    Slot::Busy => Step::Wait,
-                    Slot::Passive(_) => match std::mem::replace(slot.get_mut(), Slot::Busy) {
-                        Slot::Passive(Passive::Packed(packed)) => Step::Unpack(packed),
-                        Slot::Passive(Passive::Plain(state, channels)) => {
+            let step = match self.places.entry(Arc::clone(subject)) {
+                PlaceEntry::Occupied(mut place) => match place.get() {
+                    Place::Live(actor) => Step::Cast(actor.clone()),
+                    Place::Busy => Step::Wait,
+                    Place::Passive(_) => match std::mem::replace(place.get_mut(), Place::Busy) {
+                        Place::Passive(Passive::Packed(packed)) => Step::Unpack(packed),
+                        Place::Passive(Passive::Plain(state, channels)) => {
                             Step::Spawn(state, channels)
                         }
                         _ => Step::Wait,
                     },
                 },
-                SlotEntry::Vacant(slot) => {
-                    slot.insert(Slot::Busy);
+                PlaceEntry::Vacant(place) => {
+                    place.insert(Place::Busy);
                     Step::Load
                 }
             };
@@ -188,12 +188,12 @@ impl Registry {
                         pending.handed_on();
                         return Ok(());
                     }
-                    // Refused after the drain marker: the slot turns Busy, then Passive.
+                    // Refused after the drain marker: the place turns Busy, then Passive.
                     Some(back) => msg = back,
                 },
                 Step::Wait => changed.await,
                 Step::Spawn(state, channels) => self.spawn(hub, subject, state, channels).await?,
-                // Read from the store outside the map's lock, the slot `Busy` meanwhile;
+                // Read from the store outside the map's lock, the place `Busy` meanwhile;
                 // a subject the store does not hold starts empty.
                 Step::Load => match S::load(hub, subject) {
                     Ok(Some(state)) => self.spawn(hub, subject, state, Channels::default()).await?,
@@ -201,15 +201,15 @@ impl Registry {
                         let state = Box::new(State::new(Arc::clone(subject)));
                         self.spawn(hub, subject, state, Channels::default()).await?;
                     }
-                    // Nothing is made in its place: the slot is left empty, so the
+                    // Nothing is made in its place: the place is left empty, so the
                     // next touch reads it again and fails the same way.
                     Err(why) => {
-                        self.slots.remove(subject);
+                        self.places.remove(subject);
                         self.changed.notify_waiters();
                         return Err(why);
                     }
                 },
-                // Unpacked outside the map's lock, the slot `Busy` meanwhile.
+                // Unpacked outside the map's lock, the place `Busy` meanwhile.
                 Step::Unpack(packed) => match packed.unpack(Arc::clone(subject)) {
                     Ok(state) => self.spawn(hub, subject, state, Channels::default()).await?,
                     Err(e) => {
@@ -217,8 +217,8 @@ impl Registry {
                         // kept, and every message to the subject fails loudly.
                         let fault = unpack_fault(subject, &e);
                         hub.services().damage.met(&fault);
-                        self.slots
-                            .insert(Arc::clone(subject), Slot::Passive(Passive::Packed(packed)));
+                        self.places
+                            .insert(Arc::clone(subject), Place::Passive(Passive::Packed(packed)));
                         self.changed.notify_waiters();
                         return Err(Undelivered::Store(fault));
                     }
@@ -260,11 +260,11 @@ impl Registry {
             self.load_passive(hub, subject)?;
         }
         // Copied under the map's lock, unpacked outside it.
-        let packed = match self.slots.get(subject).as_deref() {
+        let packed = match self.places.get(subject).as_deref() {
             None => return Ok(Some(read(&State::new(Arc::clone(subject))))),
-            Some(Slot::Passive(Passive::Plain(state, _))) => return Ok(Some(read(state))),
-            Some(Slot::Passive(Passive::Packed(packed))) => packed.clone(),
-            Some(Slot::Live(_) | Slot::Busy) => return Ok(None),
+            Some(Place::Passive(Passive::Plain(state, _))) => return Ok(Some(read(state))),
+            Some(Place::Passive(Passive::Packed(packed))) => packed.clone(),
+            Some(Place::Live(_) | Place::Busy) => return Ok(None),
         };
         // One that does not unpack is reported by the message path.
         Ok(packed
@@ -273,7 +273,7 @@ impl Registry {
             .map(|state| read(&state)))
     }
 
-    /// Spawn `subject`'s actor over `state`; its slot is `Busy` until then.
+    /// Spawn `subject`'s actor over `state`; its place is `Busy` until then.
     async fn spawn<S: Spawner>(
         &self,
         hub: &Arc<S>,
@@ -285,10 +285,10 @@ impl Registry {
         let result = match spawned {
             Ok((actor, task)) => {
                 self.tasks.push(task);
-                self.slots
-                    .insert(Arc::clone(subject), Slot::Live(actor.clone()));
-                // Checked after the slot is live: a shutdown that began meanwhile either
-                // finds the slot live and stops the actor, or is seen closed here.
+                self.places
+                    .insert(Arc::clone(subject), Place::Live(actor.clone()));
+                // Checked after the place is live: a shutdown that began meanwhile either
+                // finds the place live and stops the actor, or is seen closed here.
                 if hub.services().is_closed() {
                     actor.stop(None);
                     Err(Stopped)
@@ -297,7 +297,7 @@ impl Registry {
                 }
             }
             Err(Stopped) => {
-                self.slots.remove(subject);
+                self.places.remove(subject);
                 Err(Stopped)
             }
         };
@@ -305,23 +305,23 @@ impl Registry {
         result
     }
 
-    /// Read `subject` back from the store, if it holds it and no slot does, and keep it
-    /// passive (an actor is spawned only when a message comes). Its slot is `Busy`
+    /// Read `subject` back from the store, if it holds it and no place does, and keep it
+    /// passive (an actor is spawned only when a message comes). Its place is `Busy`
     /// meanwhile, so a message racing this waits for it. An error when it cannot be read
-    /// back (tallied and logged; the slot stays empty, so the next touch tries again).
+    /// back (tallied and logged; the place stays empty, so the next touch tries again).
     pub(crate) fn load_passive<S: Spawner>(
         &self,
         hub: &Arc<S>,
         subject: &Arc<str>,
     ) -> Result<(), Undelivered> {
-        // The usual case, a subject in a slot, needs only a read of the map.
-        if self.slots.contains_key(subject) {
+        // The usual case, a subject in a place, needs only a read of the map.
+        if self.places.contains_key(subject) {
             return Ok(());
         }
-        match self.slots.entry(Arc::clone(subject)) {
-            SlotEntry::Occupied(_) => return Ok(()),
-            SlotEntry::Vacant(slot) => {
-                slot.insert(Slot::Busy);
+        match self.places.entry(Arc::clone(subject)) {
+            PlaceEntry::Occupied(_) => return Ok(()),
+            PlaceEntry::Vacant(place) => {
+                place.insert(Place::Busy);
             }
         }
         let loaded = S::load(hub, subject);
@@ -331,16 +331,16 @@ impl Registry {
                     Ok(packed) => Passive::Packed(packed),
                     Err(state) => Passive::Plain(state, Channels::default()),
                 };
-                self.slots
-                    .insert(Arc::clone(subject), Slot::Passive(passive));
+                self.places
+                    .insert(Arc::clone(subject), Place::Passive(passive));
                 Ok(())
             }
             Ok(None) => {
-                self.slots.remove(subject);
+                self.places.remove(subject);
                 Ok(())
             }
             Err(why) => {
-                self.slots.remove(subject);
+                self.places.remove(subject);
                 Err(why)
             }
         };
@@ -348,23 +348,23 @@ impl Registry {
         result
     }
 
-    /// Whether a slot holds `subject`: it is read back, or being read or spawned.
+    /// Whether a place holds `subject`: it is read back, or being read or spawned.
     pub(crate) fn holds(&self, subject: &str) -> bool {
-        self.slots.contains_key(subject)
+        self.places.contains_key(subject)
     }
 
     /// After a restart: keep `state`, read back from the store, as `subject`'s passive
     /// state until a message wakes it.
     pub(crate) fn restore(&self, subject: &Arc<str>, state: Box<State>) {
         let passive = Passive::Plain(state, Channels::default());
-        self.slots
-            .insert(Arc::clone(subject), Slot::Passive(passive));
+        self.places
+            .insert(Arc::clone(subject), Place::Passive(passive));
     }
 
     /// The subject's actor begins to passivate: senders wait from now on.
     pub(crate) fn begin_passivation(&self, subject: &Arc<str>) {
         self.passivations.fetch_add(1, Ordering::Relaxed);
-        self.slots.insert(Arc::clone(subject), Slot::Busy);
+        self.places.insert(Arc::clone(subject), Place::Busy);
     }
 
     /// The draining actor stopped and hands its state back, to be packed; an empty
@@ -374,17 +374,17 @@ impl Registry {
     pub(crate) fn store(&self, subject: &Arc<str>, state: Box<State>, channels: Channels) {
         if !state.unacked.is_empty() || !channels.is_empty() {
             let passive = Passive::Plain(state, channels);
-            self.slots
-                .insert(Arc::clone(subject), Slot::Passive(passive));
+            self.places
+                .insert(Arc::clone(subject), Place::Passive(passive));
         } else if state.is_empty() {
-            self.slots.remove(subject);
+            self.places.remove(subject);
         } else {
             let passive = match Packed::pack(state) {
                 Ok(packed) => Passive::Packed(packed),
                 Err(state) => Passive::Plain(state, Channels::default()),
             };
-            self.slots
-                .insert(Arc::clone(subject), Slot::Passive(passive));
+            self.places
+                .insert(Arc::clone(subject), Place::Passive(passive));
         }
         self.changed.notify_waiters();
     }
@@ -392,8 +392,8 @@ impl Registry {
     /// Stop every live subject's actor (the runtime is shutting down); each aborts its
     /// activations and forgets its state as it stops (`super::actor`).
     pub(crate) fn stop_all(&self) {
-        for slot in self.slots.iter() {
-            if let Slot::Live(actor) = slot.value() {
+        for place in self.places.iter() {
+            if let Place::Live(actor) = place.value() {
                 actor.stop(None);
             }
         }
@@ -408,9 +408,9 @@ impl Registry {
             changed.as_mut().enable();
             self.stop_all();
             let active = self
-                .slots
+                .places
                 .iter()
-                .any(|slot| matches!(slot.value(), Slot::Live(_) | Slot::Busy));
+                .any(|place| matches!(place.value(), Place::Live(_) | Place::Busy));
             if !active {
                 break;
             }
@@ -419,9 +419,9 @@ impl Registry {
         self.tasks.join().await;
     }
 
-    /// A stopped actor's subject is gone with the runtime: its slot is removed.
+    /// A stopped actor's subject is gone with the runtime: its place is removed.
     pub(crate) fn forget(&self, subject: &Arc<str>) {
-        self.slots.remove(subject);
+        self.places.remove(subject);
         self.changed.notify_waiters();
     }
 
@@ -438,10 +438,10 @@ impl Registry {
     /// text the passive ones hold.
     pub(crate) fn census(&self) -> (usize, usize, usize) {
         let (mut live, mut passive, mut bytes) = (0, 0, 0);
-        for slot in self.slots.iter() {
-            match slot.value() {
-                Slot::Live(_) | Slot::Busy => live += 1,
-                Slot::Passive(state) => {
+        for place in self.places.iter() {
+            match place.value() {
+                Place::Live(_) | Place::Busy => live += 1,
+                Place::Passive(state) => {
                     passive += 1;
                     if let Passive::Packed(packed) = state {
                         bytes += packed.len();
