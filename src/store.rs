@@ -161,7 +161,7 @@ pub(crate) enum Syncing {
 }
 
 /// Failures a test injects, by a wrapper engine (`faulty`) the writer knows nothing of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Faults {
     /// Make the sync after this many successful ones fail (`Some(0)`: the first), and
     /// every one after it.
@@ -169,7 +169,48 @@ pub(crate) struct Faults {
     /// Only that one sync fails: the engine would sync again after it (the store must
     /// not acknowledge anything it did).
     pub(crate) only_once: bool,
+    /// Refuse every group with a batch of one of these slots, as an engine does for a
+    /// slot this process does not own (the set can change while the store is open).
+    pub(crate) not_owner: Option<NotOwned>,
 }
+
+/// The slots a faulty engine refuses to write, shared with the test that sets them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NotOwned(Arc<std::sync::Mutex<std::collections::BTreeSet<crate::slot::Slot>>>);
+
+impl NotOwned {
+    /// From now on `slot` is refused (`true`) or written (`false`).
+    pub(crate) fn set(&self, slot: crate::slot::Slot, refused: bool) {
+        let mut slots = crate::sync::lock(&self.0);
+        if refused {
+            slots.insert(slot);
+        } else {
+            slots.remove(&slot);
+        }
+    }
+
+    /// The slots refused among those `group`'s batches name.
+    fn among(&self, group: &[Batch]) -> Vec<crate::slot::Slot> {
+        let slots = crate::sync::lock(&self.0);
+        let mut refused: Vec<_> = group
+            .iter()
+            .filter_map(Batch::slot)
+            .filter(|slot| slots.contains(slot))
+            .collect();
+        refused.sort_unstable();
+        refused.dedup();
+        refused
+    }
+}
+
+/// The same set of slots.
+impl PartialEq for NotOwned {
+    fn eq(&self, other: &NotOwned) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for NotOwned {}
 
 /// The store's figures since it was opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -278,6 +319,15 @@ pub(crate) enum StoreError {
         key: Option<Vec<u8>>,
         /// What was found, in words.
         detail: String,
+    },
+    /// The batch was not written: it is a change of a slot this process does not own.
+    /// The store goes on with the other slots.
+    #[error("store {store}: this process does not own slot {slot}; the change was not written")]
+    NotOwner {
+        /// The directory, or `memory`.
+        store: Arc<str>,
+        /// The slot's number.
+        slot: u16,
     },
 }
 

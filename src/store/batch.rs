@@ -1,6 +1,7 @@
 //! A batch of mutations across spaces, applied atomically.
 
 use super::Space;
+use crate::slot::Slot;
 
 /// Puts and deletes across spaces, built by the caller and applied all or nothing, in
 /// the order they were added (a later mutation of a key wins over an earlier one).
@@ -11,6 +12,11 @@ pub(crate) struct Batch {
     /// Entries for the end of the log ([`Space::Events`]): numbered by the writer when
     /// it commits the batch, in commit order, so the log has no gap a reader could pass.
     log: Vec<Vec<u8>>,
+    /// The slot whose owner writes the batch: a subject's change names its subject's
+    /// slot. A batch of the runtime's own (a door, the upgrade) names none. An engine
+    /// may refuse a group for a slot this process does not own (`super::engine`), and
+    /// the writer then writes it again without that slot's batches.
+    slot: Option<Slot>,
 }
 
 /// One mutation of a [`Batch`].
@@ -56,6 +62,19 @@ impl Batch {
         Batch::default()
     }
 
+    /// An empty batch of `slot`'s: a change of one of its subjects.
+    pub(crate) fn of_slot(slot: Slot) -> Batch {
+        Batch {
+            slot: Some(slot),
+            ..Batch::default()
+        }
+    }
+
+    /// The slot whose owner writes the batch, if it names one.
+    pub(crate) fn slot(&self) -> Option<Slot> {
+        self.slot
+    }
+
     /// Sets `key` in `space` to `value`.
     pub(crate) fn put(
         &mut self,
@@ -87,15 +106,17 @@ impl Batch {
         self
     }
 
-    /// Adds `other`'s mutations and log entries after this batch's own.
+    /// Adds `other`'s mutations and log entries after this batch's own (the two are of
+    /// one subject's, so of one slot's).
     pub(crate) fn append(&mut self, other: Batch) {
         self.ops.extend(other.ops);
         self.log.extend(other.log);
+        self.slot = self.slot.or(other.slot);
     }
 
-    /// The log entries waiting for their numbers, taken.
-    pub(crate) fn take_log(&mut self) -> Vec<Vec<u8>> {
-        std::mem::take(&mut self.log)
+    /// The log entries waiting for their numbers.
+    pub(crate) fn log(&self) -> &[Vec<u8>] {
+        &self.log
     }
 
     /// The mutations, in the order they were added.

@@ -30,7 +30,7 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use super::batch::last_per_key;
 use super::damage::{self, Cut};
-use super::engine::{Engine, ReadFailure};
+use super::engine::{Engine, ReadFailure, WriteFailure};
 use super::journal::Journals;
 use super::mark::{self, Mark};
 use super::{
@@ -163,8 +163,8 @@ impl Engine for Disk {
 
     /// Commits a group's batches as one fjall batch, not yet synced; the writer drops
     /// them.
-    fn write(&self, group: &mut Vec<Batch>, _: u64) -> Result<(), String> {
-        self.with(|open| open.write(group))
+    fn write(&self, group: &mut Vec<Batch>, _: u64) -> Result<(), WriteFailure> {
+        Ok(self.with(|open| open.write(group))?)
     }
 
     /// Syncs the journal: everything written is durable when it returns `Ok`.

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use super::{Batch, Entries, Space, StoreError};
+use crate::slot::Slot;
 
 /// What keeps a store's bytes: keyspaces ([`Space`]) of keys and values, written a group
 /// of batches at a time and made durable by a sync.
@@ -39,7 +40,11 @@ pub(crate) trait Engine: Send + Sync {
     /// Applies `group` atomically, not yet durable. The engine may take the batches
     /// (leaving `group` empty) or leave them, which the writer then drops. `generation`
     /// is [`Engine::generation`] as it was when the group was taken from the queue.
-    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), String>;
+    ///
+    /// [`WriteFailure::NotOwner`] refuses the whole group for slots this process does
+    /// not own ([`Batch::slot`]): nothing of it is written and `group` is left as it was,
+    /// and the writer writes it again without those slots' batches.
+    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), WriteFailure>;
 
     /// Makes every group written since the last sync durable; `Ok(false)` if a simulated
     /// crash since the groups were taken lost them (nothing of them is kept, and no one
@@ -97,6 +102,23 @@ pub(crate) trait Engine: Send + Sync {
 
     /// A space's contents, as written, in key order.
     fn scan(&self, space: Space) -> Result<Entries, ReadFailure>;
+}
+
+/// Why a group was not written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WriteFailure {
+    /// The engine failed, in these words: the writer stops the store.
+    Failed(String),
+    /// Refused, whole, for these slots, which this process does not own: nothing of the
+    /// group was written.
+    NotOwner(Vec<Slot>),
+}
+
+/// A failure in words.
+impl From<String> for WriteFailure {
+    fn from(cause: String) -> WriteFailure {
+        WriteFailure::Failed(cause)
+    }
 }
 
 /// Why a read of an open store failed: the data read is damaged, or the engine could not

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::engine::{Engine, ReadFailure};
+use super::engine::{Engine, ReadFailure, WriteFailure};
 use super::{Batch, Entries, Faults, Space};
 
 /// An engine that fails as `faults` say and otherwise does what the engine it wraps does.
@@ -38,7 +38,15 @@ impl Faulty {
 }
 
 impl Engine for Faulty {
-    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), String> {
+    /// Refuses a group with a batch of a slot [`Faults::not_owner`] holds, before the
+    /// engine wrapped sees it; otherwise writes it.
+    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), WriteFailure> {
+        if let Some(not_owned) = &self.faults.not_owner {
+            let refused = not_owned.among(group);
+            if !refused.is_empty() {
+                return Err(WriteFailure::NotOwner(refused));
+            }
+        }
         self.inner.write(group, generation)
     }
 

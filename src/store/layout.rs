@@ -309,7 +309,12 @@ pub(crate) fn door_key(door: &str) -> Vec<u8> {
 /// The key of an idempotency key or a hook delivery in [`Space::Keys`]: the slot of its
 /// name, then the name (`crate::keys` makes it).
 pub(crate) fn kept_key(name: &str) -> Vec<u8> {
-    slotted(Slot::of(name), name.as_bytes())
+    slotted(kept_slot(name), name.as_bytes())
+}
+
+/// The slot of an idempotency key or a hook delivery: its name's.
+pub(crate) fn kept_slot(name: &str) -> Slot {
+    Slot::of(name)
 }
 
 /// The prefix of every key of `subject`'s parts ([`Space::Entries`],

@@ -69,6 +69,17 @@ pub(super) fn decode(value: &[u8], count: u32) -> Result<Vec<Vec<u8>>, String> {
     Ok(entries)
 }
 
+/// What one [`Log::append`] changed.
+#[derive(Debug)]
+pub(super) struct Appended {
+    /// The number the next entry got before it.
+    next: u64,
+    /// Whether it added a chunk.
+    chunk: bool,
+    /// The chunks it deleted, oldest first.
+    deleted: Vec<(u64, u32)>,
+}
+
 /// The writer's account of the log: where it ends, its chunks, and how much it keeps.
 #[derive(Debug)]
 pub(super) struct Log {
@@ -111,27 +122,31 @@ impl Log {
     }
 
     /// Numbers the log entries of a group's `batches` in order and writes them as one
-    /// chunk into the first batch, deleting every chunk then wholly past the capacity;
-    /// each batch's first number.
-    pub(super) fn append(&mut self, batches: &mut [Batch]) -> Vec<u64> {
+    /// chunk into `head`, the group's own batch, deleting every chunk then wholly past
+    /// the capacity; each batch's first number, and what to [`Log::undo`] if the group
+    /// is not written after all.
+    pub(super) fn append(&mut self, batches: &[Batch], head: &mut Batch) -> (Vec<u64>, Appended) {
         let first = self.next;
-        let mut firsts = Vec::with_capacity(batches.len());
-        let mut entries = Vec::new();
-        for batch in batches.iter_mut() {
-            firsts.push(self.next);
-            let log = batch.take_log();
-            self.next += log.len() as u64;
-            entries.extend(log);
-        }
-        let Some(head) = batches.first_mut() else {
-            return firsts;
+        let mut appended = Appended {
+            next: first,
+            chunk: false,
+            deleted: Vec::new(),
         };
-        if !entries.is_empty() {
+        let mut firsts = Vec::with_capacity(batches.len());
+        let mut count = 0usize;
+        for batch in batches {
+            firsts.push(self.next);
+            self.next += batch.log().len() as u64;
+            count += batch.log().len();
+        }
+        if count > 0 {
             // A group's batches are far fewer than 4 billion entries.
-            let count = u32::try_from(entries.len()).unwrap_or(u32::MAX);
-            let value = encode(entries.iter().map(Vec::as_slice));
+            let count = u32::try_from(count).unwrap_or(u32::MAX);
+            let entries = batches.iter().flat_map(|batch| batch.log().iter());
+            let value = encode(entries.map(Vec::as_slice));
             head.put(Space::Events, chunk_key(first, count), value);
             self.chunks.push_back((first, count));
+            appended.chunk = true;
         }
         let floor = self.floor(self.next);
         while let Some(&(first, count)) = self.chunks.front() {
@@ -139,9 +154,21 @@ impl Log {
                 break;
             }
             head.delete(Space::Events, chunk_key(first, count));
-            self.chunks.pop_front();
+            appended.deleted.extend(self.chunks.pop_front());
         }
-        firsts
+        (firsts, appended)
+    }
+
+    /// Takes back an [`Log::append`] whose group was not written: the numbers it gave
+    /// are given again to the group written in its place, so the log has no gap.
+    pub(super) fn undo(&mut self, appended: Appended) {
+        for chunk in appended.deleted.into_iter().rev() {
+            self.chunks.push_front(chunk);
+        }
+        if appended.chunk {
+            self.chunks.pop_back();
+        }
+        self.next = appended.next;
     }
 
     /// The number the next entry gets.
@@ -236,7 +263,7 @@ mod tests {
         assert_eq!(chunk_of(&sequence_key(7)), None);
     }
 
-    /// Numbers follow on across groups, each group is one chunk in its first batch, a
+    /// Numbers follow on across groups, each group is one chunk in its head batch, a
     /// chunk is deleted once all its entries are past the capacity, and reads are
     /// clipped to what is kept and durable.
     #[test]
@@ -245,28 +272,30 @@ mod tests {
         let mut group = [Batch::new(), Batch::new()];
         group[0].append_log(b"a".to_vec()).append_log(b"b".to_vec());
         group[1].append_log(b"c".to_vec());
-        assert_eq!(log.append(&mut group), [1, 3]);
-        assert_eq!(group[0].ops().len(), 1, "one chunk, in the first batch");
-        assert!(group[1].ops().is_empty());
+        let mut head = Batch::new();
+        assert_eq!(log.append(&group, &mut head).0, [1, 3]);
+        assert_eq!(head.ops().len(), 1, "one chunk, in the head");
+        assert!(group.iter().all(|batch| batch.ops().is_empty()));
         assert_eq!(log.read_from(1), None, "nothing is durable yet");
         log.made_durable(log.end());
         assert_eq!(log.read_from(1), Some((chunk_key(1, 3), 1..4)));
 
         let mut next = [Batch::new()];
         next[0].append_log(b"d".to_vec());
-        assert_eq!(log.append(&mut next), [4]);
+        let mut head = Batch::new();
+        assert_eq!(log.append(&next, &mut head).0, [4]);
         log.made_durable(log.end());
         // Entry 1 is past the capacity, but its chunk still holds 2 and 3.
-        assert_eq!(next[0].ops().len(), 1);
+        assert_eq!(head.ops().len(), 1);
         assert_eq!(log.read_from(1), Some((chunk_key(1, 3), 2..5)));
 
         let mut last = [Batch::new()];
         last[0].append_log(b"e".to_vec()).append_log(b"f".to_vec());
-        log.append(&mut last);
+        let mut head = Batch::new();
+        log.append(&last, &mut head);
         log.made_durable(log.end());
         assert!(
-            last[0]
-                .ops()
+            head.ops()
                 .iter()
                 .any(|op| op.key() == chunk_key(1, 3)
                     && matches!(op, super::super::Op::Delete { .. })),
@@ -277,6 +306,33 @@ mod tests {
 
         let reopened = Log::new(vec![chunk_key(4, 1).to_vec(), chunk_key(5, 2).to_vec()], 3);
         assert_eq!(reopened.next, 7);
+    }
+
+    /// An append taken back leaves the log as it was: the next append gives the same
+    /// numbers and writes and deletes the same chunks, whatever the first one deleted.
+    #[test]
+    fn an_append_undone_is_as_if_it_never_was() {
+        for capacity in [1, 2, 3, 100] {
+            let mut log = Log::new(
+                vec![chunk_key(1, 2).to_vec(), chunk_key(3, 1).to_vec()],
+                capacity,
+            );
+            let before = (log.next, log.chunks.clone());
+            let mut group = [Batch::new(), Batch::new()];
+            group[0].append_log(b"a".to_vec()).append_log(b"b".to_vec());
+            group[1].append_log(b"c".to_vec());
+            let mut head = Batch::new();
+            let (firsts, appended) = log.append(&group, &mut head);
+            log.undo(appended);
+            assert_eq!(
+                (log.next, log.chunks.clone()),
+                before,
+                "capacity {capacity}"
+            );
+            let mut again = Batch::new();
+            assert_eq!(log.append(&group, &mut again).0, firsts);
+            assert_eq!(again, head, "capacity {capacity}");
+        }
     }
 
     /// The older log converts into chunks of consecutive numbers, each replacing its

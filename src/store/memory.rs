@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use super::engine::{Engine, ReadFailure};
+use super::engine::{Engine, ReadFailure, WriteFailure};
 use super::{Batch, Entries, Op, Space};
 use crate::sync::lock;
 
@@ -66,7 +66,7 @@ impl Memory {
 /// A memory store's reads see only what is durable, and cannot fail.
 impl Engine for Memory {
     /// Keeps the group, taken, for the sync.
-    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), String> {
+    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), WriteFailure> {
         lock(&self.written).push((generation, std::mem::take(group)));
         Ok(())
     }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::engine::{Engine, ReadFailure};
+use super::engine::{Engine, ReadFailure, WriteFailure};
 use super::{Batch, Entries, OnDamage, OpenError, Recovered, Space};
 
 /// An open data directory, of which this build has none.
@@ -22,7 +22,7 @@ impl Disk {
 }
 
 impl Engine for Disk {
-    fn write(&self, _: &mut Vec<Batch>, _: u64) -> Result<(), String> {
+    fn write(&self, _: &mut Vec<Batch>, _: u64) -> Result<(), WriteFailure> {
         match *self {}
     }
 

@@ -382,8 +382,8 @@ fn failed_sync_poisons_the_store() {
         ..Faults::default()
     };
     for store in [
-        Store::memory_with(Syncing::Automatic, faults),
-        Store::memory_with(Syncing::Manual, faults),
+        Store::memory_with(Syncing::Automatic, faults.clone()),
+        Store::memory_with(Syncing::Manual, faults.clone()),
         Store::open_with(&dir, faults).unwrap(),
     ] {
         durable(&store, put(Space::Subjects, b"a", b"1")).unwrap();
@@ -450,6 +450,7 @@ fn on_disk_nothing_written_behind_a_failed_sync_is_acknowledged() {
         Faults {
             fail_sync_after: Some(1),
             only_once: true,
+            ..Faults::default()
         },
     )
     .unwrap();
@@ -1038,4 +1039,75 @@ fn a_conversion_done_twice_writes_the_same() {
         .map(|space| store.scan(*space).unwrap())
         .collect::<Vec<_>>();
     assert_eq!(first, second);
+}
+
+/// An engine's refusal of a group for a slot this process does not own fails that
+/// slot's batches only, as `not the owner`: the rest of the group is written, its log
+/// entries numbered with no gap, and the store goes on; once the slot is owned again,
+/// its batches are written.
+#[test]
+fn a_group_refused_for_one_slot_is_written_without_it() {
+    use crate::slot::Slot;
+    let (_tmp, dir) = data_dir();
+    let (mine, lost) = (Slot::of("b"), Slot::of("a"));
+    assert_ne!(mine, lost);
+    let not_owned = super::NotOwned::default();
+    let faults = Faults {
+        not_owner: Some(not_owned.clone()),
+        ..Faults::default()
+    };
+    let stores = [
+        Store::memory_with(Syncing::Manual, faults.clone()),
+        Store::open_with(&dir, faults).expect("opens"),
+    ];
+    for store in stores {
+        not_owned.set(lost, true);
+        let (tx, rx) = mpsc::channel();
+        for n in 0..6u32 {
+            let mut batch = Batch::of_slot(if n % 2 == 0 { lost } else { mine });
+            batch
+                .put(Space::Ids, n.to_be_bytes(), b"v")
+                .append_log(format!("e{n}"));
+            store.submit(batch, ack_to(&tx, n));
+        }
+        if !store.has_writer() {
+            store.sync_now();
+        }
+        for (n, fate) in acks_in_order(&rx, 6).into_iter().enumerate() {
+            if n % 2 == 0 {
+                assert!(
+                    matches!(&fate, Err(StoreError::NotOwner { slot, .. }) if *slot == lost.number()),
+                    "batch {n}: {fate:?}"
+                );
+            } else {
+                assert!(fate.is_ok(), "batch {n}: {fate:?}");
+            }
+        }
+        assert!(!store.is_poisoned());
+        let keys: Vec<_> = store
+            .scan(Space::Ids)
+            .unwrap()
+            .into_iter()
+            .map(|(key, _)| key)
+            .filter(|key| key.len() == 4)
+            .collect();
+        let written: Vec<Vec<u8>> = [1u32, 3, 5]
+            .iter()
+            .map(|n| n.to_be_bytes().to_vec())
+            .collect();
+        assert_eq!(keys, written);
+        let log = store.log_from(1, 10).unwrap();
+        let expected: Vec<(u64, Vec<u8>)> = vec![
+            (1, b"e1".to_vec()),
+            (2, b"e3".to_vec()),
+            (3, b"e5".to_vec()),
+        ];
+        assert_eq!(log, expected, "no gap where the refused batches were");
+
+        not_owned.set(lost, false);
+        let mut batch = Batch::of_slot(lost);
+        batch.append_log(b"e6".to_vec());
+        durable(&store, batch).expect("owned again: written");
+        assert_eq!(store.log_from(4, 10).unwrap(), vec![(4, b"e6".to_vec())]);
+    }
 }

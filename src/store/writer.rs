@@ -22,9 +22,10 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::engine::{Engine, ReadFailure};
+use super::engine::{Engine, ReadFailure, WriteFailure};
 use super::layout;
 use super::log::{self, Log};
+use crate::slot::Slot;
 use crate::sync::lock;
 
 use super::{Ack, Batch, Entries, Receipt, Space, Stamp, Stats, StoreError};
@@ -41,8 +42,9 @@ struct Pending {
 struct Written {
     /// Its acks, in submission order.
     acks: Vec<Ack>,
-    /// Each batch's first log number.
-    firsts: Vec<u64>,
+    /// For each ack, its batch's first log number, or its refusal: a batch of a slot
+    /// this process does not own, written without (`StoreError::NotOwner`).
+    firsts: Vec<Result<u64, StoreError>>,
     /// The log number after its last entry.
     log_end: u64,
     /// Bytes in its batches.
@@ -55,6 +57,14 @@ struct Written {
     /// poisoned store). It still goes the way of a written group, so its acks are
     /// called after those of every group taken before it.
     failed: Option<StoreError>,
+}
+
+/// Why the engine did not write a group.
+enum Refused {
+    /// For slots this process does not own: written again without them.
+    NotOwner(Vec<Slot>),
+    /// The engine failed: the store stops.
+    Failed(StoreError),
 }
 
 /// Where the writer thread hands each group it wrote to the sync thread.
@@ -235,13 +245,13 @@ impl Shared {
         Ok(entries)
     }
 
-    /// Numbers the log entries of `batches` in order, as one chunk (deleting the chunks
-    /// then past the log's capacity); each batch's first number, and the number after
-    /// the last.
-    fn number(&self, batches: &mut [Batch]) -> (Vec<u64>, u64) {
+    /// Numbers the log entries of `batches` in order, as one chunk written by `head`
+    /// (with the deletion of the chunks then past the log's capacity); each batch's
+    /// first number, the number after the last, and what takes the numbers back.
+    fn number(&self, batches: &[Batch], head: &mut Batch) -> (Vec<u64>, u64, log::Appended) {
         let mut log = lock(&self.log);
-        let firsts = log.append(batches);
-        (firsts, log.end())
+        let (firsts, appended) = log.append(batches, head);
+        (firsts, log.end(), appended)
     }
 
     /// Commit each batch alone, on its submitter's thread, as it is submitted.
@@ -507,10 +517,17 @@ impl Shared {
     }
 
     /// Numbers, stamps and writes a group taken in `generation`, not yet durable; `None`
-    /// if it is empty. A
-    /// group refused (a poisoned store) or whose write failed (which poisons the store)
-    /// comes back with `failed` set and its acks not yet called: whoever settles groups
-    /// calls them in turn, so refusals keep submission order too.
+    /// if it is empty. A group refused (a poisoned store) or whose write failed (which
+    /// poisons the store) comes back with `failed` set and its acks not yet called:
+    /// whoever settles groups calls them in turn, so refusals keep submission order too.
+    ///
+    /// The log's numbers and the stamp go into a batch of the group's own, written first
+    /// (an engine that keeps a batch written before a crash, on disk a journal write the
+    /// kill did not undo, keeps the group whole). If the engine refuses the group for
+    /// slots this process does not own, the numbers are taken back and the group is
+    /// written again without those slots' batches, whose acks are told
+    /// `StoreError::NotOwner`: the numbers a write gives are those of the write that
+    /// commits, so the log has no gap.
     fn write_group(&self, group: Vec<Pending>, generation: u64) -> Option<Written> {
         if group.is_empty() {
             return None;
@@ -519,8 +536,8 @@ impl Shared {
             group.into_iter().map(|p| (p.batch, p.ack)).unzip();
         if let Some(err) = self.refusal() {
             return Some(Written {
-                acks,
                 firsts: Vec::new(),
+                acks,
                 log_end: 0,
                 bytes: 0,
                 keys: 0,
@@ -529,31 +546,106 @@ impl Shared {
             });
         }
         let started = Instant::now();
-        // Numbered and stamped as committed: in commit order, and after every batch of
-        // the group was made. The stamp goes on the first batch, written first: an engine
-        // that keeps a batch written before a crash (on disk, a journal write the kill
-        // did not undo) has kept the stamp too.
-        let (firsts, log_end) = self.number(&mut batches);
-        if let (Some(stamp), Some(first)) = (lock(&self.stamp).as_ref(), batches.first_mut()) {
-            stamp(first);
+        // For each ack, where its batch is in `batches` (`Ok`), or its refusal.
+        let mut places: Vec<Result<usize, StoreError>> = (0..batches.len()).map(Ok).collect();
+        loop {
+            let mut head = Batch::new();
+            // Numbered and stamped as committed: in commit order, and after every batch
+            // of the group was made.
+            let (firsts, log_end, appended) = self.number(&batches, &mut head);
+            if let Some(stamp) = lock(&self.stamp).as_ref() {
+                stamp(&mut head);
+            }
+            let firsts: Vec<Result<u64, StoreError>> = places
+                .iter()
+                .map(|place| place.clone().map(|at| firsts[at]))
+                .collect();
+            let bytes = head.bytes() + batches.iter().map(Batch::bytes).sum::<u64>();
+            let keys = (head.len() + batches.iter().map(Batch::len).sum::<usize>()) as u64;
+            let mut group = Vec::with_capacity(batches.len() + 1);
+            group.push(head);
+            group.append(&mut batches);
+            let mut written = Written {
+                acks: Vec::new(),
+                firsts,
+                log_end,
+                bytes,
+                keys,
+                started,
+                failed: None,
+            };
+            // Written into the engine, which may take the batches; what it leaves is no
+            // longer needed.
+            match self.write(&mut group, generation) {
+                Ok(()) => {}
+                Err(Refused::NotOwner(slots)) => {
+                    lock(&self.log).undo(appended);
+                    let left = group.split_off(1);
+                    if self.without(left, &slots, &mut batches, &mut places) {
+                        continue;
+                    }
+                    // The engine refused a slot no batch names: not an engine's answer.
+                    let err = StoreError::Write {
+                        store: Arc::clone(&self.name),
+                        cause: format!(
+                            "the engine refused slots {slots:?}, which no batch of the group names"
+                        ),
+                    };
+                    self.poison_with(&err);
+                    written.failed = Some(err);
+                }
+                Err(Refused::Failed(err)) => {
+                    // Poisoned now, so nothing is written after it; its acks are told
+                    // in turn.
+                    self.poison_with(&err);
+                    written.failed = Some(err);
+                }
+            }
+            written.acks = acks;
+            return Some(written);
         }
-        let mut written = Written {
-            bytes: batches.iter().map(Batch::bytes).sum(),
-            keys: batches.iter().map(|b| b.len() as u64).sum(),
-            acks,
-            firsts,
-            log_end,
-            started,
-            failed: None,
-        };
-        // Written into the engine, which may take the batches; what it leaves is no
-        // longer needed.
-        if let Err(err) = self.write(&mut batches, generation) {
-            // Poisoned now, so nothing is written after it; its acks are told in turn.
-            self.poison_with(&err);
-            written.failed = Some(err);
+    }
+
+    /// Takes out of `group` (the batches of a refused write, in order) those of `slots`,
+    /// their places told `StoreError::NotOwner`; the rest are `batches`, to be written
+    /// again. `false` if none was taken out.
+    fn without(
+        &self,
+        group: Vec<Batch>,
+        slots: &[Slot],
+        batches: &mut Vec<Batch>,
+        places: &mut [Result<usize, StoreError>],
+    ) -> bool {
+        let mut taken = false;
+        let mut kept = Vec::with_capacity(group.len());
+        // Where each batch of `group` goes now: kept at its new index, or refused with
+        // its slot.
+        let mut moved: Vec<Result<usize, Slot>> = Vec::with_capacity(group.len());
+        for batch in group {
+            match batch.slot().filter(|slot| slots.contains(slot)) {
+                Some(slot) => {
+                    taken = true;
+                    moved.push(Err(slot));
+                    tracing::warn!(store = %self.name, slot = slot.number(), "a change of a slot this process does not own was not written");
+                }
+                None => {
+                    moved.push(Ok(kept.len()));
+                    kept.push(batch);
+                }
+            }
         }
-        Some(written)
+        for place in places.iter_mut() {
+            if let Ok(at) = *place
+                && let Some(now) = moved.get(at)
+            {
+                *place = now.map_err(|slot| StoreError::NotOwner {
+                    store: Arc::clone(&self.name),
+                    slot: slot.number(),
+                });
+            }
+        }
+        *batches = kept;
+        taken
     }
 
     /// Tells the acks of `groups`, written in this order, the fate of the sync that
@@ -565,7 +657,12 @@ impl Shared {
                     return 0;
                 };
                 lock(&self.log).made_durable(last.log_end);
-                let count: usize = groups.iter().map(|g| g.acks.len()).sum();
+                // Batches refused as not owned were not written.
+                let count = groups
+                    .iter()
+                    .flat_map(|g| g.firsts.iter())
+                    .filter(|first| first.is_ok())
+                    .count();
                 self.syncs.fetch_add(1, Ordering::Relaxed);
                 self.batches.fetch_add(count as u64, Ordering::Relaxed);
                 self.largest_group
@@ -576,8 +673,8 @@ impl Shared {
                 for group in groups {
                     self.bytes.fetch_add(group.bytes, Ordering::Relaxed);
                     self.keys.fetch_add(group.keys, Ordering::Relaxed);
-                    for (ack, log) in group.acks.into_iter().zip(group.firsts) {
-                        ack(Ok(Receipt { log }));
+                    for (ack, first) in group.acks.into_iter().zip(group.firsts) {
+                        ack(first.map(|log| Receipt { log }));
                     }
                 }
                 count
@@ -597,8 +694,13 @@ impl Shared {
         self.poison_with(err);
         for group in groups {
             let told = group.failed.unwrap_or_else(|| err.clone());
+            let mut firsts = group.firsts.into_iter();
             for ack in group.acks {
-                ack(Err(told.clone()));
+                // A batch refused as not owned was never written: it is told so.
+                match firsts.next() {
+                    Some(Err(refused @ StoreError::NotOwner { .. })) => ack(Err(refused)),
+                    _ => ack(Err(told.clone())),
+                }
             }
         }
     }
@@ -616,12 +718,15 @@ impl Shared {
     }
 
     /// Hands the group to the engine, not yet durable.
-    fn write(&self, batches: &mut Vec<Batch>, generation: u64) -> Result<(), StoreError> {
+    fn write(&self, batches: &mut Vec<Batch>, generation: u64) -> Result<(), Refused> {
         self.engine
             .write(batches, generation)
-            .map_err(|cause| StoreError::Write {
-                store: Arc::clone(&self.name),
-                cause,
+            .map_err(|failure| match failure {
+                WriteFailure::NotOwner(slots) => Refused::NotOwner(slots),
+                WriteFailure::Failed(cause) => Refused::Failed(StoreError::Write {
+                    store: Arc::clone(&self.name),
+                    cause,
+                }),
             })
     }
 
@@ -765,7 +870,7 @@ mod tests {
             acks: vec![Box::new(move |fate| {
                 let _ = tx.send(fate);
             })],
-            firsts: vec![1],
+            firsts: vec![Ok(1)],
             log_end: 1,
             bytes: 0,
             keys: 0,
@@ -804,7 +909,7 @@ mod tests {
                 acks: vec![Box::new(move |fate| {
                     let _ = tx.send((tag, fate));
                 })],
-                firsts: vec![1],
+                firsts: vec![Ok(1)],
                 log_end: 1,
                 bytes: 0,
                 keys: 0,

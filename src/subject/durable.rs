@@ -23,6 +23,7 @@ use super::{Msg, Op};
 use crate::error::StoreFault;
 use crate::event::Event;
 use crate::record::RunRecord;
+use crate::slot::Slot;
 use crate::store::layout::{self, SEQUENTIAL, TIMERS, undelivered_key};
 use crate::store::{Batch, Space};
 
@@ -38,7 +39,7 @@ pub(crate) struct KeptRecord {
 /// records of runs that ended with their horizons, its events, and the outcomes handed
 /// to receivers.
 pub(crate) fn change(state: &mut State, effects: &[Effect], now: DateTime<Utc>) -> Batch {
-    let mut batch = Batch::new();
+    let mut batch = Batch::of_slot(Slot::of(&state.name));
     if let Err(error) = index::write_subject(state, now, &mut batch) {
         // Not expected: the state was built from checked values.
         tracing::error!(subject = %state.name, %error, "a subject's state could not be written");
@@ -150,7 +151,7 @@ fn horizon_of(effects: &[Effect], run: &str) -> Option<chrono::DateTime<chrono::
 
 /// The batch that forgets an outcome as undelivered once its receiver took it.
 pub(crate) fn delivered(subject: &str, interaction: &str) -> Batch {
-    let mut batch = Batch::new();
+    let mut batch = Batch::of_slot(Slot::of(subject));
     batch.delete(Space::Undelivered, undelivered_key(subject, interaction));
     batch
 }

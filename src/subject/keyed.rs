@@ -80,7 +80,7 @@ impl Hub {
             at: self.services.clock.now(),
         };
         if let Some(store) = &self.services.store {
-            let mut batch = Batch::new();
+            let mut batch = Batch::of_slot(layout::kept_slot(&name));
             match serde_json::to_vec(&kept) {
                 Ok(bytes) => {
                     batch.put(Space::Keys, layout::kept_key(&name), bytes);

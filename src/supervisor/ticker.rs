@@ -130,7 +130,7 @@ fn drop_record(
         return;
     }
     // Gone from memory already; a restart before the delete is durable drops it again.
-    let mut batch = Batch::new();
+    let mut batch = Batch::of_slot(layout::run_slot(&run));
     batch.delete(Space::Records, layout::run_key(&run));
     batch.delete(Space::Wakes, layout::record_wake(at, &run));
     let (tx, rx) = oneshot::channel();
@@ -174,7 +174,7 @@ async fn deliver(hub: &Arc<Hub>, timer: Fired, round: &mut Round) {
                 && let Some(store) = &hub.services.store
             {
                 // Nothing waits on this; a restart before it is durable forgets it again.
-                let mut batch = crate::store::Batch::new();
+                let mut batch = crate::store::Batch::of_slot(layout::kept_slot(&key));
                 batch.delete(crate::store::Space::Keys, layout::kept_key(&key));
                 store.submit(batch, Box::new(|_| {}));
             }
