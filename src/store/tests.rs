@@ -951,9 +951,9 @@ fn an_older_log_is_converted_at_open() {
     }
 }
 
-/// A copy of the directory of format version 3 that `tests/format.rs` opens, with `key`
-/// written into its old space `space` (by the engine, as a key of that version).
-fn version_three_with(space: &str, key: &[u8]) -> (tempfile::TempDir, PathBuf) {
+/// A copy of the directory of format version 3 that `tests/format.rs` opens, and the
+/// engine opened on it (to change it as that version would not).
+fn version_three() -> (tempfile::TempDir, PathBuf, fjall::Database) {
     let (tmp, dir) = data_dir();
     copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format-3"),
@@ -962,13 +962,18 @@ fn version_three_with(space: &str, key: &[u8]) -> (tempfile::TempDir, PathBuf) {
     let db = fjall::Database::builder(dir.join(DATA_DIR))
         .open()
         .expect("the engine opens the copy");
+    (tmp, dir, db)
+}
+
+/// [`version_three`] with `key` written into its old space `space`, synced.
+fn version_three_with(space: &str, key: &[u8]) -> (tempfile::TempDir, PathBuf) {
+    let (tmp, dir, db) = version_three();
     let old = db
         .keyspace(space, fjall::KeyspaceCreateOptions::default)
         .expect("the old space");
     old.insert(key, b"{}").expect("writes");
     db.persist(fjall::PersistMode::SyncAll).expect("syncs");
-    drop(old);
-    drop(db);
+    drop((old, db));
     (tmp, dir)
 }
 
@@ -995,11 +1000,8 @@ fn a_key_that_is_not_version_three_s_refuses_the_conversion() {
 /// what it held, once.
 #[test]
 fn a_conversion_done_twice_writes_the_same() {
-    let (_tmp, dir) = data_dir();
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format-3"),
-        &dir,
-    );
+    let (_tmp, dir, db) = version_three();
+    drop(db);
     let first = {
         let store = Store::open(&dir).expect("opens and converts");
         assert_eq!(store.format_version().unwrap(), FORMAT_VERSION);
@@ -1010,15 +1012,7 @@ fn a_conversion_done_twice_writes_the_same() {
     };
     // As a conversion cut short leaves it: the old spaces whole, a new one partly
     // written, the version still 3.
-    let copy = tempfile::tempdir().unwrap();
-    let again = copy.path().join("store");
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format-3"),
-        &again,
-    );
-    let db = fjall::Database::builder(again.join(DATA_DIR))
-        .open()
-        .expect("opens");
+    let (_copy, again, db) = version_three();
     let old = db
         .keyspace("entries", fjall::KeyspaceCreateOptions::default)
         .unwrap();
