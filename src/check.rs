@@ -187,8 +187,9 @@ pub fn check(dir: &Path) -> Result<Report, CheckError> {
 
 /// Reads `space` whole: every key, looked up again, each value decoded if `decode`.
 fn check_space(reader: &Reader, space: Space, decode: bool) -> Keyspace {
+    let name = reader.name(space);
     let mut found = Keyspace {
-        name: space.name().to_owned(),
+        name: name.to_owned(),
         folder: reader.folder(space),
         keys: 0,
         bytes: 0,
@@ -198,7 +199,6 @@ fn check_space(reader: &Reader, space: Space, decode: bool) -> Keyspace {
     if !reader.has(space) {
         return found;
     }
-    let name = space.name();
     let shown = |key: &[u8]| shown_key(name, key);
     // The last key read, and the unreadable blocks met since it (their `before` is the
     // next key read).

@@ -66,8 +66,20 @@ async fn a_directory_of_format_version_3_opens_converted_with_all_it_held() {
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let dir = tmp.path().join("store");
     copy_dir(&fixture.join("format-3"), &dir);
+    // Checked before it is opened, it is read in the spaces of its own version.
     let before = parkway::check::check(&dir).expect("checks");
     assert_eq!(before.format_version.as_deref(), Some("3"));
+    assert!(before.is_clean(), "{before:?}");
+    let old = |name: &str| {
+        before
+            .keyspaces
+            .iter()
+            .find(|k| k.name == name)
+            .map(|k| k.keys)
+    };
+    assert_eq!(old("subjects"), Some(3), "{before:?}");
+    assert_eq!(old("records"), Some(2), "{before:?}");
+    assert_eq!(old("subjects.4"), None, "{before:?}");
 
     let clock = ManualClock::default();
     let rt = open(&dir, &clock).await;

@@ -585,7 +585,7 @@ const LOG_IN_CHUNKS: u32 = 3;
 
 /// The first format version that keys what a subject owns by its slot first
 /// (`super::layout`).
-const SLOT_FIRST: u32 = 4;
+pub(super) const SLOT_FIRST: u32 = 4;
 
 /// How many entries of an older log one chunk of the conversion holds.
 const CONVERTED_PER_CHUNK: usize = 1024;

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 
-use super::disk::{DATA_DIR, LOCK_FILE, check_journals};
+use super::disk::{DATA_DIR, LOCK_FILE, SLOT_FIRST, check_journals};
 use super::engine::ReadFailure;
 use super::{OnDamage, OpenError, Space, StoreError, VERSION_KEY};
 
@@ -32,9 +32,9 @@ pub(crate) type Walked<'a> = Result<(&'a [u8], &'a [u8]), StoreError>;
 pub(crate) struct Reader {
     /// The damage found in the journals, as a runtime's open would refuse it.
     journal: Option<String>,
-    /// Each space's keyspace, `None` where the directory has none; declared before `db`
-    /// so they drop first.
-    spaces: Vec<Option<Keyspace>>,
+    /// Each space's keyspace with its name on disk, `None` where the directory has
+    /// none; declared before `db` so they drop first.
+    spaces: Vec<Option<(&'static str, Keyspace)>>,
     /// The engine, without worker threads.
     db: Database,
     /// The directory's locked lock file, released when the reader drops; `None` if the
@@ -125,10 +125,18 @@ impl Reader {
         self.spaces[space.index()].is_some()
     }
 
+    /// The name on disk of the keyspace the reader reads for `space`: its name in this
+    /// version, or in the directory's, before the slots.
+    pub(crate) fn name(&self, space: Space) -> &'static str {
+        self.spaces[space.index()]
+            .as_ref()
+            .map_or(space.name(), |(name, _)| name)
+    }
+
     /// The folder of `space`'s keyspace in the directory, where its tables are.
     pub(crate) fn folder(&self, space: Space) -> Option<PathBuf> {
         let (shadow, data) = &self.data;
-        let path = self.spaces[space.index()].as_ref()?.path();
+        let path = self.spaces[space.index()].as_ref()?.1.path();
         Some(match path.strip_prefix(shadow) {
             Ok(inside) => data.join(inside),
             Err(_) => path.to_path_buf(),
@@ -138,7 +146,7 @@ impl Reader {
     /// One key's value, looked up as the runtime looks it up (through the table's filter
     /// and index).
     pub(crate) fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let Some(keyspace) = &self.spaces[space.index()] else {
+        let Some((_, keyspace)) = &self.spaces[space.index()] else {
             return Ok(None);
         };
         keyspace
@@ -151,7 +159,7 @@ impl Reader {
     /// failure, and says whether to go on. A block that cannot be read is a failure, and
     /// the walk goes on past it (the engine's iterator steps over it).
     pub(crate) fn walk(&self, space: Space, each: &mut dyn FnMut(Walked<'_>) -> bool) {
-        let Some(keyspace) = &self.spaces[space.index()] else {
+        let Some((_, keyspace)) = &self.spaces[space.index()] else {
             return;
         };
         for guard in keyspace.iter() {
@@ -274,7 +282,19 @@ fn lock_if_present(dir: &Path) -> Result<Option<File>, OpenError> {
 /// Opens fjall in `data` with no worker threads (nothing flushed or compacted behind the
 /// reader's back) and each space's keyspace that exists; a refusal or a panic of the
 /// engine is a refusal naming `dir`.
-fn open_engine(dir: &Path, data: &Path) -> Result<(Database, Vec<Option<Keyspace>>), OpenError> {
+/// The keyspaces the reader reads.
+type Spaces = Vec<Option<(&'static str, Keyspace)>>;
+
+/// The name `space` has on disk in a directory of this version, or (`unslotted`) of a
+/// version before the slots ([`Space::unslotted_name`]).
+fn space_name(space: Space, unslotted: bool) -> &'static str {
+    match space.unslotted_name() {
+        Some(old) if unslotted => old,
+        _ => space.name(),
+    }
+}
+
+fn open_engine(dir: &Path, data: &Path) -> Result<(Database, Spaces), OpenError> {
     let corrupt = |cause| OpenError::Corrupt {
         path: dir.to_path_buf(),
         cause,
@@ -286,12 +306,21 @@ fn open_engine(dir: &Path, data: &Path) -> Result<(Database, Vec<Option<Keyspace
             .manual_journal_persist(true)
             .worker_threads_unchecked(0)
             .open()?;
+        // A directory of a version before the slots keeps its spaces under their old
+        // names (its conversion, at a runtime's open, copies them): those are read.
+        let unslotted = db.keyspace_exists(Space::Meta.name())
+            && db
+                .keyspace(Space::Meta.name(), KeyspaceCreateOptions::default)?
+                .get(VERSION_KEY)?
+                .and_then(|v| std::str::from_utf8(&v).ok()?.parse::<u32>().ok())
+                .is_some_and(|version| version < SLOT_FIRST);
         let spaces = Space::ALL
             .iter()
             .map(|space| {
-                if db.keyspace_exists(space.name()) {
-                    db.keyspace(space.name(), KeyspaceCreateOptions::default)
-                        .map(Some)
+                let name = space_name(*space, unslotted);
+                if db.keyspace_exists(name) {
+                    db.keyspace(name, KeyspaceCreateOptions::default)
+                        .map(|keyspace| Some((name, keyspace)))
                 } else {
                     Ok(None)
                 }
