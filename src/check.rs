@@ -74,7 +74,8 @@ impl Report {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct Keyspace {
-    /// Its name on disk (`subjects`, `records`, …).
+    /// Its name on disk (`subjects.4`, `records.4`, …; a directory not yet converted to
+    /// format version 4 is read under its older names, `subjects`, …).
     pub name: String,
     /// The folder of its tables, under the directory's `data/`; `None` if the directory
     /// has no such keyspace.

@@ -54,7 +54,7 @@ pub enum StoreFault {
     /// engine or parkway cannot decode.
     #[error("the data directory is damaged: keyspace {keyspace}{}: {detail}", at_key(.key))]
     Corrupt {
-        /// The keyspace read, by its name on disk (`subjects`, `records`, …).
+        /// The keyspace read, by its name on disk (`subjects.4`, `records.4`, …).
         keyspace: String,
         /// The key read, as text, if the read named one.
         key: Option<String>,

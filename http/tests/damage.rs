@@ -71,7 +71,7 @@ async fn a_damaged_subject_is_500_corrupt_and_readyz_turns_503() {
         assert_eq!(error["kind"], "corrupt", "{body}");
         assert_eq!(error["keyspace"], "subjects.4", "{body}");
         let message = error["message"].as_str().unwrap_or_default().to_owned();
-        assert!(message.contains("keyspace subjects"), "{message}");
+        assert!(message.contains("keyspace subjects.4"), "{message}");
         assert!(
             !message.contains(&tmp.path().display().to_string()),
             "{message}"
@@ -112,7 +112,7 @@ async fn a_damaged_subject_is_500_corrupt_and_readyz_turns_503() {
     assert!(
         error_of(&body)["message"]
             .as_str()
-            .is_some_and(|m| m.contains("keyspace subjects")),
+            .is_some_and(|m| m.contains("keyspace subjects.4")),
         "{body}"
     );
 

@@ -101,7 +101,7 @@ pub(crate) trait Spawner: Send + Sync + 'static {
 /// memory, not in the store, but it is the subject's state all the same.
 fn unpack_fault(subject: &str, e: &dyn std::fmt::Display) -> StoreFault {
     StoreFault::corrupt(
-        "subjects",
+        crate::store::Space::Subjects.name(),
         subject,
         format!("its state kept in memory does not unpack: {e}"),
     )
