@@ -48,6 +48,11 @@ impl Slot {
         format!("r-{:03x}{random:016x}", self.0)
     }
 
+    /// Every slot, in order of their numbers.
+    pub(crate) fn all() -> impl Iterator<Item = Slot> {
+        (0..Slot::COUNT).map(Slot)
+    }
+
     /// The slot numbered `number`, if it is below [`Slot::COUNT`].
     pub(crate) fn numbered(number: u16) -> Option<Slot> {
         (number < Slot::COUNT).then_some(Slot(number))

@@ -279,11 +279,9 @@ impl Open {
     ) -> Result<Entries, ReadFailure> {
         let from = from.max(within);
         let space = &self.spaces[space.index()];
-        if within.is_empty() {
-            return read_entries(space.range(from..).take(limit));
-        }
         // Keys that start with `within` sort before its successor, the first key of the
-        // same length that does not (none if `within` is all 0xff: every later key).
+        // same length that does not (none if `within` is empty or all 0xff: every later
+        // key).
         match successor(within) {
             Some(end) => read_entries(space.range(from..end.as_slice()).take(limit)),
             None => read_entries(space.range(from..).take(limit)),
@@ -653,11 +651,13 @@ fn slots_first(db: &Database, commit: &dyn Fn(Batch) -> Result<(), String>) -> R
         }
         let old = db
             .keyspace(old_name, KeyspaceCreateOptions::default)
-            .map_err(|err| describe(&err))?;
+            .map_err(|err| format!("space {old_name}: {}", describe(&err)))?;
         let mut batch = Batch::new();
         let mut count = 0;
         for guard in old.iter() {
-            let (key, value) = guard.into_inner().map_err(|err| describe(&err))?;
+            let (key, value) = guard
+                .into_inner()
+                .map_err(|err| format!("space {old_name}: {}", describe(&err)))?;
             let new = super::layout::slot_first(space, &key)
                 .map_err(|why| {
                     format!(

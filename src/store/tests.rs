@@ -1105,3 +1105,42 @@ fn a_group_refused_for_one_slot_is_written_without_it() {
         assert_eq!(store.log_from(4, 10).unwrap(), vec![(4, b"e6".to_vec())]);
     }
 }
+
+/// A range read within a prefix reads that prefix's keys only, from where it is told,
+/// up to its limit, on every engine; an empty prefix is every key, and a prefix of
+/// 0xff bytes has no successor but still stops at its end.
+#[test]
+fn a_range_within_a_prefix_reads_only_that_prefix() {
+    let (_tmp, dir) = data_dir();
+    for store in engines(&dir) {
+        let keys: [&[u8]; 6] = [
+            b"\x00\x01x",
+            b"\x00\x02a",
+            b"\x00\x02b",
+            b"\x00\x02c",
+            b"\x00\x03",
+            b"\xff\xff\x01",
+        ];
+        let mut batch = Batch::new();
+        for key in keys {
+            batch.put(Space::Wakes, key, b"");
+        }
+        durable(&store, batch).unwrap();
+        let read = |from: &[u8], within: &[u8], limit| -> Vec<Vec<u8>> {
+            store
+                .range_from(Space::Wakes, from, within, limit)
+                .unwrap()
+                .into_iter()
+                .map(|(key, _)| key)
+                .collect()
+        };
+        let owned = |keys: &[&[u8]]| keys.iter().map(|k| k.to_vec()).collect::<Vec<_>>();
+        assert_eq!(read(b"", b"\x00\x02", 10), owned(&keys[1..4]));
+        assert_eq!(read(b"\x00\x02b", b"\x00\x02", 10), owned(&keys[2..4]));
+        assert_eq!(read(b"", b"\x00\x02", 2), owned(&keys[1..3]));
+        assert_eq!(read(b"\x00\x03", b"\x00\x02", 10), Vec::<Vec<u8>>::new());
+        assert_eq!(read(b"", b"\xff\xff", 10), owned(&keys[5..]));
+        assert_eq!(read(b"", b"", 10), owned(&keys));
+        assert_eq!(read(b"\x00\x03", b"", 10), owned(&keys[4..]));
+    }
+}

@@ -227,19 +227,18 @@ impl Pager {
             .checked_add_signed(WINDOW)
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
         let mut again: Option<DateTime<Utc>> = None;
-        for (number, page) in (0..Slot::COUNT).zip(self.slots.iter_mut()) {
+        for (slot, page) in Slot::all().zip(self.slots.iter_mut()) {
             if page.done {
                 continue;
             }
             let at = match page.next.filter(|next| *next > until) {
                 // Not due yet: read again when it comes within the window.
                 Some(next) => next.checked_sub_signed(WINDOW).unwrap_or(now),
-                None => match Slot::numbered(number).map(|slot| page.read(hub, store, slot, until))
-                {
-                    Some(Ok(Some(next))) => next.checked_sub_signed(WINDOW).unwrap_or(now),
-                    Some(Ok(None)) | None => continue,
+                None => match page.read(hub, store, slot, until) {
+                    Ok(Some(next)) => next.checked_sub_signed(WINDOW).unwrap_or(now),
+                    Ok(None) => continue,
                     // Tried again at the next round.
-                    Some(Err(())) => now.checked_add_signed(WINDOW).unwrap_or(now),
+                    Err(()) => now.checked_add_signed(WINDOW).unwrap_or(now),
                 },
             };
             again = Some(again.map_or(at, |again| again.min(at)));
