@@ -7,7 +7,7 @@
 //! A kind (`kind()` on each error) is the error's variant in snake case; an error about
 //! one interaction id takes the id problem's kind (`unknown`, `wrong_status`,
 //! `reserved_key`, `duplicate`, `too_deep`, `already_resolved`); an error about the data
-//! directory takes the [`StoreFault`]'s (`corrupt`, `unreadable`). Kinds are what the
+//! directory takes the [`StoreFault`]'s (`corrupt`, `unreadable`, `not_owner`). Kinds are what the
 //! simulation's transcripts and the load tool's report print, so they do not change
 //! when a message's wording does. The kinds of the errors defined beside their
 //! operations ([`VisitError`], [`SaveError`], [`AnswerError`]) are given here too, so
@@ -70,6 +70,17 @@ pub enum StoreFault {
         /// What the store said.
         detail: String,
     },
+    /// The subject's slot is not this runtime's now: it was given up, or the store
+    /// refused this runtime's write to it because another process owns it. Nothing was
+    /// changed; the operation may succeed later, here once the slot is taken back or on
+    /// the process that owns it (`docs/durability.md`, "Slots and several processes").
+    #[error("subject {subject:?} is in slot {slot}, which this runtime does not own now")]
+    NotOwner {
+        /// The subject operated on.
+        subject: String,
+        /// Its slot's number.
+        slot: u16,
+    },
 }
 
 /// ` at key "…"` for a key, or nothing.
@@ -80,26 +91,37 @@ fn at_key(key: &Option<String>) -> String {
 }
 
 impl StoreFault {
-    /// The fault's stable kind: `corrupt` or `unreadable`.
+    /// The fault's stable kind: `corrupt`, `unreadable` or `not_owner`.
     pub fn kind(&self) -> &'static str {
         match self {
             StoreFault::Corrupt { .. } => "corrupt",
             StoreFault::Unreadable { .. } => "unreadable",
+            StoreFault::NotOwner { .. } => "not_owner",
         }
     }
 
-    /// The keyspace the failed read was of.
+    /// The keyspace the failed read was of; empty for [`StoreFault::NotOwner`], which
+    /// read nothing.
     pub fn keyspace(&self) -> &str {
         match self {
             StoreFault::Corrupt { keyspace, .. } | StoreFault::Unreadable { keyspace, .. } => {
                 keyspace
             }
+            StoreFault::NotOwner { .. } => "",
         }
     }
 
     /// Whether the data read is damaged (rather than not readable for now).
     pub fn is_corrupt(&self) -> bool {
         matches!(self, StoreFault::Corrupt { .. })
+    }
+
+    /// `subject`, of `slot`, which this runtime does not own now.
+    pub(crate) fn not_owner(subject: &str, slot: crate::slot::Slot) -> StoreFault {
+        StoreFault::NotOwner {
+            subject: subject.to_owned(),
+            slot: slot.number(),
+        }
     }
 
     /// Damage found by parkway itself in `keyspace` at `key`: a value it wrote and cannot
@@ -111,6 +133,35 @@ impl StoreFault {
             detail: detail.into(),
         }
     }
+}
+
+/// Why a slot could not be given up or taken back ([`Runtime::unload_slot`],
+/// [`Runtime::load_slot`]).
+///
+/// [`Runtime::unload_slot`]: crate::Runtime::unload_slot
+/// [`Runtime::load_slot`]: crate::Runtime::load_slot
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum SlotError {
+    /// No slot has the number.
+    #[error("slot {0} does not exist: slots are numbered 0 to 1023")]
+    NoSuchSlot(u16),
+    /// A runtime in memory keeps its subjects nowhere else: unloading them would lose
+    /// them.
+    #[error("a runtime in memory cannot unload a slot: its subjects are kept nowhere else")]
+    InMemory,
+    /// The runtime is shut down.
+    #[error("the runtime is shut down")]
+    Stopped,
+    /// The slot's subjects could not be read back; the slot is given up again.
+    #[error("slot {slot} could not be read back: {reason}")]
+    Unreadable {
+        /// The slot's number.
+        slot: u16,
+        /// What failed.
+        reason: String,
+    },
 }
 
 /// The suspension sentinel: the run parked and its activation should end.

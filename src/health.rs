@@ -73,6 +73,8 @@ impl Damage {
             StoreFault::Unreadable { keyspace, detail } => {
                 tracing::error!(keyspace = %keyspace, detail = %detail, "the data directory could not be read");
             }
+            // Not damage: logged once, where the slot was given up.
+            StoreFault::NotOwner { .. } => {}
         }
     }
 

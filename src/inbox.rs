@@ -84,11 +84,12 @@ pub enum Frame {
         /// The interaction.
         id: String,
     },
-    /// A user ask left the inbox unanswered: it expired, or its run was cancelled.
+    /// A user ask left the inbox unanswered: it expired, or its run was cancelled, or
+    /// its subject's slot left this runtime.
     Removed {
         /// The interaction.
         id: String,
-        /// `expired` or `cancelled`.
+        /// `expired`, `cancelled` or `moved`.
         reason: String,
     },
 }
@@ -223,6 +224,32 @@ impl Inbox {
                 }
             };
             let _ = self.frames.send(frame);
+        }
+    }
+
+    /// The runtime gave up `slot`: its subjects' asks leave the inbox, shown as removed
+    /// with the reason `moved`, and their subjects are remembered, so an answer to one
+    /// is told the subject is not this runtime's now rather than that the ask is unknown.
+    pub(crate) fn leave(&self, slot: crate::slot::Slot) {
+        let mut items = self.items();
+        let moved: Vec<String> = items
+            .values()
+            .filter(|item| crate::slot::Slot::of(&item.subject) == slot)
+            .map(|item| item.id.clone())
+            .collect();
+        let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
+        for id in moved {
+            let Some(item) = items.shift_remove(&id) else {
+                continue;
+            };
+            if left.len() >= LEFT_REMEMBERED {
+                left.shift_remove_index(0);
+            }
+            left.insert(item.id, Arc::from(item.subject));
+            let _ = self.frames.send(Frame::Removed {
+                id,
+                reason: "moved".to_owned(),
+            });
         }
     }
 

@@ -80,6 +80,7 @@
 mod ask;
 #[doc(hidden)]
 pub mod bench;
+mod caps;
 #[cfg(feature = "disk")]
 pub mod check;
 mod clock;
@@ -153,7 +154,7 @@ pub use door::spec::{Kind as DoorKind, Spec as DoorSpec};
 pub use entry::{Entry, EntryStatus, To, WAIT_KEY};
 pub use error::{
     AskError, AwaitError, BuildError, CancelError, CtxError, IdProblem, LogError, Problems,
-    RecordError, ResumeError, RunError, StartError, StoreFault, Suspension, TakeError,
+    RecordError, ResumeError, RunError, SlotError, StartError, StoreFault, Suspension, TakeError,
 };
 pub use event::{Event, Logged, Resolution, Settled};
 pub use health::Health;

@@ -705,6 +705,53 @@ impl Runtime {
         self.hub().services.damage.health()
     }
 
+    /// The slot of the subject `subject`: the xxh3-64 of its name modulo 1024
+    /// (`docs/durability.md`, "Slots and several processes").
+    #[doc(hidden)]
+    pub fn slot_of(subject: &str) -> u16 {
+        crate::slot::Slot::of(subject).number()
+    }
+
+    /// Give up the slot numbered `slot`, as when another process takes it, and wait
+    /// until its subjects are unloaded: from the call on, an operation on one of them
+    /// fails with [`StoreFault::NotOwner`](crate::StoreFault::NotOwner); each loaded
+    /// subject unloads once nothing it wrote is pending, its activations stopped and its
+    /// waiters told; what the slot's subjects fed (timers, the run tree, the inbox, the
+    /// counts) is withdrawn. Every other slot goes on. For tests and simulations.
+    #[doc(hidden)]
+    pub async fn unload_slot(&self, slot: u16) -> Result<(), crate::SlotError> {
+        let slot = self.movable(slot)?;
+        crate::subject::slots::unload(self.hub(), slot).await;
+        Ok(())
+    }
+
+    /// Take the slot numbered `slot` back and read it back as an open reads the data
+    /// directory: its subjects serve again, a run that was executing is replayed, and
+    /// the deadlines that passed meanwhile fire. For tests and simulations.
+    #[doc(hidden)]
+    pub async fn load_slot(&self, slot: u16) -> Result<(), crate::SlotError> {
+        let number = slot;
+        let slot = self.movable(slot)?;
+        crate::subject::slots::load(self.hub(), slot)
+            .await
+            .map_err(|reason| crate::SlotError::Unreadable {
+                slot: number,
+                reason,
+            })
+    }
+
+    /// The slot numbered `slot`, if it exists and this runtime can move it.
+    fn movable(&self, slot: u16) -> Result<crate::slot::Slot, crate::SlotError> {
+        let slot = crate::slot::Slot::numbered(slot).ok_or(crate::SlotError::NoSuchSlot(slot))?;
+        if self.hub().services.store.is_none() {
+            return Err(crate::SlotError::InMemory);
+        }
+        if self.is_shut_down() {
+            return Err(crate::SlotError::Stopped);
+        }
+        Ok(slot)
+    }
+
     /// Offer the target `target` as a tool, as [`Builder::tool`] does before the build
     /// (replacing a tool of the same name).
     pub fn add_tool(
@@ -1281,21 +1328,14 @@ impl Runtime {
         let _ = hub.supervisor.cast(supervisor::Msg::Stats { reply: tx });
         let (linked_runs, timers) = rx.await.unwrap_or_default();
         let (passivations, redelivered) = hub.registry.passivation_counts();
+        let (caller_open, user_open, runs) = hub.services.caps.totals();
         Stats {
-            caller_open: hub
-                .services
-                .caps
-                .caller
-                .load(std::sync::atomic::Ordering::Acquire),
-            user_open: hub
-                .services
-                .caps
-                .user
-                .load(std::sync::atomic::Ordering::Acquire),
+            caller_open,
+            user_open,
             live_subjects,
             passive_subjects,
             passive_bytes,
-            runs: hub.services.runs.load(std::sync::atomic::Ordering::Relaxed),
+            runs,
             linked_runs,
             timers,
             records: hub.records.len(),

@@ -19,15 +19,6 @@ use crate::settings::{self, Settings};
 use crate::supervisor::{Arming, TimerKeys};
 use crate::target::Targets;
 
-/// The two concurrency ceilings, counted atomically so admission under a burst is exact.
-#[derive(Debug, Default)]
-pub(crate) struct Caps {
-    /// Caller asks (`asking`, `running`) and waiting outcomes.
-    pub(crate) caller: AtomicUsize,
-    /// Open user asks.
-    pub(crate) user: AtomicUsize,
-}
-
 /// Messages and activations not yet handled, so a test or a simulation can wait until
 /// the runtime has nothing left to do.
 ///
@@ -232,16 +223,16 @@ pub(crate) struct Services {
     /// The targets offered as tools.
     pub(crate) tools: crate::tool_spec::Tools,
     pub(crate) events: Events,
-    /// The concurrency ceilings.
-    pub(crate) caps: Caps,
+    /// What the ceilings count, and the runs not ended, by slot.
+    pub(crate) caps: crate::caps::Caps,
+    /// The slots this runtime does not own.
+    pub(crate) away: crate::slot::Away,
     /// Arms and disarms the supervisor's timers.
     pub(crate) timers: Arming,
     /// Timer keys, unique across the runtime.
     pub(crate) keys: TimerKeys,
     /// Work not yet handled.
     pub(crate) inflight: Arc<Inflight>,
-    /// Runs that have not ended, on every subject, counted from their events.
-    pub(crate) runs: AtomicUsize,
     /// Set once the runtime stops taking work (`docs/semantics.md`, "Shutdown").
     closed: AtomicBool,
     /// Notified when `closed` is set.
@@ -271,11 +262,11 @@ impl Services {
             targets: Targets::default(),
             tools: Default::default(),
             events: Events::new(event_capacity),
-            caps: Caps::default(),
+            caps: Default::default(),
+            away: Default::default(),
             timers,
             keys: TimerKeys::default(),
             inflight: Arc::default(),
-            runs: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             closing: Notify::new(),
             tasks: Tasks::default(),
@@ -351,26 +342,17 @@ impl Services {
         );
     }
 
-    /// Admit one ask of `to` under its ceiling, atomically; refused at the cap.
+    /// Admit one ask of `to` on `subject` under its ceiling, atomically; refused at the
+    /// cap.
     pub(crate) fn admit(&self, subject: &str, to: To) -> Result<(), AskError> {
-        let (counter, limit, setting) = match to {
+        let (limit, setting) = match to {
             To::Caller => (
-                &self.caps.caller,
                 self.settings.max_concurrent_caller,
                 settings::MAX_CONCURRENT_CALLER,
             ),
-            To::User => (
-                &self.caps.user,
-                self.settings.max_concurrent,
-                settings::MAX_CONCURRENT,
-            ),
+            To::User => (self.settings.max_concurrent, settings::MAX_CONCURRENT),
         };
-        let admitted = counter
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < limit).then_some(n + 1)
-            })
-            .is_ok();
-        if admitted {
+        if self.caps.admit(crate::slot::Slot::of(subject), to, limit) {
             Ok(())
         } else {
             self.publish_alone(
@@ -383,38 +365,5 @@ impl Services {
             );
             Err(AskError::AtCap { setting, limit })
         }
-    }
-
-    /// Give back one unit of `to`'s ceiling (a waiting outcome counts as a caller ask).
-    pub(crate) fn release(&self, to: To) {
-        let counter = match to {
-            To::Caller => &self.caps.caller,
-            To::User => &self.caps.user,
-        };
-        // Saturating: a release never wraps the counter, even if miscounted.
-        let _ = counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
-    }
-
-    /// Count a waiting outcome: counted against the caller ceiling, never refused.
-    pub(crate) fn count_waiting(&self) {
-        self.occupy(To::Caller);
-    }
-
-    /// Count what the subjects on disk hold, summed from their heads when the store is
-    /// opened: entries against each ceiling, without admission, and runs not ended.
-    pub(crate) fn occupy_many(&self, caller: usize, user: usize, runs: usize) {
-        self.caps.caller.fetch_add(caller, Ordering::AcqRel);
-        self.caps.user.fetch_add(user, Ordering::AcqRel);
-        self.runs.fetch_add(runs, Ordering::Relaxed);
-    }
-
-    /// Count one unit of `to`'s ceiling without admission: an entry that already holds
-    /// it (a waiting outcome, or an entry read back after a restart).
-    pub(crate) fn occupy(&self, to: To) {
-        let counter = match to {
-            To::Caller => &self.caps.caller,
-            To::User => &self.caps.user,
-        };
-        counter.fetch_add(1, Ordering::AcqRel);
     }
 }

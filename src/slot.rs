@@ -7,6 +7,8 @@
 //! its runs and their records, its wakes, its idempotency keys) is its slot's, and a
 //! random run id names its slot, so a run's record is found from its id alone.
 
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
 /// One of the [`Slot::COUNT`] slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Slot(u16);
@@ -61,6 +63,86 @@ impl Slot {
     /// The slot's number, below [`Slot::COUNT`].
     pub(crate) fn number(self) -> u16 {
         self.0
+    }
+}
+
+/// The slots this runtime does not own: their subjects are not loaded, and an operation
+/// on one is refused as [`StoreFault::NotOwner`](crate::StoreFault::NotOwner). Every slot is
+/// owned until it is given up (`crate::subject::slots`); checking a subject costs one load
+/// while none is away.
+#[derive(Debug)]
+pub(crate) struct Away {
+    /// One bit per slot, set while it is away.
+    bits: Box<[AtomicU64]>,
+    /// How many slots are away.
+    count: AtomicUsize,
+    /// How many times each slot was taken back: a reader of a slot's keys that began
+    /// before sees its reading is stale.
+    taken: Box<[AtomicU32]>,
+}
+
+impl Default for Away {
+    fn default() -> Self {
+        let slots = usize::from(Slot::COUNT);
+        Away {
+            bits: (0..slots.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicUsize::new(0),
+            taken: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+}
+
+impl Away {
+    /// Where `slot`'s bit is.
+    fn bit(&self, slot: Slot) -> (&AtomicU64, u64) {
+        let n = usize::from(slot.0);
+        (&self.bits[n / 64], 1 << (n % 64))
+    }
+
+    /// Whether `slot` is away.
+    pub(crate) fn is_away(&self, slot: Slot) -> bool {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let (word, bit) = self.bit(slot);
+        word.load(Ordering::Acquire) & bit != 0
+    }
+
+    /// The slot of `subject` if it is away.
+    pub(crate) fn of(&self, subject: &str) -> Option<Slot> {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let slot = Slot::of(subject);
+        self.is_away(slot).then_some(slot)
+    }
+
+    /// Give `slot` up; whether it was owned until now.
+    pub(crate) fn leave(&self, slot: Slot) -> bool {
+        let (word, bit) = self.bit(slot);
+        let was = word.fetch_or(bit, Ordering::AcqRel);
+        let left = was & bit == 0;
+        if left {
+            self.count.fetch_add(1, Ordering::AcqRel);
+        }
+        left
+    }
+
+    /// Take `slot` back; whether it was away until now.
+    pub(crate) fn take(&self, slot: Slot) -> bool {
+        let (word, bit) = self.bit(slot);
+        let was = word.fetch_and(!bit, Ordering::AcqRel);
+        let taken = was & bit != 0;
+        if taken {
+            self.taken[usize::from(slot.0)].fetch_add(1, Ordering::AcqRel);
+            self.count.fetch_sub(1, Ordering::AcqRel);
+        }
+        taken
+    }
+
+    /// How many times `slot` was taken back.
+    pub(crate) fn taken(&self, slot: Slot) -> u32 {
+        self.taken[usize::from(slot.0)].load(Ordering::Acquire)
     }
 }
 

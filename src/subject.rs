@@ -35,6 +35,7 @@ pub(crate) mod packed;
 pub(crate) mod records;
 pub(crate) mod registry;
 pub(crate) mod reply;
+pub(crate) mod slots;
 pub(crate) mod state;
 pub(crate) mod turn;
 pub(crate) mod upgrade;
@@ -86,11 +87,21 @@ pub(crate) enum Msg {
         brought: Brought,
     },
     /// The store's acknowledgement of the oldest change not yet durable: its effects are
-    /// released, or, on a failure, the runtime stops.
+    /// released, or, on a failure, the runtime stops (or, when the store refused the
+    /// subject's slot, the subject unloads).
     Durable(Result<crate::store::Receipt, crate::store::StoreError>),
+    /// The runtime gave up the subject's slot: unload once nothing written is pending
+    /// (`subject::slots`).
+    Unload,
 }
 
 impl Msg {
+    /// Whether the message answers something the subject started: the store's
+    /// acknowledgement, or the supervisor's walk.
+    pub(crate) fn is_answer(&self) -> bool {
+        matches!(self, Msg::Durable(_) | Msg::Op(Op::Walked { .. }, _))
+    }
+
     /// An operation that names no channel.
     pub(crate) fn op(op: Op) -> Msg {
         Msg::Op(op, Brought::none())

@@ -34,6 +34,7 @@ use crate::jq::Limits;
 use crate::run::Ctx;
 use crate::run::activation::{self, Activation};
 use crate::run::port::Port;
+use crate::slot::Slot;
 use crate::store::{Batch, Receipt, StoreError};
 use crate::supervisor;
 
@@ -58,13 +59,17 @@ pub(crate) struct Held {
     state: Option<Box<State>>,
     /// Set once passivation began; later messages are still handled.
     draining: bool,
+    /// Set once the subject unloaded (its slot was given up): its actor drains what is
+    /// queued, dropping each message, and its place is removed when it stops.
+    unloaded: Option<Arc<str>>,
     /// The subject's activations and the gates of runs whose start is not yet durable.
     tasks: Tasks,
 }
 
 /// What a subject's actor holds of its runs' activations.
-#[derive(Default)]
 struct Tasks {
+    /// The subject's slot, whose share of the counts its effects move.
+    slot: Slot,
     /// The tasks of the subject's executing activations, by run.
     activations: HashMap<Arc<str>, activation::Handle>,
     /// New runs whose start is not yet durable, by run: their activations run at once,
@@ -79,6 +84,9 @@ struct Tasks {
     queued: VecDeque<Msg>,
     /// The channels the state's ids name (`super::reply`).
     channels: Channels,
+    /// Set when the subject is to unload: its slot was given up. Its messages are then
+    /// refused, but for the answers to what it started.
+    unload: bool,
 }
 
 impl ractor::Actor for Active {
@@ -91,13 +99,20 @@ impl ractor::Actor for Active {
         _myself: ActorRef<Msg>,
         (hub, state, channels): Self::Arguments,
     ) -> Result<Held, ActorProcessingErr> {
+        let slot = Slot::of(&state.name);
         Ok(Held {
             hub,
             state: Some(state),
             draining: false,
+            unloaded: None,
             tasks: Tasks {
+                slot,
+                activations: HashMap::new(),
+                starts: HashMap::new(),
+                turn: None,
+                queued: VecDeque::new(),
                 channels,
-                ..Tasks::default()
+                unload: false,
             },
         })
     }
@@ -123,6 +138,16 @@ impl ractor::Actor for Active {
                 handled += 1;
                 Work::new(&hub, &myself, &mut held.tasks).durable(&mut state, result);
             }
+            Msg::Unload => {
+                handled += 1;
+                held.tasks.unload = true;
+            }
+            // Unloading: refused, its channels dropped (their senders are told the slot
+            // is not this runtime's); the supervisor's answer to a walk still lands.
+            msg if held.tasks.unload && !msg.is_answer() => {
+                handled += 1;
+                drop(msg);
+            }
             msg => {
                 let mut work = Work::new(&hub, &myself, &mut held.tasks);
                 touch = Box::pin(work.message(&mut state, msg)).await;
@@ -138,6 +163,22 @@ impl ractor::Actor for Active {
         }
         // The turn's changes go to the store as one batch.
         Work::new(&hub, &myself, &mut held.tasks).submit_turn(&state);
+        if held.tasks.unload && state.unacked.is_empty() {
+            // Nothing written is pending: the store holds the subject as it stands.
+            Work::new(&hub, &myself, &mut held.tasks).unload();
+            let name = Arc::clone(&state.name);
+            drop(state);
+            for _ in 1..handled {
+                hub.services.inflight.done();
+            }
+            held.draining = true;
+            hub.registry.begin_unload(&name);
+            held.unloaded = Some(name);
+            // Whatever is queued is dropped by this actor (no state is left); the
+            // message counts in flight until the place is gone, in post_stop.
+            let _ = myself.drain();
+            return Ok(());
+        }
         // A draining actor's state is on its way to be stored, idle: a message queued
         // before the drain marker arms no idle check, which would outlive the state it
         // was for and wake the subject later for nothing. Otherwise, undecided (a change
@@ -181,7 +222,9 @@ impl ractor::Actor for Active {
         _myself: ActorRef<Msg>,
         held: &mut Held,
     ) -> Result<(), ActorProcessingErr> {
-        if held.hub.services.is_closed() {
+        if let Some(name) = held.unloaded.take() {
+            held.hub.registry.forget(&name);
+        } else if held.hub.services.is_closed() {
             // Shutting down: nothing is kept. Activations are aborted and waited for;
             // dropping the channels fails every receiver as stopped.
             if let Some(state) = held.state.take() {
@@ -279,9 +322,13 @@ impl<'a> Work<'a> {
                 self.commit(state, step.into_effects());
                 Touch::Active
             }
-            // Taken in `handle`, never queued; handled the same way if it were.
+            // Taken in `handle`, never queued; handled the same way if they were.
             Msg::Durable(result) => {
                 self.durable(state, result);
+                Touch::Ack
+            }
+            Msg::Unload => {
+                self.tasks.unload = true;
                 Touch::Ack
             }
         }
@@ -418,6 +465,18 @@ impl<'a> Work<'a> {
                     self.log = None;
                 }
             }
+            Err(StoreError::NotOwner { slot, .. }) => {
+                // Another process owns the slot: nothing of this change, or of any after
+                // it, is written. The slot is given up, and this subject unloads now;
+                // what its senders wait on is dropped, and they are told the slot is not
+                // this runtime's.
+                state.unacked.clear();
+                self.tasks.turn = None;
+                self.tasks.unload = true;
+                if let Some(slot) = Slot::numbered(slot) {
+                    super::slots::give_up(self.hub, slot);
+                }
+            }
             Err(error) => {
                 tracing::error!(subject = %state.name, %error, "the store failed: the runtime stops");
                 self.hub.services.close();
@@ -429,6 +488,22 @@ impl<'a> Work<'a> {
                 self.tasks.turn = None;
             }
         }
+    }
+
+    /// The subject unloads: its activations stop (each gives its unit in flight back),
+    /// the gates of starts not durable close, and every channel is dropped. The indexes
+    /// the subject fed are withdrawn slot-wide once every subject of the slot is gone
+    /// (`super::slots`).
+    fn unload(&mut self) {
+        let s = &self.hub.services;
+        for (_, activation) in self.tasks.activations.drain() {
+            activation.abort();
+            s.inflight.done();
+        }
+        self.tasks.starts.clear();
+        self.tasks.turn = None;
+        self.tasks.queued.clear();
+        drop(std::mem::take(&mut self.tasks.channels));
     }
 
     /// Apply `effects` in order.
@@ -476,8 +551,8 @@ impl<'a> Work<'a> {
                 Effect::Offer(item) => hub.inbox.add(*item, &s.tools),
                 Effect::Arm(key, timer) => s.timers.arm(key, timer),
                 Effect::Disarm(key) => s.timers.disarm(key),
-                Effect::Release(to) => s.release(to),
-                Effect::CountWaiting => s.count_waiting(),
+                Effect::Release(to) => s.caps.release(self.tasks.slot, to),
+                Effect::CountWaiting => s.caps.occupy(self.tasks.slot, crate::entry::To::Caller),
                 Effect::Live(run) => {
                     // The run's start is durable: its steps may run.
                     if let Some(gate) = self.tasks.starts.remove(&run) {
@@ -485,11 +560,9 @@ impl<'a> Work<'a> {
                     }
                     hub.records.live(run, Arc::clone(&state.name));
                 }
-                Effect::Record(record) => hub.records.ended(*record),
-                Effect::Occupy(to) => s.occupy(to),
-                Effect::Alive => {
-                    s.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
+                Effect::Record(record) => hub.records.ended(Arc::clone(&state.name), *record),
+                Effect::Occupy(to) => s.caps.occupy(self.tasks.slot, to),
+                Effect::Alive => s.caps.run_began(self.tasks.slot),
                 Effect::Activate(launch) => {
                     s.inflight.add();
                     let port: Arc<dyn Port> = Arc::clone(hub) as Arc<dyn Port>;
@@ -547,7 +620,7 @@ impl<'a> Work<'a> {
     /// is resolved, and the count of live runs follows starts and ends.
     fn project(&self, event: &Event) {
         let hub = self.hub;
-        let runs = &hub.services.runs;
+        let (caps, slot) = (&hub.services.caps, self.tasks.slot);
         match event {
             Event::AskResolved {
                 interaction, how, ..
@@ -559,11 +632,9 @@ impl<'a> Work<'a> {
                 };
                 hub.inbox.remove(interaction, answered, reason);
             }
-            Event::RunStarted { .. } => {
-                runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
+            Event::RunStarted { .. } => caps.run_began(slot),
             Event::RunFinished { .. } | Event::RunFailed { .. } | Event::RunCancelled { .. } => {
-                runs.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                caps.run_ended(slot);
             }
             _ => {}
         }

@@ -25,7 +25,7 @@ use crate::door::registry::{HookFire, Hooked};
 use crate::door::saved::Saved;
 use crate::entry::Entry;
 use crate::error::{
-    AskError, CancelError, IdProblem, Problems, ResumeError, StartError, TakeError,
+    AskError, CancelError, IdProblem, Problems, ResumeError, StartError, StoreFault, TakeError,
 };
 use crate::event::Event;
 use crate::ids::{Kind, ReplyId};
@@ -47,7 +47,19 @@ impl Hub {
             self.services.inflight.add();
             return Ok(());
         };
+        if let Some(slot) = self.services.away.of(subject) {
+            return Err(Undelivered::Store(StoreFault::not_owner(subject, slot)));
+        }
         self.registry.send(self, subject, msg).await
+    }
+
+    /// Why no answer came from `subject` (its channel was dropped): its slot was given
+    /// up meanwhile, or the runtime stopped (or the subject let the reply go).
+    pub(crate) fn no_answer(&self, subject: &str) -> Undelivered {
+        match self.services.away.of(subject) {
+            Some(slot) => Undelivered::Store(StoreFault::not_owner(subject, slot)),
+            None => Undelivered::Stopped,
+        }
     }
 
     /// Send the operation `op` makes with the id of its reply, bringing `brought` and
@@ -75,7 +87,7 @@ impl Hub {
         op: impl FnOnce(ReplyId) -> Op,
     ) -> Result<T, Undelivered> {
         let rx = self.send_request(subject, brought, op).await?;
-        let answer = rx.await.map_err(|_| Undelivered::Stopped)?;
+        let answer = rx.await.map_err(|_| self.no_answer(subject))?;
         read_answer(answer)
     }
 
@@ -152,7 +164,9 @@ impl Hub {
             run: run.to_string(),
         };
         if self.send(subject, Msg::Op(msg, brought)).await.is_err() {
-            self.services.release(to);
+            self.services
+                .caps
+                .release(crate::slot::Slot::of(subject), to);
             return Err(cancelled());
         }
         match rx {
@@ -238,8 +252,12 @@ impl Hub {
         spec: StartSpec,
     ) -> Result<RunRecord, StartError> {
         let (tx, rx) = oneshot::channel();
+        let subject = Arc::clone(&spec.subject);
         self.start(spec, Some(tx)).await?;
-        rx.await.map_err(|_| StartError::Stopped)
+        rx.await.map_err(|_| {
+            self.no_answer(&subject)
+                .or(StartError::Stopped, StartError::Store)
+        })
     }
 
     /// Every parked entry on `subject`, oldest first. A subject without an actor is
@@ -292,10 +310,10 @@ impl Hub {
                 status: Buffered::Buffered,
                 remaining,
             }),
-            Ok(Ack::Started) => outcome
-                .await
-                .map(Resumed::Outcome)
-                .map_err(|_| ResumeError::Stopped),
+            Ok(Ack::Started) => outcome.await.map(Resumed::Outcome).map_err(|_| {
+                self.no_answer(subject)
+                    .or(ResumeError::Stopped, ResumeError::Store)
+            }),
         }
     }
 
@@ -369,11 +387,18 @@ impl Hub {
         self.send(subject, msg)
             .await
             .map_err(|why| why.or(VisitError::Stopped, VisitError::Store))?;
-        let answer = rx.await.map_err(|_| VisitError::Stopped)?;
+        let no_answer = || {
+            self.no_answer(subject)
+                .or(VisitError::Stopped, VisitError::Store)
+        };
+        let answer = rx.await.map_err(|_| no_answer())?;
         let applied: Result<Applied<Outcome>, Vec<VisitProblem>> =
             read_answer(answer).map_err(|_| VisitError::Stopped)?;
         match applied {
-            Ok(applied) => applied.outcome().await,
+            Ok(applied) => applied.outcome().await.map_err(|error| match error {
+                VisitError::Stopped => no_answer(),
+                error => error,
+            }),
             Err(problems) => Err(self.refused(
                 subject,
                 VisitError::Refused {

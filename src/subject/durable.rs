@@ -265,6 +265,9 @@ pub(crate) fn load(hub: &Arc<Hub>, subject: &Arc<str>) -> Result<Option<Box<Stat
     let Some(store) = &hub.services.store else {
         return Ok(None);
     };
+    if let Some(slot) = hub.services.away.of(subject) {
+        return Err(Undelivered::Store(StoreFault::not_owner(subject, slot)));
+    }
     let damage = &hub.services.damage;
     let read = State::read_parts(store, subject).map_err(|unread| match unread {
         Unread::Store(err) => damage
@@ -335,17 +338,18 @@ pub(crate) fn find_stored(
 /// How many entries an open reads at a time from a space it walks whole.
 const CHUNK: usize = 4096;
 
-/// Walk `space` whole, a chunk at a time (nothing more is held at once), calling `f` on
-/// each key and value in key order.
+/// Walk the keys of `space` that start with `within` (empty: every key), a chunk at a
+/// time (nothing more is held at once), calling `f` on each key and value in key order.
 pub(crate) fn walk(
     store: &crate::store::Store,
     space: Space,
+    within: &[u8],
     mut f: impl FnMut(&[u8], &[u8]) -> Result<(), String>,
 ) -> Result<(), String> {
-    let mut from = Vec::new();
+    let mut from = within.to_vec();
     loop {
         let chunk = store
-            .range_from(space, &from, b"", CHUNK)
+            .range_from(space, &from, within, CHUNK)
             .map_err(|e| e.to_string())?;
         for (key, value) in &chunk {
             f(key, value)?;
@@ -394,16 +398,18 @@ pub(crate) fn recover_shared(hub: &Arc<Hub>, store: &crate::store::Store) -> Res
     hub.recover_keys(store)
 }
 
-/// The subjects' heads read back: the ceilings summed, the inbox offered again, and each
-/// subject whose run was executing recovered by its own actor.
+/// The heads of the subjects whose keys start with `within` (every subject when empty,
+/// one slot's with its prefix) read back: the ceilings summed, the inbox offered again,
+/// each subject whose run was executing recovered by its own actor, and the outcomes
+/// whose receivers were lost left waiting.
 pub(crate) async fn recover_subjects(
     hub: &Arc<Hub>,
     store: &crate::store::Store,
+    within: &[u8],
 ) -> Result<(), String> {
-    let read = |e: crate::store::StoreError| e.to_string();
     let (mut replay, mut offering) = (Vec::new(), Vec::new());
-    let mut counts = super::state::Counts::default();
-    walk(store, Space::Heads, |key, value| {
+    let caps = &hub.services.caps;
+    walk(store, Space::Heads, within, |key, value| {
         let name = layout::subject_of(key).map_err(|e| format!("a subject's head: {e}"))?;
         let head = index::Head::from_bytes(value)
             .ok_or_else(|| format!("subject {name}: its head is damaged"))?;
@@ -412,16 +418,13 @@ pub(crate) async fn recover_subjects(
             replay.push(Arc::<str>::from(name));
             return Ok(());
         }
-        counts.caller += head.counts.caller;
-        counts.user += head.counts.user;
-        counts.runs += head.counts.runs;
+        let c = head.counts;
+        caps.occupy_many(Slot::of(name), c.caller, c.user, c.runs);
         if head.offers {
             offering.push(Arc::<str>::from(name));
         }
         Ok(())
     })?;
-    hub.services
-        .occupy_many(counts.caller, counts.user, counts.runs);
     let stopped = |_| STOPPED.to_owned();
     for name in &offering {
         hub.registry
@@ -450,14 +453,20 @@ pub(crate) async fn recover_subjects(
     // Outcomes durable when their receivers were lost in the crash: each is left
     // waiting on its subject, which forgets it as undelivered in the same change.
     let mut undelivered = Vec::new();
-    for (key, value) in store.scan(Space::Undelivered).map_err(read)? {
-        let subject = layout::name_of(&key).ok_or("an undelivered outcome's key is damaged")?;
-        let waiting: super::effect::Waiting = serde_json::from_slice(&value).map_err(|e| {
+    let mut outcomes = Vec::new();
+    walk(store, Space::Undelivered, within, |key, value| {
+        let subject = layout::name_of(key).ok_or("an undelivered outcome's key is damaged")?;
+        let waiting: super::effect::Waiting = serde_json::from_slice(value).map_err(|e| {
             format!("an undelivered outcome on subject {subject} cannot be read back: {e}")
         })?;
+        outcomes.push((Arc::<str>::from(subject), waiting));
+        Ok(())
+    })?;
+    for (subject, waiting) in outcomes {
         let done = hub
-            .send_request(&Arc::from(subject), Brought::none(), |reply| {
-                Op::Undelivered { waiting, reply }
+            .send_request(&subject, Brought::none(), |reply| Op::Undelivered {
+                waiting,
+                reply,
             })
             .await
             .map_err(stopped)?;

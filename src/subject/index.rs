@@ -195,6 +195,9 @@ pub(crate) struct Pager {
 /// Where the pager is in one slot's wakes.
 #[derive(Debug, Clone, Default)]
 struct SlotPage {
+    /// How many times the slot had been taken back when this reading began
+    /// (`crate::slot::Away::taken`): a slot taken back since is read again from its start.
+    taken: u32,
     /// The next key to read; empty before the first read.
     from: Vec<u8>,
     /// The deadline of the next wake, which the last read found beyond the window;
@@ -227,7 +230,19 @@ impl Pager {
             .checked_add_signed(WINDOW)
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
         let mut again: Option<DateTime<Utc>> = None;
+        let away = &hub.services.away;
         for (slot, page) in Slot::all().zip(self.slots.iter_mut()) {
+            // A slot given up is not read; one taken back is read again whole.
+            if away.is_away(slot) {
+                continue;
+            }
+            let taken = away.taken(slot);
+            if page.taken != taken {
+                *page = SlotPage {
+                    taken,
+                    ..SlotPage::default()
+                };
+            }
             if page.done {
                 continue;
             }

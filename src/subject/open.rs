@@ -22,5 +22,5 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
     if store.format_version().map_err(|e| e.to_string())? == crate::store::UPGRADES_FROM {
         super::upgrade::upgrade(hub, &store).await?;
     }
-    super::durable::recover_subjects(hub, &store).await
+    super::durable::recover_subjects(hub, &store, b"").await
 }

@@ -8,14 +8,15 @@ use std::sync::Arc;
 use dashmap::DashMap;
 
 use crate::record::RunRecord;
+use crate::slot::Slot;
 
 /// Where each run's record is found.
 #[derive(Debug, Default)]
 pub(crate) struct Records {
     /// The subject of each live run.
     live: DashMap<Arc<str>, Arc<str>>,
-    /// The records of runs that ended for good, until their horizon.
-    ended: DashMap<Arc<str>, RunRecord>,
+    /// The records of runs that ended for good, until their horizon, with their subject.
+    ended: DashMap<Arc<str>, (Arc<str>, RunRecord)>,
 }
 
 /// Where a run's record is.
@@ -33,17 +34,18 @@ impl Records {
         self.live.insert(run, subject);
     }
 
-    /// `record`'s run ended for good: its record is kept until its horizon.
-    pub(crate) fn ended(&self, record: RunRecord) {
+    /// `record`'s run, of `subject`, ended for good: its record is kept until its
+    /// horizon.
+    pub(crate) fn ended(&self, subject: Arc<str>, record: RunRecord) {
         let run: Arc<str> = Arc::from(record.run_id.as_str());
         self.live.remove(&run);
-        self.ended.insert(run, record);
+        self.ended.insert(run, (subject, record));
     }
 
     /// Where the record of `run` is, if the run is known.
     pub(crate) fn find(&self, run: &str) -> Option<Found> {
         if let Some(record) = self.ended.get(run) {
-            return Some(Found::Ended(Box::new(record.value().clone())));
+            return Some(Found::Ended(Box::new(record.value().1.clone())));
         }
         self.live
             .get(run)
@@ -52,7 +54,7 @@ impl Records {
 
     /// The kept record of `run`, if it ended for good within the horizon.
     pub(crate) fn get_ended(&self, run: &str) -> Option<RunRecord> {
-        self.ended.get(run).map(|r| r.value().clone())
+        self.ended.get(run).map(|r| r.value().1.clone())
     }
 
     /// Whether the record of `run`, which ended for good, is kept in memory.
@@ -64,6 +66,22 @@ impl Records {
     /// kept.
     pub(crate) fn retire(&self, run: &str) -> bool {
         self.ended.remove(run).is_some()
+    }
+
+    /// Forget every run of a subject of `slot`, which the runtime gave up: the live
+    /// ones, returned (the run tree still links them), and the kept records of ended ones.
+    pub(crate) fn leave(&self, slot: Slot) -> Vec<Arc<str>> {
+        let mut left = Vec::new();
+        self.live.retain(|run, subject| {
+            let stays = Slot::of(subject) != slot;
+            if !stays {
+                left.push(Arc::clone(run));
+            }
+            stays
+        });
+        self.ended
+            .retain(|_, (subject, _)| Slot::of(subject) != slot);
+        left
     }
 
     /// How many runs are known: live, and ended within the horizon.

@@ -24,6 +24,7 @@ use super::reply::Channels;
 use super::state::State;
 use crate::error::StoreFault;
 use crate::services::{Services, Tasks};
+use crate::slot::Slot;
 use tokio::task::JoinHandle;
 
 /// One subject's place.
@@ -255,6 +256,9 @@ impl Registry {
         subject: &Arc<str>,
         read: impl FnOnce(&State) -> T,
     ) -> Result<Option<T>, Undelivered> {
+        if let Some(slot) = hub.services().away.of(subject) {
+            return Err(Undelivered::Store(StoreFault::not_owner(subject, slot)));
+        }
         // One the store holds and no message has touched yet is read back first.
         if hub.services().store.is_some() {
             self.load_passive(hub, subject)?;
@@ -359,6 +363,73 @@ impl Registry {
         let passive = Passive::Plain(state, Channels::default());
         self.places
             .insert(Arc::clone(subject), Place::Passive(passive));
+    }
+
+    /// The subjects of `slot` that have a place.
+    pub(crate) fn subjects_in(&self, slot: Slot) -> Vec<Arc<str>> {
+        self.places
+            .iter()
+            .filter(|place| Slot::of(place.key()) == slot)
+            .map(|place| Arc::clone(place.key()))
+            .collect()
+    }
+
+    /// Unload `subject`, whose slot the runtime gave up (`super::slots`): a passive
+    /// state with nothing pending is dropped (it is what the store holds); an actor, or
+    /// a passive state that waits on the store or holds channels, is told to unload, and
+    /// does so once nothing it wrote is pending (`super::actor`). A busy place is left
+    /// for the caller's next look. Whether the subject was told to unload.
+    async fn unload<S: Spawner>(&self, hub: &Arc<S>, subject: &Arc<str>) -> bool {
+        {
+            let PlaceEntry::Occupied(place) = self.places.entry(Arc::clone(subject)) else {
+                return false;
+            };
+            let dropped = match place.get() {
+                Place::Busy => return false,
+                Place::Live(_) => false,
+                Place::Passive(Passive::Packed(_)) => true,
+                Place::Passive(Passive::Plain(state, channels)) => {
+                    state.unacked.is_empty() && channels.is_empty()
+                }
+            };
+            if dropped {
+                place.remove();
+                self.changed.notify_waiters();
+                return false;
+            }
+        }
+        // Spawned from its passive state if need be; refused only by a stopping runtime,
+        // which drops every subject anyway.
+        self.send(hub, subject, Msg::Unload).await.is_ok()
+    }
+
+    /// Unload every subject of `slot`, which the runtime gave up, and wait until none
+    /// has a place ([`Registry::unload`]). Each actor is told once; it unloads when
+    /// nothing it wrote is pending.
+    pub(crate) async fn unload_slot<S: Spawner>(&self, hub: &Arc<S>, slot: Slot) {
+        let mut told = std::collections::HashSet::new();
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let left = self.subjects_in(slot);
+            if left.is_empty() || hub.services().is_closed() {
+                return;
+            }
+            for subject in left {
+                if !told.contains(&subject) && self.unload(hub, &subject).await {
+                    told.insert(subject);
+                }
+            }
+            if !self.subjects_in(slot).is_empty() {
+                changed.await;
+            }
+        }
+    }
+
+    /// The subject's actor begins to unload: senders wait until its place is removed.
+    pub(crate) fn begin_unload(&self, subject: &Arc<str>) {
+        self.places.insert(Arc::clone(subject), Place::Busy);
     }
 
     /// The subject's actor begins to passivate: senders wait from now on.

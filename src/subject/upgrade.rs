@@ -26,7 +26,7 @@ const PER_BATCH: usize = 1024;
 pub(crate) async fn upgrade(hub: &Arc<Hub>, store: &Store) -> Result<(), String> {
     let retention = chrono::Duration::from_std(hub.services.settings.waiting_retention).ok();
     let mut writes = Writes::new(store);
-    walk(store, Space::Subjects, |key, value| {
+    walk(store, Space::Subjects, b"", |key, value| {
         let mut state = state_of(key, value)?;
         // Version 1 kept the state whole, with no wake and no places: every part is
         // written afresh, the entries placed in the order they were kept in.
@@ -44,7 +44,7 @@ pub(crate) async fn upgrade(hub: &Arc<Hub>, store: &Store) -> Result<(), String>
         writes.counted();
         Ok(())
     })?;
-    walk(store, Space::Records, |key, value| {
+    walk(store, Space::Records, b"", |key, value| {
         let kept: KeptRecord = serde_json::from_slice(value).map_err(|e| {
             format!(
                 "the record of run {} cannot be read back: {e}",

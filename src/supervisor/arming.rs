@@ -25,6 +25,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{Notify, mpsc};
 
 use super::timers::{Timer, TimerKey, Timers};
+use crate::slot::Slot;
 
 /// How many queued changes kick the ticker for a round that drains them.
 pub(crate) const DRAIN_AT: usize = 4096;
@@ -36,6 +37,8 @@ pub(crate) enum TimerOp {
     Arm(TimerKey, Timer),
     /// Disarm a timer.
     Disarm(TimerKey),
+    /// Disarm every timer of a subject of a slot the runtime gave up.
+    Leave(Slot),
 }
 
 /// The ticker's next deadline, as the arming side reads it, and its kick.
@@ -109,6 +112,17 @@ impl Arming {
         self.send(TimerOp::Disarm(key));
     }
 
+    /// Disarm every timer of a subject of `slot`, which the runtime gave up; in order
+    /// with the changes sent before.
+    pub(crate) fn leave(&self, slot: Slot) {
+        self.send(TimerOp::Leave(slot));
+    }
+
+    /// Wake the ticker for a round now.
+    pub(crate) fn kick(&self) {
+        self.wake.kick.notify_one();
+    }
+
     fn send(&self, op: TimerOp) {
         let _ = self.ops.send(op);
         if self.wake.queued.fetch_add(1, Ordering::Relaxed) + 1 == DRAIN_AT {
@@ -127,6 +141,7 @@ impl Armed {
             match op {
                 TimerOp::Arm(key, timer) => timers.arm(key, timer),
                 TimerOp::Disarm(key) => timers.disarm(key),
+                TimerOp::Leave(slot) => timers.leave(slot),
             }
         }
     }

@@ -110,10 +110,11 @@ fn drop_record(
     at: DateTime<Utc>,
     round: &mut Round,
 ) {
-    if round.dropped.contains(&run) {
+    let s = &hub.services;
+    // A slot given up is not written.
+    if round.dropped.contains(&run) || s.away.of(&subject).is_some() {
         return;
     }
-    let s = &hub.services;
     // A record the store cannot read is not dropped: its damage is tallied, and what
     // is there is left for the operator.
     let kept = hub.records.retire(&run)

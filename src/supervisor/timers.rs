@@ -18,6 +18,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use slab::Slab;
 
+use crate::slot::Slot;
+
 /// What a timer does when it fires, and whom it concerns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Timer {
@@ -55,6 +57,20 @@ pub(crate) enum Timer {
         /// The save of the door that armed it: a replaced door's timer does nothing.
         generation: u64,
     },
+}
+
+impl Timer {
+    /// The subject the timer concerns, if it concerns one.
+    pub(crate) fn subject(&self) -> Option<&Arc<str>> {
+        match self {
+            Timer::Expiry { subject, .. }
+            | Timer::Retention { subject, .. }
+            | Timer::Record { subject, .. }
+            | Timer::Idle { subject }
+            | Timer::Wake { subject } => Some(subject),
+            Timer::Forget { .. } | Timer::Schedule { .. } => None,
+        }
+    }
 }
 
 /// A timer's identity: when it fires and its unique sequence number.
@@ -133,6 +149,21 @@ impl Timers {
         }
     }
 
+    /// Disarm every timer of a subject of `slot`, which the runtime gave up.
+    pub(crate) fn leave(&mut self, slot: Slot) {
+        let timers = &mut self.timers;
+        self.order.retain(|_, at| {
+            let stays = timers
+                .get(*at)
+                .and_then(Timer::subject)
+                .is_none_or(|subject| Slot::of(subject) != slot);
+            if !stays {
+                timers.try_remove(*at);
+            }
+            stays
+        });
+    }
+
     /// Remove and return every timer due at `now`, earliest first.
     pub(crate) fn fire_due(&mut self, now: DateTime<Utc>) -> Vec<Fired> {
         let mut fired = Vec::new();
@@ -203,6 +234,43 @@ mod tests {
         assert_eq!(fired.len(), 1);
         assert_eq!(fired[0].timer, expiry("i-1"));
         assert_eq!((t.len(), t.timers.len()), (0, 0));
+    }
+
+    #[test]
+    fn a_slot_that_leaves_takes_its_subjects_timers_and_no_others() {
+        let mut t = Timers::default();
+        let (a, b) = (Arc::<str>::from("a"), Arc::<str>::from("b"));
+        assert_ne!(Slot::of(&a), Slot::of(&b));
+        let k = |seq| TimerKey { at: at(1), seq };
+        t.arm(
+            k(1),
+            Timer::Idle {
+                subject: Arc::clone(&a),
+            },
+        );
+        t.arm(
+            k(2),
+            Timer::Wake {
+                subject: Arc::clone(&b),
+            },
+        );
+        t.arm(
+            k(3),
+            Timer::Forget {
+                key: Arc::clone(&a),
+            },
+        );
+        t.arm(
+            k(4),
+            Timer::Record {
+                subject: Arc::clone(&a),
+                run: Arc::from("r-1"),
+            },
+        );
+        t.leave(Slot::of(&a));
+        assert_eq!((t.len(), t.timers.len()), (2, 2));
+        let fired: Vec<u64> = t.fire_due(at(1)).iter().map(|f| f.key.seq).collect();
+        assert_eq!(fired, [2, 3]);
     }
 
     #[test]

@@ -1,0 +1,318 @@
+//! The slots a runtime owns: giving one up and taking one back, while the runtime runs.
+//!
+//! A slot is given up when the store refuses a write to it (another process owns it:
+//! `StoreError::NotOwner`), or when asked ([`Runtime::unload_slot`]). From that moment
+//! its subjects are refused as [`StoreFault::NotOwner`](crate::StoreFault::NotOwner)
+//! (`crate::slot::Away`); each loaded subject unloads once nothing it wrote is pending
+//! (`super::actor`), its activations stopped and its waiters told; then what the slot's
+//! subjects fed outside themselves is withdrawn, slot-wide: their timers, their runs in
+//! the run tree and the records' index, their asks in the inbox, and their share of the
+//! counts. Every other slot goes on.
+//!
+//! Taking a slot back reads it as an open reads the whole store
+//! (`super::durable::recover_subjects`, within the slot's prefix): its heads counted,
+//! the subjects that offer a user ask or were executing read back (the latter replayed),
+//! its undelivered outcomes left waiting, and its wakes read again by the ticker. The
+//! rest of its subjects are read back when first touched.
+//!
+//! [`Runtime::unload_slot`]: crate::Runtime::unload_slot
+
+use std::sync::Arc;
+
+use super::hub::Hub;
+use crate::slot::Slot;
+use crate::supervisor;
+
+/// Give `slot` up, if the runtime owns it: from now on its subjects are refused, and a
+/// task (which a shutdown waits for) unloads them.
+pub(crate) fn give_up(hub: &Arc<Hub>, slot: Slot) {
+    if !hub.services.away.leave(slot) {
+        return;
+    }
+    tracing::warn!(
+        slot = slot.number(),
+        "the store refused a write to a slot another process owns: the slot's subjects are unloaded, the others go on"
+    );
+    let task = tokio::spawn({
+        let hub = Arc::clone(hub);
+        async move { unloaded(&hub, slot).await }
+    });
+    hub.services.tasks.push(task);
+}
+
+/// Give `slot` up and wait until its subjects are unloaded and what they fed is
+/// withdrawn. Giving up a slot already given up waits for nothing more.
+pub(crate) async fn unload(hub: &Arc<Hub>, slot: Slot) {
+    if hub.services.away.leave(slot) {
+        unloaded(hub, slot).await;
+    }
+}
+
+/// Unload every subject of `slot`, given up, then withdraw what they fed. One move of a
+/// slot at a time: a slot taken back meanwhile is not withdrawn.
+async fn unloaded(hub: &Arc<Hub>, slot: Slot) {
+    let _move = hub.moves.lock().await;
+    if !hub.services.away.is_away(slot) {
+        return;
+    }
+    hub.registry.unload_slot(hub, slot).await;
+    let s = &hub.services;
+    s.timers.leave(slot);
+    for run in hub.records.leave(slot) {
+        let _ = hub.supervisor.cast(supervisor::Msg::Ended { run });
+    }
+    hub.inbox.leave(slot);
+    s.caps.leave(slot);
+}
+
+/// Take `slot` back, if it was given up, and read it back as an open does. An error
+/// (with the slot given up again) when the store cannot be read.
+pub(crate) async fn load(hub: &Arc<Hub>, slot: Slot) -> Result<(), String> {
+    let _move = hub.moves.lock().await;
+    if !hub.services.away.take(slot) {
+        return Ok(());
+    }
+    let Some(store) = hub.services.store.clone() else {
+        return Ok(());
+    };
+    let prefix = crate::store::layout::slot_prefix(slot);
+    if let Err(error) = super::durable::recover_subjects(hub, &store, &prefix).await {
+        drop(_move);
+        // What was read back is withdrawn again.
+        unload(hub, slot).await;
+        return Err(error);
+    }
+    // Its wakes are read again (`super::index::Pager`).
+    hub.services.timers.kick();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::ask::Ask;
+    use crate::clock::ManualClock;
+    use crate::error::{ResumeError, StartError, StoreFault};
+    use crate::ids::Ids;
+    use crate::runtime::{Runtime, Start};
+    use crate::slot::Slot;
+    use crate::store::{Faults, NotOwned, Store, Syncing};
+    use crate::{Event, Resolution, Resumed};
+
+    /// A runtime on `store` whose target asks its caller, the answer due in a minute.
+    async fn open(store: Store, clock: &ManualClock) -> Runtime {
+        Runtime::builder()
+            .without_env()
+            .clock(clock.clone())
+            .ids(Ids::sequential())
+            .store(store)
+            .register("asker", &[], |ctx, _, _| async move {
+                let answer = ctx
+                    .ask(Ask::caller("go?").expiry_at(Duration::from_secs(60)))
+                    .await?;
+                Ok(json!({ "answer": answer }))
+            })
+            .build()
+            .await
+            .expect("builds")
+    }
+
+    /// Two subjects in different slots.
+    const A: &str = "a";
+    const B: &str = "b";
+
+    /// Park a run on `subject`: its ask's id.
+    async fn park(rt: &Runtime, subject: &str) -> String {
+        let parked = rt.run(Start::new(subject, "asker")).await.expect("parks");
+        parked.asks.expect("asks")[0].id.clone()
+    }
+
+    fn not_owner(subject: &str) -> StoreFault {
+        StoreFault::not_owner(subject, Slot::of(subject))
+    }
+
+    /// A slot given up refuses its subjects and takes its share of the counts; the other
+    /// slots go on; taken back, its subject serves as it was, and the deadline that
+    /// passed while it was away fires.
+    #[tokio::test]
+    async fn a_slot_given_up_and_taken_back_loses_and_doubles_nothing() {
+        assert_ne!(Slot::of(A), Slot::of(B));
+        let clock = ManualClock::default();
+        let rt = open(
+            Store::memory_with(Syncing::Automatic, Faults::default()),
+            &clock,
+        )
+        .await;
+        let (ia, ib) = (park(&rt, A).await, park(&rt, B).await);
+        let second = park(&rt, A).await;
+        rt.settle().await;
+        let before = rt.stats().await;
+        assert_eq!((before.caller_open, before.runs), (3, 3));
+
+        let slot = Runtime::slot_of(A);
+        rt.unload_slot(slot).await.expect("unloads");
+        rt.unload_slot(slot)
+            .await
+            .expect("a second time waits for nothing");
+        assert_eq!(
+            rt.list(A).await.expect_err("refused"),
+            StartError::Store(not_owner(A))
+        );
+        assert_eq!(
+            rt.resume(A, &ia, json!("yes")).await.expect_err("refused"),
+            ResumeError::Store(not_owner(A))
+        );
+        let away = rt.stats().await;
+        assert_eq!(
+            (away.caller_open, away.runs, away.records),
+            (1, 1, 1),
+            "{away:?}"
+        );
+        // Each subject had its ask's deadlines and an idle check: a's three are gone.
+        assert_eq!(before.timers - away.timers, 3, "{before:?} {away:?}");
+
+        // The other slot goes on, its deadline included.
+        let mut events = rt.events();
+        clock.advance(Duration::from_secs(61));
+        rt.settle().await;
+        let mut expired = Vec::new();
+        while let Ok(event) = events.try_recv() {
+            if let Event::AskResolved {
+                subject,
+                how: Resolution::Expired,
+                ..
+            } = event
+            {
+                expired.push(subject);
+            }
+        }
+        assert_eq!(expired, [B], "only the owned slot's deadline fired");
+        assert!(rt.list(B).await.expect("lists").is_empty());
+
+        // Taken back: the deadlines that passed fire once, and the counts are whole.
+        rt.load_slot(slot).await.expect("loads");
+        rt.settle().await;
+        let mut expired = Vec::new();
+        while let Ok(event) = events.try_recv() {
+            if let Event::AskResolved {
+                subject,
+                interaction,
+                how: Resolution::Expired,
+                ..
+            } = event
+            {
+                expired.push((subject, interaction));
+            }
+        }
+        expired.sort();
+        let mut want = vec![(A.to_owned(), ia.clone()), (A.to_owned(), second)];
+        want.sort();
+        assert_eq!(expired, want);
+        let after = rt.stats().await;
+        assert_eq!((after.caller_open, after.runs), (0, 0), "{after:?}");
+        assert!(matches!(
+            rt.resume(A, &ia, json!("late")).await,
+            Err(ResumeError::Refused(_))
+        ));
+        drop(ib);
+        rt.shutdown().await;
+    }
+
+    /// A subject whose slot is given up while it serves is unloaded once its writes are
+    /// durable, then reads back as it was: the ask it held is resumed once.
+    #[tokio::test]
+    async fn a_slot_taken_back_serves_its_asks_once() {
+        let clock = ManualClock::default();
+        let rt = open(
+            Store::memory_with(Syncing::Automatic, Faults::default()),
+            &clock,
+        )
+        .await;
+        let ia = park(&rt, A).await;
+        let slot = Runtime::slot_of(A);
+        rt.unload_slot(slot).await.expect("unloads");
+        rt.load_slot(slot).await.expect("loads");
+        rt.load_slot(slot)
+            .await
+            .expect("a second time reads nothing");
+        let listed = rt.list(A).await.expect("lists");
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0].id, ia);
+        let stats = rt.stats().await;
+        assert_eq!((stats.caller_open, stats.runs), (1, 1), "{stats:?}");
+        let resumed = rt.resume(A, &ia, json!("yes")).await.expect("resumes");
+        assert!(matches!(resumed, Resumed::Outcome(_)), "{resumed:?}");
+        assert!(matches!(
+            rt.resume(A, &ia, json!("again")).await,
+            Err(ResumeError::Refused(_))
+        ));
+        rt.settle().await;
+        let stats = rt.stats().await;
+        assert_eq!((stats.caller_open, stats.runs), (0, 0), "{stats:?}");
+        rt.shutdown().await;
+    }
+
+    /// A store that refuses a write to a slot (another process owns it) makes the
+    /// runtime give the slot up: the operation whose write was refused is told so and
+    /// changed nothing, the slot's subjects are refused, and the runtime goes on with
+    /// every other slot.
+    #[tokio::test]
+    async fn a_write_refused_for_its_slot_unloads_that_slot_only() {
+        let refused = NotOwned::default();
+        let faults = Faults {
+            not_owner: Some(refused.clone()),
+            ..Faults::default()
+        };
+        let store = Store::memory_with(Syncing::Automatic, faults);
+        let clock = ManualClock::default();
+        let rt = open(store.clone(), &clock).await;
+        let ia = park(&rt, A).await;
+        rt.settle().await;
+        refused.set(Slot::of(A), true);
+        assert_eq!(
+            rt.resume(A, &ia, json!("yes")).await.expect_err("refused"),
+            ResumeError::Store(not_owner(A))
+        );
+        assert_eq!(
+            rt.list(A).await.expect_err("refused"),
+            StartError::Store(not_owner(A))
+        );
+        assert!(!rt.is_shut_down());
+        assert_eq!(rt.store_failure(), None);
+        let ib = park(&rt, B).await;
+        let resumed = rt.resume(B, &ib, json!("yes")).await.expect("resumes");
+        assert!(matches!(resumed, Resumed::Outcome(_)), "{resumed:?}");
+
+        // Owned again: the ask was never resolved, and is resumed once.
+        refused.set(Slot::of(A), false);
+        rt.load_slot(Runtime::slot_of(A)).await.expect("loads");
+        let listed = rt.list(A).await.expect("lists");
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        let resumed = rt.resume(A, &ia, json!("yes")).await.expect("resumes");
+        assert!(matches!(resumed, Resumed::Outcome(_)), "{resumed:?}");
+        rt.settle().await;
+        let stats = rt.stats().await;
+        assert_eq!((stats.caller_open, stats.runs), (0, 0), "{stats:?}");
+        rt.shutdown().await;
+    }
+
+    /// Slots are numbered below 1024, and a runtime in memory has nowhere to put a slot's
+    /// subjects.
+    #[tokio::test]
+    async fn a_slot_that_cannot_move_is_refused_by_name() {
+        let rt = Runtime::builder()
+            .without_env()
+            .build()
+            .await
+            .expect("builds");
+        assert_eq!(
+            rt.unload_slot(1024).await,
+            Err(crate::SlotError::NoSuchSlot(1024))
+        );
+        assert_eq!(rt.unload_slot(7).await, Err(crate::SlotError::InMemory));
+        rt.shutdown().await;
+    }
+}
