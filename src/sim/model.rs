@@ -132,6 +132,12 @@ pub(crate) struct Model {
     pub(crate) fault: Option<ModelFault>,
     /// The account.
     pub(crate) tally: Tally,
+    /// The slots the runtime gave up: their subjects' asks and outcomes are neither
+    /// counted nor due until the slot is taken back.
+    pub(crate) away: BTreeSet<u16>,
+    /// Set while the asks counted against the caller ceiling are more than it allows
+    /// because a slot taken back brought its own (admitted while it was away).
+    pub(crate) over: bool,
 }
 
 /// A run about to start in the current step: what its asks will carry.
@@ -165,34 +171,52 @@ impl Model {
             retention,
             fault,
             tally: Tally::default(),
+            away: BTreeSet::new(),
+            over: false,
         }
     }
 
-    /// Open caller asks (asking, not yet resolved).
+    /// Whether `subject`'s slot is given up.
+    pub(crate) fn is_away(&self, subject: &str) -> bool {
+        !self.away.is_empty() && self.away.contains(&crate::Runtime::slot_of(subject))
+    }
+
+    /// Open caller asks (asking, not yet resolved) of the slots owned.
     pub(crate) fn open_caller(&self) -> usize {
         self.asks
             .values()
-            .filter(|a| !a.user && a.resolved.is_none())
+            .filter(|a| !a.user && a.resolved.is_none() && !self.is_away(&a.subject))
             .count()
     }
 
-    /// Open user asks.
+    /// Open user asks of the slots owned.
     pub(crate) fn open_user(&self) -> BTreeSet<&str> {
         self.asks
             .iter()
-            .filter(|(_, a)| a.user && a.resolved.is_none())
+            .filter(|(_, a)| a.user && a.resolved.is_none() && !self.is_away(&a.subject))
             .map(|(id, _)| id.as_str())
             .collect()
     }
 
-    /// What the caller ceiling counts now.
+    /// Entries observed `running` of the slots owned.
+    fn running_owned(&self) -> usize {
+        self.running
+            .iter()
+            .filter(|id| self.asks.get(*id).is_none_or(|a| !self.is_away(&a.subject)))
+            .count()
+    }
+
+    /// What the caller ceiling counts now: the slots owned.
     pub(crate) fn caller_count(&self) -> usize {
         let waiting = if self.fault == Some(ModelFault::UncountedWaiting) {
             0
         } else {
-            self.waiting.len()
+            self.waiting
+                .values()
+                .filter(|w| !self.is_away(&w.subject))
+                .count()
         };
-        self.open_caller() + self.running.len() + waiting
+        self.open_caller() + self.running_owned() + waiting
     }
 
     /// Whether `id` is an open ask.
@@ -403,7 +427,7 @@ impl Model {
     /// After a step: nothing past its deadline or its retention horizon remains.
     pub(crate) fn check_time(&self, now: DateTime<Utc>) -> Result<(), String> {
         for (id, ask) in &self.asks {
-            if ask.resolved.is_none() && ask.expiry <= now {
+            if ask.resolved.is_none() && ask.expiry <= now && !self.is_away(&ask.subject) {
                 return Err(format!(
                     "interaction {id} is still asking at {now}, past its deadline {}",
                     ask.expiry
@@ -411,7 +435,7 @@ impl Model {
             }
         }
         for (id, w) in &self.waiting {
-            if w.stored_at + self.retention <= now {
+            if w.stored_at + self.retention <= now && !self.is_away(&w.subject) {
                 return Err(format!(
                     "the outcome waiting under {id} since {} was not dropped by {now}",
                     w.stored_at
@@ -517,22 +541,24 @@ impl Model {
     }
 
     /// The runtime's counters agree with the model, and no ceiling is passed by asks.
-    pub(crate) fn check_counts(&self, caller_open: usize, user_open: usize) -> Result<(), String> {
+    ///
+    /// A slot taken back brings the asks admitted before it was given up: the count may
+    /// then be above the ceiling, until enough of them are resolved, and nothing more is
+    /// admitted meanwhile (`docs/durability.md`, "Giving a slot up and taking it back").
+    pub(crate) fn check_counts(
+        &mut self,
+        caller_open: usize,
+        user_open: usize,
+    ) -> Result<(), String> {
         let expected = self.caller_count();
         if caller_open != expected {
             return Err(format!(
                 "the caller ceiling counts {caller_open}, the model {expected} \
-                 ({} open, {} running, {} waiting)",
+                 ({} open, {} running, {} waiting, {} slot(s) away)",
                 self.open_caller(),
-                self.running.len(),
-                self.waiting.len()
-            ));
-        }
-        let asks = self.open_caller() + self.running.len();
-        if asks > self.cap {
-            return Err(format!(
-                "{asks} caller asks are open, above the ceiling of {}",
-                self.cap
+                self.running_owned(),
+                self.waiting.len(),
+                self.away.len()
             ));
         }
         let users = self.open_user().len();
@@ -541,7 +567,17 @@ impl Model {
                 "the user ceiling counts {user_open}, the model {users}"
             ));
         }
-        if users > self.user_cap {
+        let asks = self.open_caller() + self.running_owned();
+        if asks <= self.cap && users <= self.user_cap {
+            self.over = false;
+        }
+        if asks > self.cap && !self.over {
+            return Err(format!(
+                "{asks} caller asks are open, above the ceiling of {}",
+                self.cap
+            ));
+        }
+        if users > self.user_cap && !self.over {
             return Err(format!(
                 "{users} user asks are open, above the ceiling of {}",
                 self.user_cap

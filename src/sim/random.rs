@@ -9,8 +9,10 @@
 //! (single and as arrays), whole-chain cancels, hook fires with no receiver, detached
 //! resumes, duplicate and late resolutions of ids already resolved, user asks and the
 //! answer door (a caller ask offered to it must be refused), saves of doors with
-//! refused expressions, clock jumps across deadlines and the retention horizon, and
-//! pauses long enough for idle subjects to passivate.
+//! refused expressions, clock jumps across deadlines and the retention horizon, pauses
+//! long enough for idle subjects to passivate, and slots given up and taken back (an
+//! operation on a subject of a slot away must be refused as `not_owner` and change
+//! nothing; its deadlines fire once it is back; the final account takes every slot back).
 
 use std::time::Duration;
 
@@ -153,6 +155,14 @@ enum Op {
     },
     Advance(u64),
     Passivate,
+    /// Give up the slot of `subject` (`Runtime::unload_slot`).
+    UnloadSlot {
+        subject: String,
+    },
+    /// Take the slot of `subject` back (`Runtime::load_slot`).
+    LoadSlot {
+        subject: String,
+    },
     /// A `tools/call` of the MCP face: an `asker` of one ask on `subject`.
     McpCall {
         subject: String,
@@ -488,6 +498,8 @@ enum Expect {
     McpResult,
     /// An MCP call answered with a tool error saying this.
     ToolError(&'static str),
+    /// Refused: the subject's slot is given up; nothing changed.
+    NotOwner,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -670,13 +682,27 @@ impl Sim {
                 source: BAD[rng.random_range(0..BAD.len())],
             },
             77..90 => Op::Advance([10, 60, 300, 1200, 2700, 7200][rng.random_range(0..6)]),
-            _ => Op::Passivate,
+            90..95 => Op::Passivate,
+            95..97 => Op::UnloadSlot { subject },
+            // A slot given up, if there is one: the first subject of one.
+            _ => {
+                let away = |s: &&String| self.model.is_away(s);
+                let subject = if self.model.is_away(&subject) {
+                    subject
+                } else {
+                    self.subjects.iter().find(away).cloned().unwrap_or(subject)
+                };
+                Op::LoadSlot { subject }
+            }
         }
     }
 
     /// What the model says `op` must give.
     fn predict(&self, op: &Op) -> Expect {
         let m = &self.model;
+        if op_subject(op).is_some_and(|subject| m.is_away(subject)) {
+            return Expect::NotOwner;
+        }
         match op {
             Op::Start { n, .. } => {
                 let free = m.cap.saturating_sub(m.caller_count());
@@ -785,6 +811,13 @@ impl Sim {
                 }
             }
             Op::TakeByHook { .. } => Expect::Refused,
+            Op::Answer { id, .. }
+                if m.asks
+                    .get(id)
+                    .is_some_and(|a| a.user && m.is_away(&a.subject)) =>
+            {
+                Expect::NotOwner
+            }
             Op::Answer { id, answer } => {
                 if m.open_user().contains(id.as_str()) && answer.is_string() {
                     Expect::Accepted
@@ -793,7 +826,9 @@ impl Sim {
                 }
             }
             Op::BadSave { .. } => Expect::Refused,
-            Op::Advance(_) | Op::Passivate => Expect::Accepted,
+            Op::Advance(_) | Op::Passivate | Op::UnloadSlot { .. } | Op::LoadSlot { .. } => {
+                Expect::Accepted
+            }
             Op::McpCall { .. } => {
                 if m.cap > m.caller_count() {
                     Expect::Round(1)
@@ -864,6 +899,9 @@ impl Sim {
             ),
             done = work => done,
         };
+        if matches!(got, Got::Unit(Ok(()))) {
+            self.moved(op);
+        }
         if crash.is_some() {
             // Shown nothing more, told no one: the old runtime only winds down.
             let reopened = self.store.crash_and_reopen();
@@ -887,6 +925,26 @@ impl Sim {
         (line, verdict)
     }
 
+    /// The model learns a slot given up or taken back by `op`; its subjects are looked
+    /// at in the next check (refused while it is away, read back whole once it is not).
+    fn moved(&mut self, op: &Op) {
+        let (subject, away) = match op {
+            Op::UnloadSlot { subject } => (subject, true),
+            Op::LoadSlot { subject } => (subject, false),
+            _ => return,
+        };
+        let slot = Runtime::slot_of(subject);
+        if away {
+            self.model.away.insert(slot);
+        } else if self.model.away.remove(&slot) {
+            // What it brings back was admitted before it left: the ceilings may be
+            // passed until enough of it is resolved.
+            self.model.over = true;
+        }
+        let of_slot = self.subjects.iter().filter(|s| Runtime::slot_of(s) == slot);
+        self.touched.extend(of_slot.cloned());
+    }
+
     /// Build a new runtime on what the store kept, as a restarted process would, and
     /// follow its events and frames from now on.
     async fn restart(
@@ -896,6 +954,11 @@ impl Sim {
     ) -> Result<(), String> {
         let store = store.ok_or("a memory store has no successor after its crash")?;
         self.restarts += 1;
+        // A new process owns every slot: what was away is back.
+        if !self.model.away.is_empty() {
+            self.model.away.clear();
+            self.model.over = true;
+        }
         // What the old runtime showed before it stopped is still the model's to apply;
         // every subject is looked at after a restart.
         self.touched = self.drain_events(launch)?;
@@ -1047,6 +1110,22 @@ impl Sim {
                     Got::Unit(Ok(())),
                 )
             }
+            Op::UnloadSlot { subject } => {
+                let slot = Runtime::slot_of(subject);
+                let r = self.rt.unload_slot(slot).await;
+                (
+                    format!("unload slot {slot} (of {subject})"),
+                    Got::Unit(r.map_err(|e| e.to_string())),
+                )
+            }
+            Op::LoadSlot { subject } => {
+                let slot = Runtime::slot_of(subject);
+                let r = self.rt.load_slot(slot).await;
+                (
+                    format!("load slot {slot} (of {subject})"),
+                    Got::Unit(r.map_err(|e| e.to_string())),
+                )
+            }
             Op::McpCall { subject, kill, ttl } => {
                 let arguments =
                     json!({"subject": subject, "n": 1, "fail": false, "kill": kill, "ttl": ttl});
@@ -1135,7 +1214,20 @@ impl Sim {
         touched.append(&mut self.drain_events(launch)?);
         compare(expect, got)?;
         self.model.check_time(now)?;
+        touched.sort();
+        touched.dedup();
         for subject in &touched {
+            if self.model.is_away(subject) {
+                match self.rt.list(subject).await {
+                    Err(crate::StartError::Store(crate::StoreFault::NotOwner { .. })) => {}
+                    other => {
+                        return Err(format!(
+                            "{subject}'s slot is given up, but listing it gave {other:?}"
+                        ));
+                    }
+                }
+                continue;
+            }
             let entries = self.rt.list(subject).await.map_err(|e| e.to_string())?;
             self.model.check_subject(subject, &entries)?;
         }
@@ -1164,6 +1256,17 @@ impl Sim {
 
     /// Every subject's parked set against the model, and the account balanced.
     async fn final_account(&mut self) -> Result<(), String> {
+        // Every slot given up is taken back: nothing it held may be lost or doubled.
+        for slot in std::mem::take(&mut self.model.away) {
+            self.rt
+                .load_slot(slot)
+                .await
+                .map_err(|e| format!("slot {slot} could not be taken back: {e}"))?;
+            self.model.over = true;
+        }
+        self.rt.settle().await;
+        self.drain_events(None)?;
+        self.model.check_time(self.rt.now())?;
         for subject in self.subjects.clone() {
             let entries = self.rt.list(&subject).await.map_err(|e| e.to_string())?;
             self.model.check_subject(&subject, &entries)?;
@@ -1244,14 +1347,20 @@ fn record_of(got: &Got) -> Option<&RunRecord> {
     }
 }
 
+/// What the message of a refusal as `not_owner` says.
+const NOT_OWNER: &str = "which this runtime does not own";
+
 /// The operation's result against the model's prediction.
 fn compare(expect: &Expect, got: &Got) -> Result<(), String> {
     let refused = matches!(got, Got::Visit(Err(_)) | Got::Unit(Err(_)));
     match expect {
         Expect::Any => match got {
             // Whatever the model cannot foretell, the face answers without a protocol
-            // error (a round, a result, or a tool error).
-            Got::Mcp(RoundAnswer::Error(e)) => Err(format!("the MCP face answered an error: {e}")),
+            // error (a round, a result, or a tool error), but for a subject whose slot
+            // is away (an operation a crash cut short may have been on one).
+            Got::Mcp(RoundAnswer::Error(e)) if !e.contains(NOT_OWNER) => {
+                Err(format!("the MCP face answered an error: {e}"))
+            }
             _ => Ok(()),
         },
         Expect::Round(n) => match got {
@@ -1275,6 +1384,18 @@ fn compare(expect: &Expect, got: &Got) -> Result<(), String> {
                 got.short()
             )),
         },
+        Expect::NotOwner => {
+            let says = |e: &str| e.contains(NOT_OWNER);
+            match got {
+                Got::Visit(Err(VisitError::Store(crate::StoreFault::NotOwner { .. }))) => Ok(()),
+                Got::Unit(Err(e)) if says(e) => Ok(()),
+                Got::Mcp(RoundAnswer::Error(e) | RoundAnswer::ToolError(e)) if says(e) => Ok(()),
+                _ => Err(format!(
+                    "the model expected a refusal as not_owner, got {}",
+                    got.short()
+                )),
+            }
+        }
         Expect::Refused if refused => Ok(()),
         Expect::Refused => Err(format!("the model expected a refusal, got {}", got.short())),
         Expect::Accepted if !refused => Ok(()),
@@ -1376,7 +1497,12 @@ fn op_subject(op: &Op) -> Option<&str> {
         | Op::TakeByHook { subject, .. }
         | Op::McpCall { subject, .. }
         | Op::McpRetry { subject, .. } => Some(subject),
-        Op::Answer { .. } | Op::BadSave { .. } | Op::Advance(_) | Op::Passivate => None,
+        Op::Answer { .. }
+        | Op::BadSave { .. }
+        | Op::Advance(_)
+        | Op::Passivate
+        | Op::UnloadSlot { .. }
+        | Op::LoadSlot { .. } => None,
     }
 }
 

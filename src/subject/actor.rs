@@ -223,7 +223,7 @@ impl ractor::Actor for Active {
         held: &mut Held,
     ) -> Result<(), ActorProcessingErr> {
         if let Some(name) = held.unloaded.take() {
-            held.hub.registry.forget(&name);
+            held.hub.registry.unloaded(&name);
         } else if held.hub.services.is_closed() {
             // Shutting down: nothing is kept. Activations are aborted and waited for;
             // dropping the channels fails every receiver as stopped.
@@ -502,7 +502,9 @@ impl<'a> Work<'a> {
         }
         self.tasks.starts.clear();
         self.tasks.turn = None;
-        self.tasks.queued.clear();
+        for _ in self.tasks.queued.drain(..) {
+            s.inflight.done();
+        }
         drop(std::mem::take(&mut self.tasks.channels));
     }
 

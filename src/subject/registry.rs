@@ -432,6 +432,14 @@ impl Registry {
         self.places.insert(Arc::clone(subject), Place::Busy);
     }
 
+    /// The unloading actor of `subject` stopped: its place goes, unless the slot was
+    /// taken back meanwhile and the place holds the subject read back again.
+    pub(crate) fn unloaded(&self, subject: &Arc<str>) {
+        self.places
+            .remove_if(subject, |_, place| matches!(place, Place::Busy));
+        self.changed.notify_waiters();
+    }
+
     /// The subject's actor begins to passivate: senders wait from now on.
     pub(crate) fn begin_passivation(&self, subject: &Arc<str>) {
         self.passivations.fetch_add(1, Ordering::Relaxed);

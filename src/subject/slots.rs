@@ -299,6 +299,73 @@ mod tests {
         rt.shutdown().await;
     }
 
+    /// A subject with a change not yet durable unloads only once it is: the unload
+    /// waits for the store, and what the change held is found when the slot is back.
+    #[tokio::test]
+    async fn an_unload_waits_for_what_its_subjects_wrote() {
+        let store = Store::memory_with(Syncing::Manual, Faults::default());
+        let clock = ManualClock::default();
+        let rt = open(store.clone(), &clock).await;
+        let parked = tokio::spawn({
+            let rt = rt.clone();
+            async move { rt.run(Start::new(A, "asker")).await }
+        });
+        // The start's change waits on a sync: let it reach the store.
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        let unload = tokio::spawn({
+            let rt = rt.clone();
+            async move { rt.unload_slot(Runtime::slot_of(A)).await }
+        });
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !unload.is_finished(),
+            "the unload waits for the change the store has not synced"
+        );
+        let waited = tokio::time::timeout(Duration::from_secs(10), async {
+            while !unload.is_finished() {
+                store.sync_now();
+                tokio::task::yield_now().await;
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "the unload ends once the store syncs");
+        unload.await.expect("joins").expect("unloads");
+        let parked = parked.await.expect("joins");
+        rt.load_slot(Runtime::slot_of(A)).await.expect("loads");
+        let listed = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                store.sync_now();
+                if let Ok(listed) = rt.list(A).await {
+                    break listed;
+                }
+            }
+        })
+        .await
+        .expect("lists");
+        match parked {
+            // Parked before the slot left: its ask is there when it is back.
+            Ok(record) => {
+                let id = &record.asks.expect("asks")[0].id;
+                assert_eq!(listed.len(), 1, "{listed:?}");
+                assert_eq!(&listed[0].id, id);
+            }
+            // Refused or cut short as the slot left: whatever it made durable is
+            // there once, a run that was executing replayed.
+            Err(error) => {
+                assert!(
+                    matches!(&error, StartError::Store(f) if *f == not_owner(A)),
+                    "{error:?}"
+                );
+                assert!(listed.len() <= 1, "{listed:?}");
+            }
+        }
+        rt.shutdown().await;
+    }
+
     /// Slots are numbered below 1024, and a runtime in memory has nowhere to put a slot's
     /// subjects.
     #[tokio::test]
