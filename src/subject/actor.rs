@@ -168,7 +168,10 @@ impl ractor::Actor for Active {
             Work::new(&hub, &myself, &mut held.tasks).unload();
             let name = Arc::clone(&state.name);
             drop(state);
-            for _ in 1..handled {
+            // One unit stays in flight until post_stop: this message's, unless the actor
+            // was passivating already, whose trigger holds it.
+            let kept = usize::from(!held.draining);
+            for _ in kept..handled {
                 hub.services.inflight.done();
             }
             held.draining = true;
