@@ -48,9 +48,37 @@ impl Default for Caps {
     }
 }
 
-/// Take one from `counter`, never below zero, even if miscounted.
-fn take_one(counter: &AtomicUsize) {
-    let _ = counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+/// Take one from `counter` if it holds one; whether it did.
+fn take_one(counter: &AtomicUsize) -> bool {
+    counter
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+/// One ask admitted under its ceiling, given back if dropped before it is handed on
+/// (the ask did not reach its subject: refused, or the asking activation stopped while
+/// it was on its way).
+#[must_use = "an admission not handed on is given back"]
+pub(crate) struct Admission<'a> {
+    caps: &'a Caps,
+    slot: Slot,
+    to: To,
+    held: bool,
+}
+
+impl Admission<'_> {
+    /// The ask reached its subject, which gives the unit back when the ask ends.
+    pub(crate) fn handed_on(mut self) {
+        self.held = false;
+    }
+}
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        if self.held {
+            self.caps.release(self.slot, self.to);
+        }
+    }
 }
 
 impl Caps {
@@ -58,20 +86,22 @@ impl Caps {
         &self.shares[usize::from(slot.number())]
     }
 
-    /// Count one ask of `to` on a subject of `slot` if the total stays within `limit`;
-    /// whether it was counted.
-    pub(crate) fn admit(&self, slot: Slot, to: To, limit: usize) -> bool {
-        let admitted = self
-            .total
+    /// Count one ask of `to` on a subject of `slot` if the total stays within `limit`:
+    /// the admission, or `None` at the ceiling.
+    pub(crate) fn admit(&self, slot: Slot, to: To, limit: usize) -> Option<Admission<'_>> {
+        self.total
             .of(to)
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < limit).then_some(n + 1)
             })
-            .is_ok();
-        if admitted {
-            self.share(slot).of(to).fetch_add(1, Ordering::AcqRel);
-        }
-        admitted
+            .ok()?;
+        self.share(slot).of(to).fetch_add(1, Ordering::AcqRel);
+        Some(Admission {
+            caps: self,
+            slot,
+            to,
+            held: true,
+        })
     }
 
     /// Count one of `to` on a subject of `slot`, without admission: an entry that
@@ -81,10 +111,13 @@ impl Caps {
         self.share(slot).of(to).fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Give back one of `to` on a subject of `slot`.
+    /// Give back one of `to` on a subject of `slot`. The total is the sum of the shares:
+    /// a unit its slot's share no longer holds (the slot was given up since, taking its
+    /// share out of the total) is not taken from the total again.
     pub(crate) fn release(&self, slot: Slot, to: To) {
-        take_one(self.total.of(to));
-        take_one(self.share(slot).of(to));
+        if take_one(self.share(slot).of(to)) {
+            take_one(self.total.of(to));
+        }
     }
 
     /// A run began on a subject of `slot`.
@@ -95,8 +128,9 @@ impl Caps {
 
     /// A run of a subject of `slot` ended.
     pub(crate) fn run_ended(&self, slot: Slot) {
-        take_one(&self.total.runs);
-        take_one(&self.share(slot).runs);
+        if take_one(&self.share(slot).runs) {
+            take_one(&self.total.runs);
+        }
     }
 
     /// Count what subjects of `slot` on disk hold, summed from their heads: entries of
@@ -147,24 +181,31 @@ mod tests {
         let caps = Caps::default();
         let (a, b) = (Slot::of("a"), Slot::of("b"));
         assert_ne!(a, b);
-        assert!(caps.admit(a, To::Caller, 3));
-        assert!(caps.admit(b, To::Caller, 3));
+        let admit = |slot| caps.admit(slot, To::Caller, 3).map(Admission::handed_on);
+        assert!(admit(a).is_some());
+        assert!(admit(b).is_some());
         caps.occupy(a, To::User);
         caps.run_began(a);
         caps.occupy_many(b, 0, 2, 4);
-        assert!(caps.admit(b, To::Caller, 3));
-        assert!(
-            !caps.admit(a, To::Caller, 3),
-            "the ceiling is the runtime's"
-        );
+        // Not handed on: given back.
+        drop(caps.admit(b, To::Caller, 3));
+        assert_eq!(caps.totals(), (2, 3, 5));
+        assert!(admit(b).is_some());
+        assert!(admit(a).is_none(), "the ceiling is the runtime's");
         assert_eq!(caps.totals(), (3, 3, 5));
+        // An admission on its way when its slot leaves is given back after: the total
+        // loses it once, with the share.
+        let late = caps.admit(a, To::User, 9);
         caps.leave(a);
         assert_eq!(caps.totals(), (2, 2, 4));
+        drop(late);
         // Given up twice, or released after: nothing goes below what the others hold.
         caps.leave(a);
         caps.release(a, To::Caller);
         caps.run_ended(a);
-        assert_eq!(caps.totals(), (1, 2, 3));
+        assert_eq!(caps.totals(), (2, 2, 4));
+        caps.release(b, To::Caller);
+        assert_eq!(caps.totals(), (1, 2, 4));
         caps.leave(b);
         assert_eq!(caps.totals(), (0, 0, 0));
     }

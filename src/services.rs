@@ -343,8 +343,12 @@ impl Services {
     }
 
     /// Admit one ask of `to` on `subject` under its ceiling, atomically; refused at the
-    /// cap.
-    pub(crate) fn admit(&self, subject: &str, to: To) -> Result<(), AskError> {
+    /// cap. The admission is given back unless it is handed on.
+    pub(crate) fn admit(
+        &self,
+        subject: &str,
+        to: To,
+    ) -> Result<crate::caps::Admission<'_>, AskError> {
         let (limit, setting) = match to {
             To::Caller => (
                 self.settings.max_concurrent_caller,
@@ -352,8 +356,8 @@ impl Services {
             ),
             To::User => (self.settings.max_concurrent, settings::MAX_CONCURRENT),
         };
-        if self.caps.admit(crate::slot::Slot::of(subject), to, limit) {
-            Ok(())
+        if let Some(admitted) = self.caps.admit(crate::slot::Slot::of(subject), to, limit) {
+            Ok(admitted)
         } else {
             self.publish_alone(
                 Event::CapRefused {

@@ -134,8 +134,7 @@ impl Hub {
                 return Err(AskError::Invalid(Problems(problems)));
             }
         };
-        self.services.admit(subject, ask.to)?;
-        let to = ask.to;
+        let admitted = self.services.admit(subject, ask.to)?;
         let id = self.services.ids.next(Kind::Interaction);
         let ids = &self.services.ids;
         // A sync ask brings its waiter and awaits its reply; an async one brings nothing.
@@ -163,12 +162,12 @@ impl Hub {
         let cancelled = || AskError::Cancelled {
             run: run.to_string(),
         };
+        // Given back if the ask does not reach the subject, or if this future is dropped
+        // on the way (its activation stopped).
         if self.send(subject, Msg::Op(msg, brought)).await.is_err() {
-            self.services
-                .caps
-                .release(crate::slot::Slot::of(subject), to);
             return Err(cancelled());
         }
+        admitted.handed_on();
         match rx {
             None => Ok(id),
             // The subject releases the unit itself when it refuses the ask.

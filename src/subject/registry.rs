@@ -9,13 +9,14 @@
 //! place is `Busy` or `Passive`. So a message racing a passivation is handled exactly
 //! once: by the old actor if it was queued before the drain marker, else by the next.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry as PlaceEntry;
-use ractor::{ActorRef, MessagingErr};
+use ractor::{ActorId, ActorRef, MessagingErr};
 use tokio::sync::Notify;
 
 use super::Msg;
@@ -377,37 +378,49 @@ impl Registry {
     /// Unload `subject`, whose slot the runtime gave up (`super::slots`): a passive
     /// state with nothing pending is dropped (it is what the store holds); an actor, or
     /// a passive state that waits on the store or holds channels, is told to unload, and
-    /// does so once nothing it wrote is pending (`super::actor`). A busy place is left
-    /// for the caller's next look. Whether the subject was told to unload.
-    async fn unload<S: Spawner>(&self, hub: &Arc<S>, subject: &Arc<str>) -> bool {
-        {
+    /// does so once nothing it wrote is pending (`super::actor`). An actor in `told` was
+    /// told already; a busy place is left for the caller's next look.
+    async fn unload<S: Spawner>(
+        &self,
+        hub: &Arc<S>,
+        subject: &Arc<str>,
+        told: &mut HashMap<Arc<str>, ActorId>,
+    ) {
+        let actor = {
             let PlaceEntry::Occupied(place) = self.places.entry(Arc::clone(subject)) else {
-                return false;
+                return;
             };
-            let dropped = match place.get() {
-                Place::Busy => return false,
-                Place::Live(_) => false,
-                Place::Passive(Passive::Packed(_)) => true,
-                Place::Passive(Passive::Plain(state, channels)) => {
-                    state.unacked.is_empty() && channels.is_empty()
+            match place.get() {
+                Place::Busy => return,
+                Place::Live(actor) if told.get(subject) == Some(&actor.get_id()) => return,
+                Place::Live(actor) => Some(actor.get_id()),
+                Place::Passive(Passive::Plain(state, channels))
+                    if !state.unacked.is_empty() || !channels.is_empty() =>
+                {
+                    None
                 }
-            };
-            if dropped {
-                place.remove();
-                self.changed.notify_waiters();
-                return false;
+                Place::Passive(_) => {
+                    place.remove();
+                    self.changed.notify_waiters();
+                    return;
+                }
             }
-        }
+        };
         // Spawned from its passive state if need be; refused only by a stopping runtime,
-        // which drops every subject anyway.
-        self.send(hub, subject, Msg::Unload).await.is_ok()
+        // which drops every subject anyway. An actor told may still stop without
+        // unloading (it was passivating, with a change pending): its place then turns
+        // passive, and the next look tells the next actor.
+        if self.send(hub, subject, Msg::Unload).await.is_ok()
+            && let Some(actor) = actor
+        {
+            told.insert(Arc::clone(subject), actor);
+        }
     }
 
     /// Unload every subject of `slot`, which the runtime gave up, and wait until none
-    /// has a place ([`Registry::unload`]). Each actor is told once; it unloads when
-    /// nothing it wrote is pending.
+    /// has a place ([`Registry::unload`]), looking again whenever a place changes.
     pub(crate) async fn unload_slot<S: Spawner>(&self, hub: &Arc<S>, slot: Slot) {
-        let mut told = std::collections::HashSet::new();
+        let mut told = HashMap::new();
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
@@ -417,9 +430,7 @@ impl Registry {
                 return;
             }
             for subject in left {
-                if !told.contains(&subject) && self.unload(hub, &subject).await {
-                    told.insert(subject);
-                }
+                self.unload(hub, &subject, &mut told).await;
             }
             if !self.subjects_in(slot).is_empty() {
                 changed.await;
