@@ -27,8 +27,9 @@ pub(crate) struct Hub {
     /// Set once an open has read back what it reads (`super::open::recover`), and an
     /// upgrade is done: until then the ticker reads no wake from the store.
     pub(crate) opened: std::sync::atomic::AtomicBool,
-    /// Held while a slot is given up or taken back (`super::slots`): one move at a time.
-    pub(crate) moves: tokio::sync::Mutex<()>,
+    /// Held while a slot is given up or taken back (`super::slots`), one move at a time:
+    /// the slots given up whose subjects are unloaded and whose indexes are withdrawn.
+    pub(crate) moves: tokio::sync::Mutex<std::collections::BTreeSet<crate::slot::Slot>>,
 }
 
 impl Hub {
@@ -44,7 +45,7 @@ impl Hub {
             keys: crate::keys::Keys::default(),
             supervisor,
             opened: std::sync::atomic::AtomicBool::new(false),
-            moves: tokio::sync::Mutex::new(()),
+            moves: tokio::sync::Mutex::default(),
         }
     }
 }

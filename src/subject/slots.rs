@@ -17,6 +17,7 @@
 //!
 //! [`Runtime::unload_slot`]: crate::Runtime::unload_slot
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::hub::Hub;
@@ -35,24 +36,27 @@ pub(crate) fn give_up(hub: &Arc<Hub>, slot: Slot) {
     );
     let task = tokio::spawn({
         let hub = Arc::clone(hub);
-        async move { unloaded(&hub, slot).await }
+        async move {
+            let mut withdrawn = hub.moves.lock().await;
+            withdraw(&hub, slot, &mut withdrawn).await;
+        }
     });
     hub.services.tasks.push(task);
 }
 
 /// Give `slot` up and wait until its subjects are unloaded and what they fed is
-/// withdrawn. Giving up a slot already given up waits for nothing more.
+/// withdrawn (also when the slot was given up already, by a write the store refused).
 pub(crate) async fn unload(hub: &Arc<Hub>, slot: Slot) {
-    if hub.services.away.leave(slot) {
-        unloaded(hub, slot).await;
-    }
+    hub.services.away.leave(slot);
+    let mut withdrawn = hub.moves.lock().await;
+    withdraw(hub, slot, &mut withdrawn).await;
 }
 
-/// Unload every subject of `slot`, given up, then withdraw what they fed. One move of a
-/// slot at a time: a slot taken back meanwhile is not withdrawn.
-async fn unloaded(hub: &Arc<Hub>, slot: Slot) {
-    let _move = hub.moves.lock().await;
-    if !hub.services.away.is_away(slot) {
+/// Unload every subject of `slot`, given up, then withdraw what they fed, unless that
+/// is done (`withdrawn`, held under the lock of the runtime's slot moves: one at a
+/// time) or the slot was taken back meanwhile.
+async fn withdraw(hub: &Arc<Hub>, slot: Slot, withdrawn: &mut BTreeSet<Slot>) {
+    if !hub.services.away.is_away(slot) || withdrawn.contains(&slot) {
         return;
     }
     hub.registry.unload_slot(hub, slot).await;
@@ -63,23 +67,27 @@ async fn unloaded(hub: &Arc<Hub>, slot: Slot) {
     }
     hub.inbox.leave(slot);
     s.caps.leave(slot);
+    withdrawn.insert(slot);
 }
 
-/// Take `slot` back, if it was given up, and read it back as an open does. An error
-/// (with the slot given up again) when the store cannot be read.
+/// Take `slot` back, if it was given up, and read it back as an open does: first what
+/// its unloading had still to withdraw, so nothing of it is held twice. An error (with
+/// the slot given up again) when the store cannot be read.
 pub(crate) async fn load(hub: &Arc<Hub>, slot: Slot) -> Result<(), String> {
-    let _move = hub.moves.lock().await;
+    let mut withdrawn = hub.moves.lock().await;
+    withdraw(hub, slot, &mut withdrawn).await;
     if !hub.services.away.take(slot) {
         return Ok(());
     }
+    withdrawn.remove(&slot);
     let Some(store) = hub.services.store.clone() else {
         return Ok(());
     };
     let prefix = crate::store::layout::slot_prefix(slot);
     if let Err(error) = super::durable::recover_subjects(hub, &store, &prefix).await {
-        drop(_move);
         // What was read back is withdrawn again.
-        unload(hub, slot).await;
+        hub.services.away.leave(slot);
+        withdraw(hub, slot, &mut withdrawn).await;
         return Err(error);
     }
     // Its wakes are read again (`super::index::Pager`).
