@@ -72,10 +72,6 @@ struct Tasks {
     slot: Slot,
     /// The tasks of the subject's executing activations, by run.
     activations: HashMap<Arc<str>, activation::Handle>,
-    /// Activations started and not yet gone or aborted, each a unit in flight. More
-    /// than `activations` holds when a run was activated again before the end of its
-    /// last activation was durable (the new one took the run's place in the map).
-    units: usize,
     /// New runs whose start is not yet durable, by run: their activations run at once,
     /// but a step waits until the gate opens, when the start's change is acknowledged
     /// (`Effect::Live` applied), so no step runs for a run a crash could forget.
@@ -112,7 +108,6 @@ impl ractor::Actor for Active {
             tasks: Tasks {
                 slot,
                 activations: HashMap::new(),
-                units: 0,
                 starts: HashMap::new(),
                 turn: None,
                 queued: VecDeque::new(),
@@ -507,8 +502,11 @@ impl<'a> Work<'a> {
         for (_, activation) in self.tasks.activations.drain() {
             activation.abort();
         }
-        // Those whose end the store refused to write give their units back too.
-        for _ in 0..std::mem::take(&mut self.tasks.units) {
+        // Every activation not yet gone gives its unit back: more than the map holds
+        // when a run was activated again before the end of its last activation was
+        // durable, or when an earlier actor of the subject started it, or when the
+        // store refused the change that ended it.
+        for _ in 0..self.tasks.channels.take_activations() {
             s.inflight.done();
         }
         self.tasks.starts.clear();
@@ -578,7 +576,7 @@ impl<'a> Work<'a> {
                 Effect::Alive => s.caps.run_began(self.tasks.slot),
                 Effect::Activate(launch) => {
                     s.inflight.add();
-                    self.tasks.units += 1;
+                    self.tasks.channels.started();
                     let port: Arc<dyn Port> = Arc::clone(hub) as Arc<dyn Port>;
                     let run = Arc::clone(&launch.run);
                     let ctx = Ctx::new(
@@ -607,14 +605,14 @@ impl<'a> Work<'a> {
                 }
                 Effect::Gone(run) => {
                     self.tasks.activations.remove(&run);
-                    self.tasks.units = self.tasks.units.saturating_sub(1);
+                    self.tasks.channels.gone();
                     s.inflight.done();
                 }
                 Effect::Abort(run) => {
                     if let Some(handle) = self.tasks.activations.remove(&run) {
                         handle.abort();
                     }
-                    self.tasks.units = self.tasks.units.saturating_sub(1);
+                    self.tasks.channels.gone();
                     s.inflight.done();
                 }
                 Effect::Link { run, parent } => {

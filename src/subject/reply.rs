@@ -163,10 +163,14 @@ impl Brought {
     }
 }
 
-/// The channels a subject's actor holds for its state, by id.
+/// The channels a subject's actor holds for its state, by id; and how many of the
+/// subject's activations have started and not yet gone, each a unit in flight. Both go
+/// with the state when it passes to the subject's next actor, as the effects that end
+/// those activations and answer those channels do.
 #[derive(Debug, Default)]
 pub(crate) struct Channels {
     open: HashMap<ReplyId, Channel>,
+    activations: usize,
 }
 
 impl Channels {
@@ -180,9 +184,24 @@ impl Channels {
         ids
     }
 
-    /// Whether no channel is held.
+    /// Whether no channel is held and no activation is counted.
     pub(crate) fn is_empty(&self) -> bool {
-        self.open.is_empty()
+        self.open.is_empty() && self.activations == 0
+    }
+
+    /// An activation of the subject started.
+    pub(crate) fn started(&mut self) {
+        self.activations += 1;
+    }
+
+    /// An activation of the subject went (ended or was aborted).
+    pub(crate) fn gone(&mut self) {
+        self.activations = self.activations.saturating_sub(1);
+    }
+
+    /// How many activations have not gone; none from now on (the subject unloads).
+    pub(crate) fn take_activations(&mut self) -> usize {
+        std::mem::take(&mut self.activations)
     }
 
     /// Drop the channel `id`, if it is held: whoever waits on it learns no answer comes.
