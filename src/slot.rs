@@ -117,6 +117,14 @@ impl Away {
         self.is_away(slot).then_some(slot)
     }
 
+    /// `subject` may be served: its slot is not away; the fault that refuses it if it is.
+    pub(crate) fn check(&self, subject: &str) -> Result<(), crate::StoreFault> {
+        match self.of(subject) {
+            Some(slot) => Err(crate::StoreFault::not_owner(subject, slot)),
+            None => Ok(()),
+        }
+    }
+
     /// Give `slot` up; whether it was owned until now.
     pub(crate) fn leave(&self, slot: Slot) -> bool {
         let (word, bit) = self.bit(slot);

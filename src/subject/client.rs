@@ -25,7 +25,7 @@ use crate::door::registry::{HookFire, Hooked};
 use crate::door::saved::Saved;
 use crate::entry::Entry;
 use crate::error::{
-    AskError, CancelError, IdProblem, Problems, ResumeError, StartError, StoreFault, TakeError,
+    AskError, CancelError, IdProblem, Problems, ResumeError, StartError, TakeError,
 };
 use crate::event::Event;
 use crate::ids::{Kind, ReplyId};
@@ -47,18 +47,19 @@ impl Hub {
             self.services.inflight.add();
             return Ok(());
         };
-        if let Some(slot) = self.services.away.of(subject) {
-            return Err(Undelivered::Store(StoreFault::not_owner(subject, slot)));
-        }
+        self.services
+            .away
+            .check(subject)
+            .map_err(Undelivered::Store)?;
         self.registry.send(self, subject, msg).await
     }
 
     /// Why no answer came from `subject` (its channel was dropped): its slot was given
     /// up meanwhile, or the runtime stopped (or the subject let the reply go).
     pub(crate) fn no_answer(&self, subject: &str) -> Undelivered {
-        match self.services.away.of(subject) {
-            Some(slot) => Undelivered::Store(StoreFault::not_owner(subject, slot)),
-            None => Undelivered::Stopped,
+        match self.services.away.check(subject) {
+            Err(fault) => Undelivered::Store(fault),
+            Ok(()) => Undelivered::Stopped,
         }
     }
 

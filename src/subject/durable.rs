@@ -265,9 +265,10 @@ pub(crate) fn load(hub: &Arc<Hub>, subject: &Arc<str>) -> Result<Option<Box<Stat
     let Some(store) = &hub.services.store else {
         return Ok(None);
     };
-    if let Some(slot) = hub.services.away.of(subject) {
-        return Err(Undelivered::Store(StoreFault::not_owner(subject, slot)));
-    }
+    hub.services
+        .away
+        .check(subject)
+        .map_err(Undelivered::Store)?;
     let damage = &hub.services.damage;
     let read = State::read_parts(store, subject).map_err(|unread| match unread {
         Unread::Store(err) => damage

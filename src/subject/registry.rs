@@ -257,9 +257,10 @@ impl Registry {
         subject: &Arc<str>,
         read: impl FnOnce(&State) -> T,
     ) -> Result<Option<T>, Undelivered> {
-        if let Some(slot) = hub.services().away.of(subject) {
-            return Err(Undelivered::Store(StoreFault::not_owner(subject, slot)));
-        }
+        hub.services()
+            .away
+            .check(subject)
+            .map_err(Undelivered::Store)?;
         // One the store holds and no message has touched yet is read back first.
         if hub.services().store.is_some() {
             self.load_passive(hub, subject)?;
@@ -419,20 +420,25 @@ impl Registry {
 
     /// Unload every subject of `slot`, which the runtime gave up, and wait until none
     /// has a place ([`Registry::unload`]), looking again whenever a place changes.
+    ///
+    /// The places are scanned once: no place of a slot away is made after (a message's
+    /// read-back is refused, and its `Busy` place removed by the same call).
     pub(crate) async fn unload_slot<S: Spawner>(&self, hub: &Arc<S>, slot: Slot) {
         let mut told = HashMap::new();
+        let mut left = self.subjects_in(slot);
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let left = self.subjects_in(slot);
+            left.retain(|subject| self.places.contains_key(subject));
             if left.is_empty() || hub.services().is_closed() {
                 return;
             }
-            for subject in left {
-                self.unload(hub, &subject, &mut told).await;
+            for subject in &left {
+                self.unload(hub, subject, &mut told).await;
             }
-            if !self.subjects_in(slot).is_empty() {
+            left.retain(|subject| self.places.contains_key(subject));
+            if !left.is_empty() {
                 changed.await;
             }
         }
