@@ -374,6 +374,42 @@ mod tests {
         rt.shutdown().await;
     }
 
+    /// A user ask of a slot given up leaves the inbox; an answer to it is told the slot
+    /// is not this runtime's (not that the ask is unknown), and once the slot is back the
+    /// ask is in the inbox again and takes the answer.
+    #[tokio::test]
+    async fn an_answer_to_a_user_ask_of_a_slot_away_is_told_not_owner() {
+        let rt = Runtime::builder()
+            .without_env()
+            .clock(ManualClock::default())
+            .ids(Ids::sequential())
+            .store(Store::memory_with(Syncing::Automatic, Faults::default()))
+            .register("user_asker", &[], |ctx, _, _| async move {
+                let answer = ctx
+                    .ask(Ask::user("ok?").expiry_at(Duration::from_secs(600)))
+                    .await?;
+                Ok(json!({ "answer": answer }))
+            })
+            .build()
+            .await
+            .expect("builds");
+        rt.run(Start::new(A, "user_asker")).await.expect("suspends");
+        rt.settle().await;
+        let items = rt.inbox(1, None).expect("pages").items;
+        assert_eq!(items.len(), 1);
+        let id = items[0].id.clone();
+        rt.unload_slot(Runtime::slot_of(A)).await.expect("unloads");
+        assert!(rt.inbox(1, None).expect("pages").items.is_empty());
+        assert_eq!(
+            rt.answer(&id, json!("yes")).await,
+            Err(crate::AnswerError::Store(not_owner(A)))
+        );
+        rt.load_slot(Runtime::slot_of(A)).await.expect("loads");
+        assert_eq!(rt.inbox(1, None).expect("pages").items.len(), 1);
+        rt.answer(&id, json!("yes")).await.expect("answers");
+        rt.shutdown().await;
+    }
+
     /// Slots are numbered below 1024, and a runtime in memory has nowhere to put a slot's
     /// subjects.
     #[tokio::test]
