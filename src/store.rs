@@ -329,6 +329,20 @@ pub(crate) enum StoreError {
         /// The slot's number.
         slot: u16,
     },
+    /// The batch was not written: it changes a subject's state read or made under an
+    /// epoch of its slot that has passed (the slot was refused or taken back since), so
+    /// it may build on a change that was never written.
+    #[error(
+        "store {store}: the change was made under epoch {epoch} of slot {slot}, which has passed; it was not written"
+    )]
+    Stale {
+        /// The directory, or `memory`.
+        store: Arc<str>,
+        /// The slot's number.
+        slot: u16,
+        /// The epoch the change was made under.
+        epoch: u32,
+    },
 }
 
 /// The entries of a chunk of the log, from its key and value, or what is wrong with it.
@@ -558,6 +572,20 @@ impl Store {
     /// thread), when it is durable or failed. Never blocks on the disk.
     pub(crate) fn submit(&self, batch: Batch, on_durable: Ack) {
         self.handle.shared.submit(batch, on_durable);
+    }
+
+    /// The current epoch of `slot` in this store: a subject's state read or made now
+    /// writes its changes under it ([`Batch::fenced`]).
+    pub(crate) fn epoch(&self, slot: crate::slot::Slot) -> u32 {
+        self.handle.shared.epoch(slot)
+    }
+
+    /// Moves `slot`'s epoch on, as the slot is taken back, once every group taken
+    /// before is written: a change of the earlier epoch is refused from now on, and a
+    /// read from now on sees every change of it that was written. Blocks while a group
+    /// is being written.
+    pub(crate) fn next_epoch(&self, slot: crate::slot::Slot) -> u32 {
+        self.handle.shared.next_epoch(slot)
     }
 
     /// Makes everything queued durable in one sync now, on this thread, and returns how

@@ -88,8 +88,9 @@ pub(crate) enum Msg {
     },
     /// The store's acknowledgement of the oldest change not yet durable: its effects are
     /// released, or, on a failure, the runtime stops (or, when the store refused the
-    /// subject's slot, the subject unloads).
-    Durable(Result<crate::store::Receipt, crate::store::StoreError>),
+    /// subject's slot, the subject unloads). With the slot's epoch the change was made
+    /// under: one of another epoch is an earlier actor's, and not this state's.
+    Durable(Result<crate::store::Receipt, crate::store::StoreError>, u32),
     /// The runtime gave up the subject's slot: unload once nothing written is pending
     /// (`subject::slots`).
     Unload,
@@ -99,7 +100,7 @@ impl Msg {
     /// Whether the message answers something the subject started: the store's
     /// acknowledgement, or the supervisor's walk.
     pub(crate) fn is_answer(&self) -> bool {
-        matches!(self, Msg::Durable(_) | Msg::Op(Op::Walked { .. }, _))
+        matches!(self, Msg::Durable(..) | Msg::Op(Op::Walked { .. }, _))
     }
 
     /// An operation that names no channel.

@@ -17,6 +17,11 @@ pub(crate) struct Batch {
     /// may refuse a group for a slot this process does not own (`super::engine`), and
     /// the writer then writes it again without that slot's batches.
     slot: Option<Slot>,
+    /// The epoch of [`Batch::slot`] the change was made under, for a change of a subject's
+    /// state: the writer refuses it once the slot's epoch moved on (the slot was refused,
+    /// or taken back), as the subject's later changes build on what it had written.
+    /// `None` for a batch that stands alone.
+    epoch: Option<u32>,
 }
 
 /// One mutation of a [`Batch`].
@@ -70,9 +75,24 @@ impl Batch {
         }
     }
 
+    /// An empty batch of `slot`'s, a change of one of its subjects' state read or made
+    /// under the slot's `epoch`: refused once the epoch moved on.
+    pub(crate) fn fenced(slot: Slot, epoch: u32) -> Batch {
+        Batch {
+            slot: Some(slot),
+            epoch: Some(epoch),
+            ..Batch::default()
+        }
+    }
+
     /// The slot whose owner writes the batch, if it names one.
     pub(crate) fn slot(&self) -> Option<Slot> {
         self.slot
+    }
+
+    /// The slot's epoch the change was made under, for a fenced batch.
+    pub(crate) fn epoch(&self) -> Option<u32> {
+        self.epoch
     }
 
     /// Sets `key` in `space` to `value`.
@@ -112,6 +132,7 @@ impl Batch {
         self.ops.extend(other.ops);
         self.log.extend(other.log);
         self.slot = self.slot.or(other.slot);
+        self.epoch = self.epoch.or(other.epoch);
     }
 
     /// The log entries waiting for their numbers.

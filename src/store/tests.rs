@@ -1106,6 +1106,82 @@ fn a_group_refused_for_one_slot_is_written_without_it() {
     }
 }
 
+/// A subject's changes are fenced by the epoch of its slot they were made under: once the
+/// engine refuses the slot, a later change of that epoch (which may build on the refused
+/// one) is not written even when the slot is owned again, and once the slot is taken
+/// back (its next epoch) neither is one made before; changes of the current epoch, of
+/// other slots, and batches that stand alone are written.
+#[test]
+fn a_change_of_an_epoch_that_passed_is_not_written() {
+    use crate::slot::Slot;
+    let (_tmp, dir) = data_dir();
+    let (mine, lost) = (Slot::of("b"), Slot::of("a"));
+    let not_owned = super::NotOwned::default();
+    let faults = Faults {
+        not_owner: Some(not_owned.clone()),
+        ..Faults::default()
+    };
+    let stores = [
+        Store::memory_with(Syncing::Manual, faults.clone()),
+        Store::open_with(&dir, faults).expect("opens"),
+    ];
+    for store in stores {
+        let put = |slot, epoch, n: u32| {
+            let mut batch = Batch::fenced(slot, epoch);
+            batch.put(Space::Ids, n.to_be_bytes(), b"v");
+            batch
+        };
+        let written = |n: u32| store.get(Space::Ids, &n.to_be_bytes()).unwrap().is_some();
+        let first = store.epoch(lost);
+        assert_eq!(first, store.epoch(mine));
+
+        // Refused by the engine: the slot's epoch moves on.
+        not_owned.set(lost, true);
+        let fate = durable(&store, put(lost, first, 0));
+        assert!(
+            matches!(&fate, Err(StoreError::NotOwner { slot, .. }) if *slot == lost.number()),
+            "{fate:?}"
+        );
+        assert_ne!(store.epoch(lost), first);
+        assert_eq!(store.epoch(mine), first, "another slot's epoch stays");
+
+        // Owned again, but a change of the refused epoch is refused, in a group whose
+        // other batches are written.
+        not_owned.set(lost, false);
+        let (tx, rx) = mpsc::channel();
+        store.submit(put(lost, first, 1), ack_to(&tx, 0));
+        store.submit(put(mine, first, 2), ack_to(&tx, 1));
+        let mut alone = Batch::of_slot(lost);
+        alone.put(Space::Ids, 3u32.to_be_bytes(), b"v");
+        store.submit(alone, ack_to(&tx, 2));
+        if !store.has_writer() {
+            store.sync_now();
+        }
+        let fates = acks_in_order(&rx, 3);
+        assert!(
+            matches!(&fates[0], Err(StoreError::Stale { slot, epoch, .. }) if *slot == lost.number() && *epoch == first),
+            "{fates:?}"
+        );
+        assert!(fates[1].is_ok() && fates[2].is_ok(), "{fates:?}");
+        assert!(!store.is_poisoned());
+        assert_eq!(
+            (written(0), written(1), written(2), written(3)),
+            (false, false, true, true)
+        );
+
+        // Taken back: the next epoch; a change of the one before is refused, one of the
+        // new epoch is written.
+        let current = store.epoch(lost);
+        let next = store.next_epoch(lost);
+        assert_ne!(next, current);
+        assert_eq!(store.epoch(lost), next);
+        let fate = durable(&store, put(lost, current, 4));
+        assert!(matches!(&fate, Err(StoreError::Stale { .. })), "{fate:?}");
+        durable(&store, put(lost, next, 5)).expect("the current epoch is written");
+        assert_eq!((written(4), written(5)), (false, true));
+    }
+}
+
 /// A range read within a prefix reads that prefix's keys only, from where it is told,
 /// up to its limit, on every engine; an empty prefix is every key, and a prefix of
 /// 0xff bytes has no successor but still stops at its end.

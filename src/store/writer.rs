@@ -17,7 +17,7 @@
 //! later ack gets `StoreError::Poisoned` naming it, and nothing is written once the
 //! writer has seen it (nor synced: a group written in the moment before is refused).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -145,6 +145,9 @@ pub(super) struct Shared {
     crashed: AtomicBool,
     /// Wakes whoever waits for the simulated crash.
     crash: tokio::sync::Notify,
+    /// Each slot's epoch: moved on when the engine refuses the slot, or when the slot is
+    /// taken back. A fenced batch of an epoch that has passed is not written.
+    epochs: Box<[AtomicU32]>,
 }
 
 /// Starts the writer thread of `shared`.
@@ -180,6 +183,28 @@ impl Shared {
             crash_budget: Mutex::new(None),
             crashed: AtomicBool::new(false),
             crash: tokio::sync::Notify::new(),
+            epochs: (0..Slot::COUNT).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
+    /// `slot`'s current epoch.
+    pub(super) fn epoch(&self, slot: Slot) -> u32 {
+        self.epochs[usize::from(slot.number())].load(Ordering::Acquire)
+    }
+
+    /// Moves `slot`'s epoch on under `committing`, so no group is half written: every
+    /// group taken before is in the engine, every group taken after is fenced by the
+    /// new epoch. The new epoch.
+    pub(super) fn next_epoch(&self, slot: Slot) -> u32 {
+        let _committing = lock(&self.committing);
+        self.epochs[usize::from(slot.number())].fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Whether `batch` is fenced under an epoch of its slot that has passed.
+    fn is_stale(&self, batch: &Batch) -> bool {
+        match (batch.slot(), batch.epoch()) {
+            (Some(slot), Some(epoch)) => self.epoch(slot) != epoch,
+            _ => false,
         }
     }
 
@@ -548,6 +573,12 @@ impl Shared {
         let started = Instant::now();
         // For each ack, where its batch is in `batches` (`Ok`), or its refusal.
         let mut places: Vec<Result<usize, StoreError>> = (0..batches.len()).map(Ok).collect();
+        // A change made under an epoch of its slot that has passed is not written: it may
+        // build on one the engine refused.
+        if batches.iter().any(|b| self.is_stale(b)) {
+            let group = std::mem::take(&mut batches);
+            self.without(group, |b| self.stale(b), &mut batches, &mut places);
+        }
         loop {
             let mut head = Batch::new();
             // Numbered and stamped as committed: in commit order, and after every batch
@@ -581,7 +612,20 @@ impl Shared {
                 Err(Refused::NotOwner(slots)) => {
                     lock(&self.log).undo(appended);
                     let left = group.split_off(1);
-                    if self.without(left, &slots, &mut batches, &mut places) {
+                    let refused = |batch: &Batch| {
+                        let slot = batch.slot().filter(|slot| slots.contains(slot))?;
+                        tracing::warn!(store = %self.name, slot = slot.number(), "a change of a slot this process does not own was not written");
+                        Some(StoreError::NotOwner {
+                            store: Arc::clone(&self.name),
+                            slot: slot.number(),
+                        })
+                    };
+                    if self.without(left, refused, &mut batches, &mut places) {
+                        // The subjects' later changes may build on the refused ones:
+                        // none of the epoch they were made under is written any more.
+                        for slot in &slots {
+                            self.epochs[usize::from(slot.number())].fetch_add(1, Ordering::AcqRel);
+                        }
                         continue;
                     }
                     // The engine refused a slot no batch names: not an engine's answer.
@@ -606,27 +650,39 @@ impl Shared {
         }
     }
 
-    /// Takes out of `group` (the batches of a refused write, in order) those of `slots`,
-    /// their places told `StoreError::NotOwner`; the rest are `batches`, to be written
-    /// again. `false` if none was taken out.
+    /// The refusal of `batch` if it is fenced under an epoch of its slot that has
+    /// passed.
+    fn stale(&self, batch: &Batch) -> Option<StoreError> {
+        let (slot, epoch) = (batch.slot()?, batch.epoch()?);
+        (self.epoch(slot) != epoch).then(|| {
+            tracing::warn!(store = %self.name, slot = slot.number(), epoch, "a change made under an epoch of its slot that has passed was not written");
+            StoreError::Stale {
+                store: Arc::clone(&self.name),
+                slot: slot.number(),
+                epoch,
+            }
+        })
+    }
+
+    /// Takes out of `group` (batches in order) those `refuse` refuses, their places
+    /// told the refusal; the rest are `batches`, to be written. `false` if none was
+    /// taken out.
     fn without(
         &self,
         group: Vec<Batch>,
-        slots: &[Slot],
+        refuse: impl Fn(&Batch) -> Option<StoreError>,
         batches: &mut Vec<Batch>,
         places: &mut [Result<usize, StoreError>],
     ) -> bool {
         let mut taken = false;
         let mut kept = Vec::with_capacity(group.len());
-        // Where each batch of `group` goes now: kept at its new index, or refused with
-        // its slot.
-        let mut moved: Vec<Result<usize, Slot>> = Vec::with_capacity(group.len());
+        // Where each batch of `group` goes now: kept at its new index, or refused.
+        let mut moved: Vec<Result<usize, StoreError>> = Vec::with_capacity(group.len());
         for batch in group {
-            match batch.slot().filter(|slot| slots.contains(slot)) {
-                Some(slot) => {
+            match refuse(&batch) {
+                Some(refusal) => {
                     taken = true;
-                    moved.push(Err(slot));
-                    tracing::warn!(store = %self.name, slot = slot.number(), "a change of a slot this process does not own was not written");
+                    moved.push(Err(refusal));
                 }
                 None => {
                     moved.push(Ok(kept.len()));
@@ -638,10 +694,7 @@ impl Shared {
             if let Ok(at) = *place
                 && let Some(now) = moved.get(at)
             {
-                *place = now.map_err(|slot| StoreError::NotOwner {
-                    store: Arc::clone(&self.name),
-                    slot: slot.number(),
-                });
+                *place = now.clone();
             }
         }
         *batches = kept;
@@ -696,9 +749,11 @@ impl Shared {
             let told = group.failed.unwrap_or_else(|| err.clone());
             let mut firsts = group.firsts.into_iter();
             for ack in group.acks {
-                // A batch refused as not owned was never written: it is told so.
+                // A batch refused for its slot was never written: it is told so.
                 match firsts.next() {
-                    Some(Err(refused @ StoreError::NotOwner { .. })) => ack(Err(refused)),
+                    Some(Err(
+                        refused @ (StoreError::NotOwner { .. } | StoreError::Stale { .. }),
+                    )) => ack(Err(refused)),
                     _ => ack(Err(told.clone())),
                 }
             }

@@ -97,9 +97,14 @@ impl ractor::Actor for Active {
     async fn pre_start(
         &self,
         _myself: ActorRef<Msg>,
-        (hub, state, channels): Self::Arguments,
+        (hub, mut state, channels): Self::Arguments,
     ) -> Result<Held, ActorProcessingErr> {
         let slot = Slot::of(&state.name);
+        // A state made or unpacked (every change of it acknowledged) writes under the
+        // slot's epoch as the actor begins.
+        if state.slot_epoch.is_none() {
+            state.slot_epoch = Some(hub.services.store.as_ref().map_or(0, |s| s.epoch(slot)));
+        }
         Ok(Held {
             hub,
             state: Some(state),
@@ -133,10 +138,10 @@ impl ractor::Actor for Active {
         let mut touch = Touch::Ack;
         let mut handled = 0;
         match msg {
-            Msg::Durable(result) => {
+            Msg::Durable(result, epoch) => {
                 // The change's unit in flight rode on this message.
                 handled += 1;
-                Work::new(&hub, &myself, &mut held.tasks).durable(&mut state, result);
+                Work::new(&hub, &myself, &mut held.tasks).durable(&mut state, result, epoch);
             }
             Msg::Unload => {
                 handled += 1;
@@ -326,8 +331,8 @@ impl<'a> Work<'a> {
                 Touch::Active
             }
             // Taken in `handle`, never queued; handled the same way if they were.
-            Msg::Durable(result) => {
-                self.durable(state, result);
+            Msg::Durable(result, epoch) => {
+                self.durable(state, result, epoch);
                 Touch::Ack
             }
             Msg::Unload => {
@@ -448,17 +453,25 @@ impl<'a> Work<'a> {
         let hub = Arc::clone(self.hub);
         hub.services.inflight.add();
         let (me, subject) = (self.myself.clone(), Arc::clone(&state.name));
+        let epoch = batch.epoch().unwrap_or_default();
         // The store calls back from its writer thread, outside the async runtime.
         let runtime = tokio::runtime::Handle::current();
         store.submit(
             batch,
-            Box::new(move |result| acknowledge(&runtime, &hub, &me, &subject, result)),
+            Box::new(move |result| {
+                hand_back(&runtime, &hub, &me, &subject, Msg::Durable(result, epoch));
+            }),
         );
     }
 
     /// The store acknowledged the oldest change not yet durable: release its effects.
-    /// A failed write stops the runtime: nothing after it is acknowledged.
-    fn durable(&mut self, state: &mut State, result: Result<Receipt, StoreError>) {
+    /// A failed write stops the runtime: nothing after it is acknowledged. A change
+    /// made under another `epoch` of the slot than the state's was an earlier actor's,
+    /// whose slot was given up meanwhile: nothing of this state waits for it.
+    fn durable(&mut self, state: &mut State, result: Result<Receipt, StoreError>, epoch: u32) {
+        if state.slot_epoch != Some(epoch) {
+            return;
+        }
         match result {
             Ok(receipt) => {
                 if let Some(effects) = state.unacked.pop_front() {
@@ -479,6 +492,14 @@ impl<'a> Work<'a> {
                 if let Some(slot) = Slot::numbered(slot) {
                     super::slots::give_up(self.hub, slot);
                 }
+            }
+            Err(StoreError::Stale { .. }) => {
+                // The slot was refused or taken back since the state was read: this state
+                // is an earlier epoch's, and unloads (the slot, if it is owned again, is
+                // read back by the next touch).
+                state.unacked.clear();
+                self.tasks.turn = None;
+                self.tasks.unload = true;
             }
             Err(error) => {
                 tracing::error!(subject = %state.name, %error, "the store failed: the runtime stops");
@@ -670,18 +691,6 @@ fn deliver(
         subject,
         Msg::op(Op::Walked { token, chains }),
     );
-}
-
-/// Hand the store's acknowledgement to the subject whose change it was (see
-/// [`hand_back`]).
-fn acknowledge(
-    runtime: &tokio::runtime::Handle,
-    hub: &Arc<Hub>,
-    me: &ActorRef<Msg>,
-    subject: &Arc<str>,
-    result: Result<Receipt, StoreError>,
-) {
-    hand_back(runtime, hub, me, subject, Msg::Durable(result));
 }
 
 /// Hand `msg`, the answer to something a subject started, back to it: to its actor's

@@ -39,7 +39,8 @@ pub(crate) struct KeptRecord {
 /// records of runs that ended with their horizons, its events, and the outcomes handed
 /// to receivers.
 pub(crate) fn change(state: &mut State, effects: &[Effect], now: DateTime<Utc>) -> Batch {
-    let mut batch = Batch::of_slot(Slot::of(&state.name));
+    let slot = Slot::of(&state.name);
+    let mut batch = Batch::fenced(slot, state.slot_epoch.unwrap_or_default());
     if let Err(error) = index::write_subject(state, now, &mut batch) {
         // Not expected: the state was built from checked values.
         tracing::error!(subject = %state.name, %error, "a subject's state could not be written");

@@ -76,6 +76,19 @@ async fn withdraw(hub: &Arc<Hub>, slot: Slot, withdrawn: &mut BTreeSet<Slot>) {
 pub(crate) async fn load(hub: &Arc<Hub>, slot: Slot) -> Result<(), String> {
     let mut withdrawn = hub.moves.lock().await;
     withdraw(hub, slot, &mut withdrawn).await;
+    if !hub.services.away.is_away(slot) {
+        return Ok(());
+    }
+    if let Some(store) = hub.services.store.clone() {
+        // The slot's next epoch, once every change queued before is written: a change
+        // the unloaded subjects made and the store has not yet written (behind one it
+        // refused, say) is refused from now on, and the reading below sees every one it
+        // wrote.
+        let moved = tokio::task::spawn_blocking(move || store.next_epoch(slot)).await;
+        if let Err(error) = moved {
+            return Err(format!("the slot's epoch could not be moved on: {error}"));
+        }
+    }
     if !hub.services.away.take(slot) {
         return Ok(());
     }

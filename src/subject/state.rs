@@ -285,6 +285,11 @@ pub(crate) struct State {
     /// is released when the store acknowledges its change.
     #[serde(skip)]
     pub(crate) unacked: VecDeque<Vec<Effect>>,
+    /// The epoch of the subject's slot in the store that the state was read under (or,
+    /// for one made or unpacked, that its actor began under): its changes are written
+    /// under it, and an acknowledgement of another epoch's change is not its own.
+    #[serde(skip)]
+    pub(crate) slot_epoch: Option<u32>,
 }
 
 /// A teardown waiting for the supervisor's walk: an operation that tears down the chain
@@ -378,6 +383,7 @@ impl State {
             last_active: None,
             parked: None,
             teardowns: Vec::new(),
+            slot_epoch: None,
             claims: HashMap::new(),
             next_token: 0,
             unacked: VecDeque::new(),

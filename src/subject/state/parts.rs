@@ -113,6 +113,8 @@ impl State {
         store: &Store,
         subject: &Arc<str>,
     ) -> Result<Option<Box<State>>, Unread> {
+        // Taken before the read: a change written under a later epoch is not read.
+        let epoch = store.epoch(crate::slot::Slot::of(subject));
         let Some(rest) = store.get(Space::Subjects, &layout::subject_key(subject))? else {
             return Ok(None);
         };
@@ -141,6 +143,7 @@ impl State {
         state.memory_base = rest.memory_base;
         state.groups = Tracked::from_items(groups);
         state.wake = rest.wake;
+        state.slot_epoch = Some(epoch);
         Ok(Some(state))
     }
 }
