@@ -175,7 +175,7 @@ impl Contracts {
         ];
         let input = Input::from_json(input);
         door.contract
-            .evaluate_inline(&input, &vars, &self.limits, &door.spec.kwargs)
+            .evaluate_inline(&input, &vars, &self.limits)
             .plan
             .is_ok()
     }

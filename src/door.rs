@@ -2,8 +2,9 @@
 //!
 //! - [`spec`]: [`DoorSpec`](crate::DoorSpec), a door as its author writes it.
 //! - [`saved`]: a door compiled and checked at save.
-//! - [`contract`]: the four expressions, evaluated over one snapshot.
-//! - [`plan`]: the shapes each expression must yield, and the visit's plan.
+//! - [`contract`]: the four expressions, and a visit's evaluation of them over one
+//!   snapshot: the variables bound, the plan read off the outputs, shape by shape.
+//! - [`plan`]: the visit's plan, and what can be wrong with a visit.
 //! - [`outcome`]: what a visit hands back, and its errors.
 //! - [`registry`]: the saved doors, a hook's condition and subject, a schedule's fires.
 //!

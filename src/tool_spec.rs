@@ -415,7 +415,10 @@ impl Tool {
             },
             other => Err(why(format!(
                 "subject_expr must yield one non-empty string, not {}",
-                other.map_or_else(|| "nothing".to_owned(), |v| crate::door::plan::shown(&v))
+                other.map_or_else(
+                    || "nothing".to_owned(),
+                    |v| crate::door::contract::shown(&v)
+                )
             ))),
         }
     }

@@ -12,8 +12,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use dashmap::DashMap;
 use serde_json::Value;
 
+use super::contract;
 use super::outcome::{SaveError, Visit, VisitError};
-use super::plan::{self, VisitProblem};
+use super::plan::VisitProblem;
 use super::saved::Saved;
 use super::spec::{Kind, Spec};
 use crate::error::Problems;
@@ -321,7 +322,7 @@ impl Saved {
         if out.more {
             return Err(VisitProblem::Many {
                 expr: expr.to_owned(),
-                first: out.first.as_ref().map(plan::shown).unwrap_or_default(),
+                first: out.first.as_ref().map(contract::shown).unwrap_or_default(),
             });
         }
         out.first.ok_or_else(|| VisitProblem::NoOutput {
@@ -334,7 +335,7 @@ impl Saved {
 fn shape(expr: &str, v: &Value, why: &str) -> VisitProblem {
     VisitProblem::Shape {
         expr: expr.to_owned(),
-        emitted: plan::shown(v),
+        emitted: contract::shown(v),
         why: why.to_owned(),
     }
 }

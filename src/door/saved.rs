@@ -4,16 +4,14 @@
 //! the default kwargs, every jq expression (the contract's, and a hook's `condition` and
 //! `subject_expr`), and a schedule's interval. Every problem is reported together.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::contract::Contract;
-use super::plan::{Plan, VisitProblem};
 use super::spec::{Kind, Spec};
-use crate::jq::{CompileError, Input, Limits, Program};
+use crate::jq::{CompileError, Program};
 use crate::target::Targets;
 
 /// The variables a hook's `condition` and `subject_expr` may use.
@@ -105,8 +103,6 @@ pub(crate) struct Saved {
     pub(crate) interval: Option<Duration>,
     /// Which save this is; a schedule timer of an older save does nothing.
     pub(crate) generation: u64,
-    /// Set when an expression passed its deadline; cleared only by saving again.
-    broken: AtomicBool,
 }
 
 /// Whether `name` is a valid door name.
@@ -221,38 +217,9 @@ impl Saved {
                 subject_expr,
                 interval,
                 generation,
-                broken: AtomicBool::new(false),
             }),
             _ => Err(problems),
         }
-    }
-
-    /// Evaluate the contract for a visit of `subject` at `now` over `input`, with the
-    /// subject's parked set `parked`: the first leg of a visit, pure but for one thing,
-    /// that an expression passing its deadline breaks the door.
-    pub(crate) async fn evaluate(
-        &self,
-        input: &serde_json::Value,
-        parked: Input,
-        subject: &str,
-        now: chrono::DateTime<chrono::Utc>,
-        limits: &Limits,
-    ) -> Result<Plan, Vec<VisitProblem>> {
-        let vars = [
-            parked,
-            Input::string(subject),
-            Input::string(self.name()),
-            Input::string(&now.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)),
-        ];
-        let input = Input::from_json(input);
-        let evaluated = self
-            .contract
-            .evaluate(&input, &vars, limits, &self.spec.kwargs)
-            .await;
-        if evaluated.deadline_hit {
-            self.break_door();
-        }
-        evaluated.plan
     }
 
     /// The door's name.
@@ -265,14 +232,14 @@ impl Saved {
         matches!(self.spec.kind, Kind::Route)
     }
 
-    /// Mark the door broken: its expressions passed their deadline.
+    /// Mark the door broken: one of its expressions passed its deadline.
     pub(crate) fn break_door(&self) {
-        self.broken.store(true, Ordering::Release);
+        self.contract.break_door();
     }
 
     /// Whether the door is broken.
     pub(crate) fn is_broken(&self) -> bool {
-        self.broken.load(Ordering::Acquire)
+        self.contract.is_broken()
     }
 }
 

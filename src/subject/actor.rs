@@ -315,6 +315,7 @@ impl<'a> Work<'a> {
                 };
                 let parked = state.parked_input();
                 let plan = door
+                    .contract
                     .evaluate(&input, parked, &state.name, s.clock.now(), &limits)
                     .await;
                 let target = s.targets.get(&door.spec.target);

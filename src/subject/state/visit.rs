@@ -1,5 +1,5 @@
 //! A door visit at the subject, once its contract was evaluated over the subject's
-//! parked set (`crate::door::saved::Saved::evaluate`): check every shape and every named
+//! parked set (`crate::door::contract::Contract::evaluate`): check every shape and every named
 //! id against the parked set, and only then apply — cancels first, then the resolutions,
 //! else the start — all within one message, so nothing changes between check and apply.
 //! The visitor then turns what was applied into the visit's outcome
