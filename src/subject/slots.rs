@@ -439,4 +439,70 @@ mod tests {
         assert_eq!(rt.unload_slot(7).await, Err(crate::SlotError::InMemory));
         rt.shutdown().await;
     }
+
+    /// Set `key` in `space` to `value`, durably, as damage would.
+    fn overwrite(store: &Store, space: crate::store::Space, key: Vec<u8>, value: Vec<u8>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut batch = crate::store::Batch::new();
+        batch.put(space, key, value);
+        store.submit(batch, Box::new(move |fate| drop(tx.send(fate.is_ok()))));
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(true));
+    }
+
+    /// A slot whose keys are damaged while it is away is not taken back: the load fails
+    /// naming the slot and what is wrong, the slot stays away (its subjects refused as
+    /// `not_owner`, not read as empty) and every other slot goes on; repaired, it loads.
+    #[tokio::test]
+    async fn a_slot_damaged_while_away_is_refused_loudly_and_stays_away() {
+        use crate::store::{Space, layout};
+        let store = Store::memory_with(Syncing::Automatic, Faults::default());
+        let clock = ManualClock::default();
+        let rt = open(store.clone(), &clock).await;
+        let ia = park(&rt, A).await;
+        let ib = park(&rt, B).await;
+        rt.settle().await;
+        let slot = Runtime::slot_of(A);
+        rt.unload_slot(slot).await.expect("unloads");
+
+        let key = layout::subject_key(A);
+        let head = store
+            .get(Space::Heads, &key)
+            .expect("reads")
+            .expect("a head");
+        overwrite(
+            &store,
+            Space::Heads,
+            key.clone(),
+            b"\xffnot a head".to_vec(),
+        );
+        let error = rt.load_slot(slot).await.expect_err("damaged");
+        let crate::SlotError::Unreadable {
+            slot: named,
+            reason,
+        } = &error
+        else {
+            panic!("{error:?}");
+        };
+        assert_eq!(*named, slot);
+        assert!(
+            reason.contains("heads") || reason.contains("head"),
+            "{reason}"
+        );
+        assert_eq!(
+            rt.list(A).await.expect_err("still away"),
+            StartError::Store(not_owner(A))
+        );
+        let resumed = rt.resume(B, &ib, json!("yes")).await.expect("resumes");
+        assert!(matches!(resumed, Resumed::Outcome(_)), "{resumed:?}");
+
+        overwrite(&store, Space::Heads, key, head);
+        rt.load_slot(slot).await.expect("repaired: loads");
+        let listed = rt.list(A).await.expect("lists");
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0].id, ia);
+        rt.settle().await;
+        let stats = rt.stats().await;
+        assert_eq!((stats.caller_open, stats.runs), (1, 1), "{stats:?}");
+        rt.shutdown().await;
+    }
 }
