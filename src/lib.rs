@@ -102,6 +102,7 @@ mod services;
 mod settings;
 pub mod sim;
 mod slot;
+mod stages;
 // The memory engine, the figures and the event keys are reached only by the store's own
 // tests (built with the `disk` feature) until a simulation or an event log uses them.
 #[cfg_attr(
@@ -172,6 +173,8 @@ pub use runtime::{Builder, Runtime, Start, Stats, StoreRecovery, StoreStats};
 pub use settings::{
     MAX_CONCURRENT, MAX_CONCURRENT_CALLER, Settings, SettingsError, WAITING_RETENTION,
 };
+#[doc(hidden)]
+pub use stages::{StageFigures, StageReport};
 pub use tool_spec::{
     MAX_TOOL_NAME, ResultForm, TaskSupport, Tool, ToolCallError, ToolSpec, ToolSpecError,
 };

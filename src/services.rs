@@ -245,6 +245,8 @@ pub(crate) struct Services {
     pub(crate) tasks: Tasks,
     /// The damage met in the data directory (`Runtime::health`).
     pub(crate) damage: crate::health::Damage,
+    /// The durable path's stages, when measured (`Builder::measure_stages`).
+    pub(crate) stages: Option<Arc<crate::stages::Stages>>,
 }
 
 impl Services {
@@ -272,6 +274,7 @@ impl Services {
             tasks: Tasks::default(),
             store: None,
             damage: crate::health::Damage::default(),
+            stages: None,
         }
     }
 

@@ -92,6 +92,8 @@ pub(crate) struct Receipt {
     /// The sequence number of its first log entry (the next ones follow it); if it
     /// appended none, the number the next entry would have had.
     pub(crate) log: u64,
+    /// When the acknowledgement was given, on the store's thread.
+    pub(crate) at: std::time::Instant,
 }
 
 /// Called on the first batch of each group as it is committed, after every batch of the
@@ -693,6 +695,11 @@ impl Store {
     /// Sets the stamp called on the first batch of each group as it is committed.
     pub(crate) fn set_stamp(&self, stamp: Stamp) {
         self.handle.shared.set_stamp(stamp);
+    }
+
+    /// Measure the stages of every batch from now on into `stages`.
+    pub(crate) fn set_stages(&self, stages: Arc<crate::stages::Stages>) {
+        self.handle.shared.set_stages(stages);
     }
 
     /// The log's entries from sequence number `from` on, at most `limit`, in order, as

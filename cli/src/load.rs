@@ -104,6 +104,8 @@ async fn load(
     }
 
     progress.set_phase(Phase::Visits);
+    // The stages are measured over the visits alone.
+    let _ = rt.take_stages();
     let store_before = rt.store_stats();
     let drive::Measured {
         visitors,
@@ -112,6 +114,7 @@ async fn load(
     } = drive::visit(config, progress, &visitor).await;
     let client = drive::Local::total(visitors);
     let store_after = rt.store_stats();
+    let stages = rt.take_stages();
     follow.stop().await;
     if rt.is_shut_down() {
         return Err(halt(&rt, events, "visits").await);
@@ -175,6 +178,7 @@ async fn load(
         rss_after_prefill,
         bare,
         store: store_before.zip(store_after),
+        stages,
     }))
 }
 

@@ -226,3 +226,67 @@ async fn bad_parameters_are_refused_by_name() {
         }
     }
 }
+
+/// A durable run asked for its stages reports each one, measured over the visits, in
+/// the report and its JSON; one not asked reports none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_run_measures_its_stages() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let config = LoadConfig {
+        data: Some(dir.path().join("data")),
+        stages: true,
+        bare_for: Duration::ZERO,
+        ..small()
+    };
+    let report = load::run(&config, &Progress::new())
+        .await
+        .expect("the load runs");
+    assert_eq!(report.lost, 0, "{report}");
+    let stages = report.stages.as_ref().expect("measured");
+    let names: Vec<&str> = stages.stages.iter().map(|s| s.stage.as_str()).collect();
+    assert_eq!(
+        names,
+        ["turn", "queued", "write", "sync", "durable", "delivery"]
+    );
+    let count = |name: &str| {
+        stages
+            .stages
+            .iter()
+            .find(|s| s.stage == name)
+            .map_or(0, |s| s.count)
+    };
+    for s in &stages.stages {
+        assert!(s.count > 0, "{} was not measured: {report}", s.stage);
+        assert!(s.p50 <= s.p99 && s.p99 <= s.max, "{s:?}");
+    }
+    // Every batch queues and is acknowledged; a subject's turn is one batch, and its
+    // acknowledgement reaches it at most once; a group is one write, and a sync covers
+    // one or more. Only the batches in flight as the measuring began or ended (a few
+    // per visitor at most) may be counted in one stage and not the next.
+    let near = |a: u64, b: u64| a.abs_diff(b) <= 64;
+    assert!(near(count("queued"), count("durable")), "{report}");
+    assert!(count("turn") <= count("queued") + 64, "{report}");
+    assert!(count("delivery") <= count("turn") + 64, "{report}");
+    assert!(count("sync") <= count("write") + 1, "{report}");
+    let text = report.to_string();
+    assert!(text.contains("stage µs    sync"), "{text}");
+    assert!(text.contains("stalls "), "{text}");
+    let json = serde_json::to_value(&report).expect("serialises");
+    assert_eq!(json["stages"]["stages"][3]["stage"], "sync");
+
+    let unmeasured = LoadConfig {
+        data: Some(dir.path().join("again")),
+        bare_for: Duration::ZERO,
+        ..small()
+    };
+    let report = load::run(&unmeasured, &Progress::new())
+        .await
+        .expect("the load runs");
+    assert!(report.stages.is_none());
+    assert!(
+        serde_json::to_value(&report)
+            .expect("serialises")
+            .get("stages")
+            .is_none()
+    );
+}

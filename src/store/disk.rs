@@ -178,6 +178,14 @@ impl Engine for Disk {
         true
     }
 
+    /// What fjall is doing in the background: memtables sealed and being flushed,
+    /// compactions, journals not yet released, and level-0 tables piling up towards its
+    /// write stall.
+    fn activity(&self) -> Vec<String> {
+        self.with(|open| Ok::<_, String>(open.activity()))
+            .unwrap_or_default()
+    }
+
     /// One key's value, as written.
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure> {
         self.with(|open| open.get(space, key))
@@ -226,6 +234,44 @@ impl Open {
     /// each key's last mutation only.
     fn write(&self, batches: &[Batch]) -> Result<(), String> {
         self.write_then(batches, || ())
+    }
+
+    /// [`Engine::activity`], from fjall's counters (some of them marked experimental
+    /// by fjall: they serve a diagnosis, nothing depends on them).
+    fn activity(&self) -> Vec<String> {
+        let mut doing = Vec::new();
+        let flushes = self.db.outstanding_flushes();
+        if flushes > 0 {
+            doing.push(format!("flushing {flushes} memtables"));
+        }
+        let sealed: usize = self
+            .spaces
+            .iter()
+            .map(Keyspace::sealed_memtable_count)
+            .sum();
+        if sealed > 0 {
+            doing.push(format!("sealed {sealed} memtables"));
+        }
+        let compactions = self.db.active_compactions();
+        if compactions > 0 {
+            doing.push(format!("compacting {compactions}"));
+        }
+        let journals = self.db.journal_count();
+        if journals > 1 {
+            doing.push(format!("journals {journals} not yet released"));
+        }
+        let l0: usize = self.spaces.iter().map(Keyspace::l0_table_count).sum();
+        if l0 >= 4 {
+            doing.push(format!("level0 {l0} tables"));
+        }
+        // The system writing dirty pages back (a flushed table's, say) competes with
+        // the journal's sync.
+        if let Some(writeback) = writeback_kib()
+            && writeback >= 1024
+        {
+            doing.push(format!("writeback {} MiB by the system", writeback / 1024));
+        }
+        doing
     }
 
     /// [`Open::write`], running `meanwhile` between the group's commit and the mark's
@@ -506,6 +552,14 @@ fn free_name(folder: &Path, base: &str) -> std::path::PathBuf {
 }
 
 /// Syncs a folder, so the names in it are durable (where the system can sync a folder).
+/// How many KiB of dirty pages the system is writing back now, where it says
+/// (`/proc/meminfo` on Linux); `None` elsewhere.
+fn writeback_kib() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("Writeback:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 fn sync_folder(folder: &Path) -> std::io::Result<()> {
     match File::open(folder).and_then(|folder| folder.sync_all()) {
         // Some systems cannot sync a folder; the names are then as durable as they get.

@@ -58,6 +58,13 @@ pub(crate) trait Engine: Send + Sync {
         false
     }
 
+    /// What the engine is doing in the background now, each thing named first by its
+    /// kind (`flushing 2 memtables`): noted beside a write or a sync that stalled. An
+    /// engine that does nothing in the background reports nothing.
+    fn activity(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The count of simulated crashes so far: a group taken in an earlier generation is
     /// lost at its sync. An engine that is crashed only by ending the process keeps 0.
     fn generation(&self) -> u64 {

@@ -67,6 +67,10 @@ impl Engine for Faulty {
         self.inner.pipelined()
     }
 
+    fn activity(&self) -> Vec<String> {
+        self.inner.activity()
+    }
+
     fn generation(&self) -> u64 {
         self.inner.generation()
     }

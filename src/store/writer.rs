@@ -26,6 +26,7 @@ use super::engine::{Engine, ReadFailure, WriteFailure};
 use super::layout;
 use super::log::{self, Log};
 use crate::slot::Slot;
+use crate::stages::{Stage, Stages};
 use crate::sync::lock;
 
 use super::{Ack, Batch, Entries, Receipt, Space, Stamp, Stats, StoreError};
@@ -36,6 +37,8 @@ struct Pending {
     batch: Batch,
     /// Called once with its fate.
     ack: Ack,
+    /// When it was submitted.
+    submitted: Instant,
 }
 
 /// A group written to the engine, its acks waiting for it to be durable.
@@ -145,6 +148,8 @@ pub(super) struct Shared {
     crashed: AtomicBool,
     /// Wakes whoever waits for the simulated crash.
     crash: tokio::sync::Notify,
+    /// Where the stages of each batch are measured, if they are.
+    stages: std::sync::OnceLock<Arc<Stages>>,
     /// Each slot's epoch: moved on when the engine refuses the slot, or when the slot is
     /// taken back. A fenced batch of an epoch that has passed is not written.
     epochs: Box<[AtomicU32]>,
@@ -183,6 +188,7 @@ impl Shared {
             crash_budget: Mutex::new(None),
             crashed: AtomicBool::new(false),
             crash: tokio::sync::Notify::new(),
+            stages: std::sync::OnceLock::new(),
             epochs: (0..Slot::COUNT).map(|_| AtomicU32::new(0)).collect(),
         }
     }
@@ -224,6 +230,46 @@ impl Shared {
     /// Sets the stamp called on each group's first batch.
     pub(super) fn set_stamp(&self, stamp: Stamp) {
         *lock(&self.stamp) = Some(stamp);
+    }
+
+    /// Measures the stages of every batch submitted from now on into `stages`.
+    pub(super) fn set_stages(&self, stages: Arc<Stages>) {
+        let _ = self.stages.set(stages);
+    }
+
+    /// `ack`, which records, when stages are measured, the time from `submitted` to its
+    /// call.
+    fn timed(&self, ack: Ack, submitted: Instant) -> Ack {
+        match self.stages.get() {
+            None => ack,
+            Some(stages) => {
+                let stages = Arc::clone(stages);
+                Box::new(move |fate| {
+                    stages.since(Stage::Durable, submitted);
+                    ack(fate);
+                })
+            }
+        }
+    }
+
+    /// What the engine is doing, when stages are measured: taken as a stage begins, so a
+    /// stall is told what was going on when it began as well as when it ended.
+    fn activity(&self) -> Option<Vec<String>> {
+        self.stages.get().map(|_| self.engine.activity())
+    }
+
+    /// Records how long `stage` took, from `began`, and notes what the engine was doing
+    /// as it began (`before`) and is doing now if that is a stall.
+    fn measure(&self, stage: Stage, began: Instant, before: Option<Vec<String>>) {
+        let Some(stages) = self.stages.get() else {
+            return;
+        };
+        let took = began.elapsed();
+        stages.record(stage, took);
+        if took > crate::stages::STALL {
+            let began = before.unwrap_or_default();
+            stages.stalled(stage, took, &began, &self.engine.activity());
+        }
     }
 
     /// The log's entries from sequence `from` on, at most `limit`, as durable and kept.
@@ -299,7 +345,15 @@ impl Shared {
         if self.inline {
             let _committing = lock(&self.committing);
             let generation = self.engine.generation();
-            self.commit(vec![Pending { batch, ack }], generation);
+            let submitted = Instant::now();
+            self.commit(
+                vec![Pending {
+                    batch,
+                    ack: self.timed(ack, submitted),
+                    submitted,
+                }],
+                generation,
+            );
             return;
         }
         let mut queue = lock(&self.queue);
@@ -311,7 +365,12 @@ impl Shared {
             }));
             return;
         }
-        queue.pending.push(Pending { batch, ack });
+        let submitted = Instant::now();
+        queue.pending.push(Pending {
+            batch,
+            ack: self.timed(ack, submitted),
+            submitted,
+        });
         drop(queue);
         self.filled.notify_one();
     }
@@ -557,6 +616,11 @@ impl Shared {
         if group.is_empty() {
             return None;
         }
+        if let Some(stages) = self.stages.get() {
+            for pending in &group {
+                stages.since(Stage::Queued, pending.submitted);
+            }
+        }
         let (mut batches, acks): (Vec<Batch>, Vec<Ack>) =
             group.into_iter().map(|p| (p.batch, p.ack)).unzip();
         if let Some(err) = self.refusal() {
@@ -607,7 +671,10 @@ impl Shared {
             };
             // Written into the engine, which may take the batches; what it leaves is no
             // longer needed.
-            match self.write(&mut group, generation) {
+            let (writing, before) = (Instant::now(), self.activity());
+            let wrote = self.write(&mut group, generation);
+            self.measure(Stage::Write, writing, before);
+            match wrote {
                 Ok(()) => {}
                 Err(Refused::NotOwner(slots)) => {
                     lock(&self.log).undo(appended);
@@ -723,11 +790,12 @@ impl Shared {
                 let micros =
                     u64::try_from(groups[0].started.elapsed().as_micros()).unwrap_or(u64::MAX);
                 self.commit_micros.fetch_add(micros, Ordering::Relaxed);
+                let at = Instant::now();
                 for group in groups {
                     self.bytes.fetch_add(group.bytes, Ordering::Relaxed);
                     self.keys.fetch_add(group.keys, Ordering::Relaxed);
                     for (ack, first) in group.acks.into_iter().zip(group.firsts) {
-                        ack(first.map(|log| Receipt { log }));
+                        ack(first.map(|log| Receipt { log, at }));
                     }
                 }
                 count
@@ -788,7 +856,10 @@ impl Shared {
     /// Makes the groups written durable; `false` if a simulated crash since they were
     /// taken lost them.
     fn sync(&self) -> Result<bool, StoreError> {
-        self.engine.sync().map_err(|cause| StoreError::Sync {
+        let (syncing, before) = (Instant::now(), self.activity());
+        let synced = self.engine.sync();
+        self.measure(Stage::Sync, syncing, before);
+        synced.map_err(|cause| StoreError::Sync {
             store: Arc::clone(&self.name),
             cause,
         })
@@ -985,6 +1056,7 @@ mod tests {
                 ack: Box::new(move |fate| {
                     let _ = tx.send((2, fate));
                 }),
+                submitted: Instant::now(),
             }],
             0,
         );

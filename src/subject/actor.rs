@@ -137,6 +137,11 @@ impl ractor::Actor for Active {
         // only while it runs; inline, it would size every live subject's task for it.
         let mut touch = Touch::Ack;
         let mut handled = 0;
+        let began = hub
+            .services
+            .stages
+            .as_ref()
+            .map(|_| std::time::Instant::now());
         match msg {
             Msg::Durable(result, epoch) => {
                 // The change's unit in flight rode on this message.
@@ -167,7 +172,10 @@ impl ractor::Actor for Active {
             touch = touch.then(said);
         }
         // The turn's changes go to the store as one batch.
-        Work::new(&hub, &myself, &mut held.tasks).submit_turn(&state);
+        let submitted = Work::new(&hub, &myself, &mut held.tasks).submit_turn(&state);
+        if let (true, Some(stages), Some(began)) = (submitted, &hub.services.stages, began) {
+            stages.since(crate::stages::Stage::Turn, began);
+        }
         if held.tasks.unload && state.unacked.is_empty() {
             // Nothing written is pending: the store holds the subject as it stands.
             Work::new(&hub, &myself, &mut held.tasks).unload();
@@ -446,10 +454,11 @@ impl<'a> Work<'a> {
         }
     }
 
-    /// Hand the turn's changes to the store, as one batch, if it made any.
-    fn submit_turn(&mut self, state: &State) {
+    /// Hand the turn's changes to the store, as one batch, if it made any; whether it
+    /// did.
+    fn submit_turn(&mut self, state: &State) -> bool {
         let (Some(batch), Some(store)) = (self.tasks.turn.take(), &self.hub.services.store) else {
-            return;
+            return false;
         };
         let hub = Arc::clone(self.hub);
         hub.services.inflight.add();
@@ -463,6 +472,7 @@ impl<'a> Work<'a> {
                 hand_back(&runtime, &hub, &me, &subject, Msg::Durable(result, epoch));
             }),
         );
+        true
     }
 
     /// The store acknowledged the oldest change not yet durable: release its effects.
@@ -475,6 +485,9 @@ impl<'a> Work<'a> {
         }
         match result {
             Ok(receipt) => {
+                if let Some(stages) = &self.hub.services.stages {
+                    stages.since(crate::stages::Stage::Delivery, receipt.at);
+                }
                 if let Some(effects) = state.unacked.pop_front() {
                     // Its events are the log's entries from `receipt.log` on, in order.
                     self.log = Some(receipt.log);

@@ -445,7 +445,12 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let mut batch = crate::store::Batch::new();
         batch.put(space, key, value);
-        store.submit(batch, Box::new(move |fate| drop(tx.send(fate.is_ok()))));
+        store.submit(
+            batch,
+            Box::new(move |fate| {
+                let _ = tx.send(fate.is_ok());
+            }),
+        );
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(true));
     }
 

@@ -89,6 +89,9 @@ pub struct LoadConfig {
     /// Keep the runtime's state durable in this directory (new or empty), as an embedder
     /// with a data directory does; `None` runs in memory.
     pub data: Option<std::path::PathBuf>,
+    /// Measure where each durable change spends its time, stage by stage, during the
+    /// measured visits (`Builder::measure_stages`).
+    pub stages: bool,
 }
 
 impl Default for LoadConfig {
@@ -110,6 +113,7 @@ impl Default for LoadConfig {
             bare_for: Duration::from_secs(2),
             workers: std::thread::available_parallelism().map_or(2, usize::from),
             data: None,
+            stages: false,
         }
     }
 }

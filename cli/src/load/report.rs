@@ -10,7 +10,7 @@ use super::account::{Left, Observed};
 use super::bare::Bare;
 use super::config::LoadConfig;
 use super::drive::{Client, Latencies, Prefilled};
-use parkway::{Stats, StoreStats};
+use parkway::{StageReport, Stats, StoreStats};
 
 /// Whether nothing was lost: each line of the account, with both of its sides.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -179,6 +179,10 @@ pub struct Report {
     pub overhead_ratio: Option<f64>,
     /// The durable store during the measured visits, with `--data`.
     pub store: Option<Durable>,
+    /// Where durable changes spent their time during the measured visits, stage by
+    /// stage, with `--stages`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stages: Option<StageReport>,
 }
 
 /// What the durable store did during the measured visits.
@@ -400,6 +404,8 @@ pub(crate) struct Parts<'a> {
     pub(crate) bare: Bare,
     /// The store's figures before and after the measured visits, with a data directory.
     pub(crate) store: Option<(StoreStats, StoreStats)>,
+    /// The durable path's stages during the measured visits, when measured.
+    pub(crate) stages: Option<StageReport>,
 }
 
 impl Report {
@@ -417,6 +423,7 @@ impl Report {
             rss_after_prefill,
             bare,
             store,
+            stages,
         } = parts;
         let did = Did {
             started: client.started,
@@ -453,6 +460,7 @@ impl Report {
             bare_problems: bare.problems,
             overhead_ratio: (rate > 0.0 && bare.visits > 0).then(|| bare.rate() / rate),
             store: store.map(|(before, after)| Durable::between(&before, &after, seconds, visits)),
+            stages,
         }
     }
 
@@ -460,6 +468,36 @@ impl Report {
     pub fn clean(&self) -> bool {
         self.lost == 0 && self.errors.is_empty() && self.bare_problems == 0
     }
+}
+
+/// The stages of the durable path, one line each, then the stalls.
+fn write_stages(f: &mut fmt::Formatter<'_>, report: &StageReport) -> fmt::Result {
+    for s in &report.stages {
+        writeln!(
+            f,
+            "stage µs    {:<9} p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  ({} measured)",
+            s.stage, s.p50, s.p90, s.p99, s.p999, s.max, s.count
+        )?;
+    }
+    let by: Vec<String> = report
+        .stalls_by_activity
+        .iter()
+        .map(|(kind, n)| format!("{kind} {n}"))
+        .collect();
+    writeln!(
+        f,
+        "stalls      {} writes or syncs over 5 ms; the engine was: {}",
+        report.stalls,
+        if by.is_empty() {
+            "-".to_owned()
+        } else {
+            by.join(", ")
+        }
+    )?;
+    for line in report.stalls_described.iter().take(8) {
+        writeln!(f, "  {line}")?;
+    }
+    Ok(())
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -525,6 +563,9 @@ impl fmt::Display for Report {
                 d.bytes_per_visit,
                 d.keys_per_visit
             )?;
+        }
+        if let Some(report) = &self.stages {
+            write_stages(f, report)?;
         }
         match self.overhead_ratio {
             Some(ratio) => writeln!(

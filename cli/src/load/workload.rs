@@ -89,6 +89,9 @@ pub(crate) async fn build(config: &LoadConfig, clock: ManualClock) -> Result<Run
     if let Some(dir) = &config.data {
         builder = builder.data_dir(dir);
     }
+    if config.stages {
+        builder = builder.measure_stages();
+    }
     let rt = builder.build().await?;
     rt.register(TARGET, &[], |ctx, kwargs, _| async move {
         let ttl = kwargs["ttl"].as_str().unwrap_or(LONG_TTL).to_owned();

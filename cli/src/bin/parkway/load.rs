@@ -77,6 +77,12 @@ pub(crate) struct Args {
     /// operation checked, use `parkway crash --by-hand`.)
     #[arg(long, value_name = "DIR")]
     data: Option<std::path::PathBuf>,
+    /// With --data: measure where each durable change spends its time during the
+    /// measured visits (its turn on the subject, the wait for the writer, the write,
+    /// the sync, the acknowledgement's way back) and what the store's engine was doing
+    /// when a write or a sync stalled; reported as percentiles per stage.
+    #[arg(long, requires = "data")]
+    stages: bool,
     /// Visit a live `parkway serve` at this address (http://HOST:PORT) over HTTP instead
     /// of a runtime in this process; it must serve the load's workload
     /// (`parkway serve --targets examples/serve/load-targets.json`). The runtime's
@@ -140,6 +146,7 @@ impl Args {
             bare_for: self.bare_for,
             workers: self.workers.unwrap_or(defaults.workers),
             data: self.data.clone(),
+            stages: self.stages,
         }
     }
 }
