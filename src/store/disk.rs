@@ -181,8 +181,8 @@ impl Engine for Disk {
     /// What fjall is doing in the background: memtables sealed and being flushed,
     /// compactions, journals not yet released, and level-0 tables piling up towards its
     /// write stall.
-    fn activity(&self) -> Vec<String> {
-        self.with(|open| Ok::<_, String>(open.activity()))
+    fn activity(&self, system: bool) -> Vec<String> {
+        self.with(|open| Ok::<_, String>(open.activity(system)))
             .unwrap_or_default()
     }
 
@@ -238,7 +238,7 @@ impl Open {
 
     /// [`Engine::activity`], from fjall's counters (some of them marked experimental
     /// by fjall: they serve a diagnosis, nothing depends on them).
-    fn activity(&self) -> Vec<String> {
+    fn activity(&self, system: bool) -> Vec<String> {
         let mut doing = Vec::new();
         let flushes = self.db.outstanding_flushes();
         if flushes > 0 {
@@ -266,7 +266,8 @@ impl Open {
         }
         // The system writing dirty pages back (a flushed table's, say) competes with
         // the journal's sync.
-        if let Some(writeback) = writeback_kib()
+        if system
+            && let Some(writeback) = writeback_kib()
             && writeback >= 1024
         {
             doing.push(format!("writeback {} MiB by the system", writeback / 1024));

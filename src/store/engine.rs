@@ -59,9 +59,11 @@ pub(crate) trait Engine: Send + Sync {
     }
 
     /// What the engine is doing in the background now, each thing named first by its
-    /// kind (`flushing 2 memtables`): noted beside a write or a sync that stalled. An
-    /// engine that does nothing in the background reports nothing.
-    fn activity(&self) -> Vec<String> {
+    /// kind (`flushing 2 memtables`): noted beside a write or a sync that stalled. With
+    /// `system`, also what the system is doing that the engine's writes wait on (slower
+    /// to read: only once a stall is known). An engine that does nothing in the
+    /// background reports nothing.
+    fn activity(&self, _system: bool) -> Vec<String> {
         Vec::new()
     }
 

@@ -67,8 +67,8 @@ impl Engine for Faulty {
         self.inner.pipelined()
     }
 
-    fn activity(&self) -> Vec<String> {
-        self.inner.activity()
+    fn activity(&self, system: bool) -> Vec<String> {
+        self.inner.activity(system)
     }
 
     fn generation(&self) -> u64 {

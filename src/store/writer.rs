@@ -255,7 +255,7 @@ impl Shared {
     /// What the engine is doing, when stages are measured: taken as a stage begins, so a
     /// stall is told what was going on when it began as well as when it ended.
     fn activity(&self) -> Option<Vec<String>> {
-        self.stages.get().map(|_| self.engine.activity())
+        self.stages.get().map(|_| self.engine.activity(false))
     }
 
     /// Records how long `stage` took, from `began`, and notes what the engine was doing
@@ -268,7 +268,7 @@ impl Shared {
         stages.record(stage, took);
         if took > crate::stages::STALL {
             let began = before.unwrap_or_default();
-            stages.stalled(stage, took, &began, &self.engine.activity());
+            stages.stalled(stage, took, &began, &self.engine.activity(true));
         }
     }
 
