@@ -1035,14 +1035,16 @@ fn a_conversion_done_twice_writes_the_same() {
     assert_eq!(first, second);
 }
 
-/// An engine's refusal of a group for a slot this process does not own fails that
-/// slot's batches only, as `not the owner`: the rest of the group is written, its log
-/// entries numbered with no gap, and the store goes on; once the slot is owned again,
-/// its batches are written.
-#[test]
-fn a_group_refused_for_one_slot_is_written_without_it() {
+/// A slot this process owns and one it can be told it does not (`NotOwned`), and a
+/// store of each engine (memory, synced by hand; disk) whose faults refuse the latter.
+fn owned_and_lost() -> (
+    tempfile::TempDir,
+    (crate::slot::Slot, crate::slot::Slot),
+    super::NotOwned,
+    [Store; 2],
+) {
     use crate::slot::Slot;
-    let (_tmp, dir) = data_dir();
+    let (tmp, dir) = data_dir();
     let (mine, lost) = (Slot::of("b"), Slot::of("a"));
     assert_ne!(mine, lost);
     let not_owned = super::NotOwned::default();
@@ -1054,6 +1056,16 @@ fn a_group_refused_for_one_slot_is_written_without_it() {
         Store::memory_with(Syncing::Manual, faults.clone()),
         Store::open_with(&dir, faults).expect("opens"),
     ];
+    (tmp, (mine, lost), not_owned, stores)
+}
+
+/// An engine's refusal of a group for a slot this process does not own fails that
+/// slot's batches only, as `not the owner`: the rest of the group is written, its log
+/// entries numbered with no gap, and the store goes on; once the slot is owned again,
+/// its batches are written.
+#[test]
+fn a_group_refused_for_one_slot_is_written_without_it() {
+    let (_tmp, (mine, lost), not_owned, stores) = owned_and_lost();
     for store in stores {
         not_owned.set(lost, true);
         let (tx, rx) = mpsc::channel();
@@ -1113,18 +1125,7 @@ fn a_group_refused_for_one_slot_is_written_without_it() {
 /// other slots, and batches that stand alone are written.
 #[test]
 fn a_change_of_an_epoch_that_passed_is_not_written() {
-    use crate::slot::Slot;
-    let (_tmp, dir) = data_dir();
-    let (mine, lost) = (Slot::of("b"), Slot::of("a"));
-    let not_owned = super::NotOwned::default();
-    let faults = Faults {
-        not_owner: Some(not_owned.clone()),
-        ..Faults::default()
-    };
-    let stores = [
-        Store::memory_with(Syncing::Manual, faults.clone()),
-        Store::open_with(&dir, faults).expect("opens"),
-    ];
+    let (_tmp, (mine, lost), not_owned, stores) = owned_and_lost();
     for store in stores {
         let put = |slot, epoch, n: u32| {
             let mut batch = Batch::fenced(slot, epoch);

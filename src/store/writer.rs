@@ -268,7 +268,9 @@ impl Shared {
         stages.record(stage, took);
         if took > crate::stages::STALL {
             let began = before.unwrap_or_default();
-            stages.stalled(stage, took, &began, &self.engine.activity(true));
+            let ended = self.engine.activity(true);
+            tracing::debug!(store = %self.name, stage = ?stage, ms = took.as_millis(), began = ?began, ended = ?ended, "a write or a sync stalled");
+            stages.stalled(stage, took, &began, &ended);
         }
     }
 
