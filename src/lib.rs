@@ -174,7 +174,7 @@ pub use settings::{
     MAX_CONCURRENT, MAX_CONCURRENT_CALLER, Settings, SettingsError, WAITING_RETENTION,
 };
 #[doc(hidden)]
-pub use stages::{StageFigures, StageReport};
+pub use stages::{STALL, Stage, StageSink};
 pub use tool_spec::{
     MAX_TOOL_NAME, ResultForm, TaskSupport, Tool, ToolCallError, ToolSpec, ToolSpecError,
 };

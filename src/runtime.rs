@@ -231,8 +231,8 @@ pub struct Builder {
     targets: crate::target::Targets,
     /// Tools offered before the build, each with its target.
     tools: Vec<(String, crate::ToolSpec)>,
-    /// Measure the durable path's stages (`Runtime::stages`).
-    measure_stages: bool,
+    /// Where the durable path's stages are told, if they are measured.
+    stages: Option<Arc<dyn crate::StageSink>>,
 }
 
 impl Default for Builder {
@@ -250,7 +250,7 @@ impl Default for Builder {
             targets: Default::default(),
             tools: Vec::new(),
             event_capacity: DEFAULT_EVENT_CAPACITY,
-            measure_stages: false,
+            stages: None,
         }
     }
 }
@@ -288,11 +288,12 @@ impl Builder {
         self.edit(move |s| s.waiting_retention = d)
     }
 
-    /// Measure where each durable change spends its time, stage by stage, and what the
-    /// store's engine was doing at each stall (`Runtime::take_stages`): for the load tool.
+    /// Tell `sink` how long each stage of each durable change takes, and what the
+    /// store's engine was doing at each stall (`parkway load --stages` keeps histograms
+    /// of them). Without it the durable path measures nothing.
     #[doc(hidden)]
-    pub fn measure_stages(mut self) -> Self {
-        self.measure_stages = true;
+    pub fn measure_stages(mut self, sink: Arc<dyn crate::StageSink>) -> Self {
+        self.stages = Some(sink);
         self
     }
 
@@ -453,8 +454,7 @@ impl Builder {
         if let (Some(store), Some(n)) = (&store, self.log_entries) {
             store.set_log_capacity(n);
         }
-        if self.measure_stages {
-            let stages = Arc::new(crate::stages::Stages::default());
+        if let Some(stages) = self.stages {
             if let Some(store) = &store {
                 store.set_stages(Arc::clone(&stages));
             }
@@ -741,14 +741,6 @@ impl Runtime {
         let slot = self.movable(slot)?;
         crate::subject::slots::unload(self.hub(), slot).await;
         Ok(())
-    }
-
-    /// Where durable changes spent their time since the last call, stage by stage, and
-    /// what the store's engine was doing at each stall; the next call measures afresh.
-    /// `None` unless the builder was told to measure them ([`Builder::measure_stages`]).
-    #[doc(hidden)]
-    pub fn take_stages(&self) -> Option<crate::StageReport> {
-        self.hub().services.stages.as_ref().map(|s| s.take())
     }
 
     /// Take the slot numbered `slot` back and read it back as an open reads the data

@@ -246,7 +246,7 @@ pub(crate) struct Services {
     /// The damage met in the data directory (`Runtime::health`).
     pub(crate) damage: crate::health::Damage,
     /// The durable path's stages, when measured (`Builder::measure_stages`).
-    pub(crate) stages: Option<Arc<crate::stages::Stages>>,
+    pub(crate) stages: Option<Arc<dyn crate::StageSink>>,
 }
 
 impl Services {

@@ -1,8 +1,9 @@
 //! Where a durable change spends its time, stage by stage, and what the store's engine
-//! was doing when a stage stalled: measured only when asked
-//! ([`Builder::measure_stages`](crate::Builder::measure_stages)), for the load tool.
+//! was doing when a stage stalled: told, only when asked
+//! ([`Builder::measure_stages`](crate::Builder::measure_stages)), to a [`StageSink`] the
+//! embedder gives (the load tool keeps histograms of them).
 //!
-//! A subject's change goes through these stages, each a histogram of microseconds:
+//! A subject's change goes through these stages:
 //!
 //! - `turn`: the subject's own turn, from taking a message to handing its change to the
 //!   store (the transition, its keys, and the turn's other messages);
@@ -15,25 +16,18 @@
 //! - `delivery`: from the acknowledgement, on the store's thread, to the subject taking it
 //!   from its mailbox and releasing the change's effects.
 //!
-//! A stall is a group whose write, or a sync, took longer than [`STALL`]: the engine's
-//! activity at that moment is noted beside it (`Engine::activity`).
+//! A stall is a group's write, or a sync, longer than [`STALL`]: the engine's activity as
+//! it began and as it ended goes with it (`Engine::activity`).
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
+/// A write or a sync longer than this is a stall, told with the engine's activity.
+pub const STALL: Duration = Duration::from_millis(5);
 
-use crate::sync::lock;
-
-/// A write or a sync longer than this is a stall, and the engine's activity is noted.
-pub(crate) const STALL: Duration = Duration::from_millis(5);
-
-/// How many stalls are described, the longest; the others are only counted.
-const DESCRIBED: usize = 16;
-
-/// One measured stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stage {
+/// One stage of a durable change.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stage {
     /// The subject's own turn.
     Turn,
     /// Waiting for the writer.
@@ -50,7 +44,7 @@ pub(crate) enum Stage {
 
 impl Stage {
     /// Every stage, in the order a change goes through them.
-    const ALL: [Stage; 6] = [
+    pub const ALL: [Stage; 6] = [
         Stage::Turn,
         Stage::Queued,
         Stage::Write,
@@ -60,7 +54,7 @@ impl Stage {
     ];
 
     /// The stage's name in a report.
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Stage::Turn => "turn",
             Stage::Queued => "queued",
@@ -72,215 +66,20 @@ impl Stage {
     }
 }
 
-/// The histograms of the stages, and the stalls seen.
-pub(crate) struct Stages {
-    /// One histogram of microseconds per stage, in [`Stage::ALL`]'s order.
-    histograms: [Mutex<Histogram<u64>>; 6],
-    /// The stalls seen.
-    stalls: Mutex<Stalls>,
-}
+/// Told how long each stage of each durable change took, from the runtime's and the
+/// store's threads: each call must be short.
+#[doc(hidden)]
+pub trait StageSink: Send + Sync + 'static {
+    /// `stage` took `took`.
+    fn record(&self, stage: Stage, took: Duration);
 
-/// The stalls seen: counted by what the engine was doing, the first few described.
-#[derive(Default)]
-struct Stalls {
-    /// How many stalls there were.
-    count: u64,
-    /// How many stalls fell while the engine was doing each thing it reported.
-    by_activity: Vec<(String, u64)>,
-    /// The [`DESCRIBED`] longest stalls, longest first, with how long each took.
-    described: Vec<(Duration, String)>,
-}
+    /// A write or a sync (`stage`) took `took`, longer than [`STALL`]; the engine was
+    /// doing `began` as it began and `ended` as it ended (each thing it does named, its
+    /// kind first: `flushing 2 memtables`). Also told to [`StageSink::record`].
+    fn stalled(&self, stage: Stage, took: Duration, began: &[String], ended: &[String]);
 
-impl Default for Stages {
-    fn default() -> Self {
-        Stages {
-            histograms: std::array::from_fn(|_| {
-                // Constant bounds, no input reaches them.
-                Mutex::new(
-                    Histogram::new_with_bounds(1, 3_600_000_000, 3)
-                        .expect("1 µs to an hour at three digits are valid bounds"),
-                )
-            }),
-            stalls: Mutex::new(Stalls::default()),
-        }
-    }
-}
-
-impl Stages {
-    /// Record that `stage` took `took`.
-    pub(crate) fn record(&self, stage: Stage, took: Duration) {
-        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
-        let index = Stage::ALL.iter().position(|s| *s == stage).unwrap_or(0);
-        lock(&self.histograms[index]).saturating_record(micros);
-    }
-
-    /// Record that `stage` began at `since` and ends now.
-    pub(crate) fn since(&self, stage: Stage, since: Instant) {
+    /// `stage` began at `since` and ends now.
+    fn since(&self, stage: Stage, since: Instant) {
         self.record(stage, since.elapsed());
-    }
-
-    /// Note a stall of `stage`, which took `took`; the engine was doing `began` as it
-    /// began and `ended` as it ended (each thing it does, named, its kind first).
-    pub(crate) fn stalled(&self, stage: Stage, took: Duration, began: &[String], ended: &[String]) {
-        let mut stalls = lock(&self.stalls);
-        stalls.count += 1;
-        // Each kind of activity once a stall, without its figures: `flushing 2
-        // memtables` counts as `flushing`.
-        let mut kinds: Vec<&str> = Vec::new();
-        for what in began.iter().chain(ended) {
-            let kind = what.split_whitespace().next().unwrap_or_default();
-            if !kinds.contains(&kind) {
-                kinds.push(kind);
-            }
-        }
-        if kinds.is_empty() {
-            kinds.push("nothing");
-        }
-        for kind in kinds {
-            match stalls.by_activity.iter_mut().find(|(k, _)| k == kind) {
-                Some((_, n)) => *n += 1,
-                None => stalls.by_activity.push((kind.to_owned(), 1)),
-            }
-        }
-        let shown = |doing: &[String]| {
-            if doing.is_empty() {
-                "nothing reported".to_owned()
-            } else {
-                doing.join(", ")
-            }
-        };
-        let at = stalls
-            .described
-            .partition_point(|(longer, _)| *longer >= took);
-        if at < DESCRIBED {
-            let line = format!(
-                "{} took {} ms: as it began {}; as it ended {}",
-                stage.name(),
-                took.as_millis(),
-                shown(began),
-                shown(ended)
-            );
-            stalls.described.insert(at, (took, line));
-            stalls.described.truncate(DESCRIBED);
-        }
-    }
-
-    /// What was measured since the last report, which starts the next afresh.
-    pub(crate) fn take(&self) -> StageReport {
-        let stages = Stage::ALL
-            .iter()
-            .zip(&self.histograms)
-            .map(|(stage, histogram)| {
-                let mut h = lock(histogram);
-                let figures = StageFigures {
-                    stage: stage.name().to_owned(),
-                    count: h.len(),
-                    p50: h.value_at_quantile(0.5),
-                    p90: h.value_at_quantile(0.9),
-                    p99: h.value_at_quantile(0.99),
-                    p999: h.value_at_quantile(0.999),
-                    max: h.max(),
-                };
-                h.reset();
-                figures
-            })
-            .collect();
-        let stalls = std::mem::take(&mut *lock(&self.stalls));
-        StageReport {
-            stages,
-            stalls: stalls.count,
-            stalls_by_activity: stalls.by_activity,
-            stalls_described: stalls.described.into_iter().map(|(_, line)| line).collect(),
-        }
-    }
-}
-
-/// Where durable changes spent their time, stage by stage (`Runtime::take_stages`).
-#[doc(hidden)]
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct StageReport {
-    /// One entry per stage, in the order a change goes through them.
-    pub stages: Vec<StageFigures>,
-    /// Writes and syncs that took longer than the stall threshold.
-    pub stalls: u64,
-    /// How many stalls fell while the engine was doing each kind of thing.
-    pub stalls_by_activity: Vec<(String, u64)>,
-    /// The longest stalls, longest first, each with what the engine was doing.
-    pub stalls_described: Vec<String>,
-}
-
-/// The percentiles of one stage, in microseconds.
-#[doc(hidden)]
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct StageFigures {
-    /// The stage's name.
-    pub stage: String,
-    /// How many times it was measured.
-    pub count: u64,
-    /// Median.
-    pub p50: u64,
-    /// 90th percentile.
-    pub p90: u64,
-    /// 99th percentile.
-    pub p99: u64,
-    /// 99.9th percentile.
-    pub p999: u64,
-    /// Longest.
-    pub max: u64,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Each stage keeps its own figures, and stalls are counted by the kind of thing
-    /// the engine was doing, the first ones described.
-    #[test]
-    fn stages_and_stalls_are_reported_apart() {
-        let stages = Stages::default();
-        for ms in [1, 2, 3, 100] {
-            stages.record(Stage::Sync, Duration::from_millis(ms));
-        }
-        stages.record(Stage::Write, Duration::from_micros(10));
-        stages.stalled(
-            Stage::Sync,
-            Duration::from_millis(100),
-            &["flushing 2 memtables".to_owned(), "compacting 1".to_owned()],
-            &["flushing 1 memtables".to_owned()],
-        );
-        stages.stalled(Stage::Write, Duration::from_millis(6), &[], &[]);
-        stages.stalled(
-            Stage::Sync,
-            Duration::from_millis(200),
-            &[],
-            &["compacting 1".to_owned()],
-        );
-        let report = stages.take();
-        let sync = &report.stages[3];
-        assert_eq!((sync.stage.as_str(), sync.count), ("sync", 4));
-        assert!(sync.p50 >= 1_900 && sync.p50 <= 3_100, "{sync:?}");
-        assert!(sync.max >= 99_000, "{sync:?}");
-        assert_eq!(report.stages[2].count, 1);
-        assert_eq!(report.stages[0].count, 0);
-        assert_eq!(report.stalls, 3);
-        assert_eq!(
-            report.stalls_by_activity,
-            vec![
-                ("flushing".to_owned(), 1),
-                ("compacting".to_owned(), 2),
-                ("nothing".to_owned(), 1)
-            ]
-        );
-        assert_eq!(
-            report.stalls_described,
-            [
-                "sync took 200 ms: as it began nothing reported; as it ended compacting 1",
-                "sync took 100 ms: as it began flushing 2 memtables, compacting 1; as it ended flushing 1 memtables",
-                "write took 6 ms: as it began nothing reported; as it ended nothing reported",
-            ]
-        );
-        let next = stages.take();
-        assert!(next.stages.iter().all(|s| s.count == 0), "{next:?}");
-        assert_eq!(next.stalls, 0);
     }
 }

@@ -698,7 +698,7 @@ impl Store {
     }
 
     /// Measure the stages of every batch from now on into `stages`.
-    pub(crate) fn set_stages(&self, stages: Arc<crate::stages::Stages>) {
+    pub(crate) fn set_stages(&self, stages: Arc<dyn crate::StageSink>) {
         self.handle.shared.set_stages(stages);
     }
 

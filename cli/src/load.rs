@@ -57,11 +57,13 @@ mod drive;
 pub mod remote;
 mod report;
 mod rss;
+mod stages;
 mod workload;
 
 pub use config::{LoadConfig, LoadError, Mix, Stop};
 pub use drive::{Phase, Progress};
 pub use report::{Account, Latency, Measured, Report};
+pub use stages::{StageFigures, StageReport};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,8 +80,9 @@ use parkway::ManualClock;
 pub async fn run(config: &LoadConfig, progress: &Arc<Progress>) -> Result<Report, LoadError> {
     config.check()?;
     let clock = ManualClock::default();
-    let rt = workload::build(config, clock.clone()).await?;
-    load(config, progress, rt, clock).await
+    let stages = config.stages.then(|| Arc::new(stages::Stages::default()));
+    let rt = workload::build(config, clock.clone(), stages.clone()).await?;
+    load(config, progress, rt, clock, stages).await
 }
 
 /// [`run`] on `rt`, built by `workload::build` on `clock`.
@@ -88,6 +91,7 @@ async fn load(
     progress: &Arc<Progress>,
     rt: parkway::Runtime,
     clock: ManualClock,
+    stages: Option<Arc<stages::Stages>>,
 ) -> Result<Report, LoadError> {
     let events = account::Observer::start(&rt)?;
     let follow = drive::follow_wall_clock(clock.clone());
@@ -105,7 +109,7 @@ async fn load(
 
     progress.set_phase(Phase::Visits);
     // The stages are measured over the visits alone.
-    let _ = rt.take_stages();
+    let _ = stages.as_ref().map(|s| s.take());
     let store_before = rt.store_stats();
     let drive::Measured {
         visitors,
@@ -114,7 +118,7 @@ async fn load(
     } = drive::visit(config, progress, &visitor).await;
     let client = drive::Local::total(visitors);
     let store_after = rt.store_stats();
-    let stages = rt.take_stages();
+    let stages = stages.map(|s| s.take());
     follow.stop().await;
     if rt.is_shut_down() {
         return Err(halt(&rt, events, "visits").await);
@@ -242,7 +246,7 @@ mod tests {
     async fn visits_stop_at_once_when_the_runtime_stops() {
         let config = endless();
         let clock = ManualClock::default();
-        let rt = workload::build(&config, clock.clone())
+        let rt = workload::build(&config, clock.clone(), None)
             .await
             .expect("builds");
         // Stopped by the runtime's own events: the 200th run started, during the visits.
@@ -264,7 +268,7 @@ mod tests {
                 u64::MAX
             })
         };
-        let result = tokio::time::timeout(GUARD, load(&config, &progress, rt, clock))
+        let result = tokio::time::timeout(GUARD, load(&config, &progress, rt, clock, None))
             .await
             .expect("the visits stopped");
         let at_shutdown = stopper.await.expect("the stopper ran");
@@ -287,12 +291,12 @@ mod tests {
     async fn a_runtime_stopped_before_the_prefill_makes_no_visit() {
         let config = endless();
         let clock = ManualClock::default();
-        let rt = workload::build(&config, clock.clone())
+        let rt = workload::build(&config, clock.clone(), None)
             .await
             .expect("builds");
         rt.shutdown().await;
         let progress = Progress::new();
-        let result = tokio::time::timeout(GUARD, load(&config, &progress, rt, clock))
+        let result = tokio::time::timeout(GUARD, load(&config, &progress, rt, clock, None))
             .await
             .expect("the load ended");
         assert!(

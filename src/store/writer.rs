@@ -26,7 +26,7 @@ use super::engine::{Engine, ReadFailure, WriteFailure};
 use super::layout;
 use super::log::{self, Log};
 use crate::slot::Slot;
-use crate::stages::{Stage, Stages};
+use crate::stages::{Stage, StageSink};
 use crate::sync::lock;
 
 use super::{Ack, Batch, Entries, Receipt, Space, Stamp, Stats, StoreError};
@@ -149,7 +149,7 @@ pub(super) struct Shared {
     /// Wakes whoever waits for the simulated crash.
     crash: tokio::sync::Notify,
     /// Where the stages of each batch are measured, if they are.
-    stages: std::sync::OnceLock<Arc<Stages>>,
+    stages: std::sync::OnceLock<Arc<dyn StageSink>>,
     /// Each slot's epoch: moved on when the engine refuses the slot, or when the slot is
     /// taken back. A fenced batch of an epoch that has passed is not written.
     epochs: Box<[AtomicU32]>,
@@ -233,7 +233,7 @@ impl Shared {
     }
 
     /// Measures the stages of every batch submitted from now on into `stages`.
-    pub(super) fn set_stages(&self, stages: Arc<Stages>) {
+    pub(super) fn set_stages(&self, stages: Arc<dyn StageSink>) {
         let _ = self.stages.set(stages);
     }
 

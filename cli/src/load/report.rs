@@ -10,7 +10,9 @@ use super::account::{Left, Observed};
 use super::bare::Bare;
 use super::config::LoadConfig;
 use super::drive::{Client, Latencies, Prefilled};
-use parkway::{StageReport, Stats, StoreStats};
+use parkway::{Stats, StoreStats};
+
+use super::stages::StageReport;
 
 /// Whether nothing was lost: each line of the account, with both of its sides.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -77,7 +77,12 @@ fn start_expr(max_entries: usize) -> String {
 }
 
 /// A runtime on `clock` with the target and both doors, caps raised out of the way.
-pub(crate) async fn build(config: &LoadConfig, clock: ManualClock) -> Result<Runtime, LoadError> {
+/// With `stages`, the durable path's stages are told to it.
+pub(crate) async fn build(
+    config: &LoadConfig,
+    clock: ManualClock,
+    stages: Option<std::sync::Arc<super::stages::Stages>>,
+) -> Result<Runtime, LoadError> {
     let mut builder = Runtime::builder()
         .without_env()
         .clock(clock)
@@ -89,8 +94,8 @@ pub(crate) async fn build(config: &LoadConfig, clock: ManualClock) -> Result<Run
     if let Some(dir) = &config.data {
         builder = builder.data_dir(dir);
     }
-    if config.stages {
-        builder = builder.measure_stages();
+    if let Some(stages) = stages {
+        builder = builder.measure_stages(stages);
     }
     let rt = builder.build().await?;
     rt.register(TARGET, &[], |ctx, kwargs, _| async move {
