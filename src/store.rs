@@ -590,6 +590,12 @@ impl Store {
         self.handle.shared.next_epoch(slot)
     }
 
+    /// How many batches are submitted and not yet taken by the writer (or a sync).
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> usize {
+        self.handle.shared.queued()
+    }
+
     /// Makes everything queued durable in one sync now, on this thread, and returns how
     /// many batches that acknowledged. This is how a [`Syncing::Manual`] store syncs; on
     /// an automatic one it syncs what the writer has not taken yet.

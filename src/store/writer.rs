@@ -564,6 +564,12 @@ impl Shared {
 
     /// Takes everything queued, with the engine's generation at that moment (a
     /// simulated crash after it loses the group). The caller holds `committing`.
+    /// How many batches are submitted and not yet taken by a committer.
+    #[cfg(test)]
+    pub(super) fn queued(&self) -> usize {
+        lock(&self.queue).pending.len()
+    }
+
     fn take(&self) -> (Vec<Pending>, u64) {
         let mut queue = lock(&self.queue);
         let generation = self.engine.generation();

@@ -510,4 +510,98 @@ mod tests {
         assert_eq!((stats.caller_open, stats.runs), (1, 1), "{stats:?}");
         rt.shutdown().await;
     }
+
+    /// Await `work` on a store synced by hand, syncing while it waits.
+    async fn synced<T>(store: &Store, work: impl std::future::Future<Output = T>) -> T {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut work => return out,
+                () = tokio::task::yield_now() => {
+                    store.sync_now();
+                }
+            }
+        }
+    }
+
+    /// A change the subject made after one the store refused for its slot, still queued
+    /// when the slot is taken back, is not written: it was made over the refused change.
+    /// The slot taken back holds the subject as the store had it, and a restart finds no
+    /// trace of the later change (its run would be replayed, and ask again).
+    #[tokio::test]
+    async fn a_change_queued_behind_a_refused_one_is_not_written_once_the_slot_is_back() {
+        use futures::FutureExt;
+        let refused = NotOwned::default();
+        let faults = Faults {
+            not_owner: Some(refused.clone()),
+            ..Faults::default()
+        };
+        let store = Store::memory_with(Syncing::Manual, faults);
+        let clock = ManualClock::default();
+        let rt = open(store.clone(), &clock).await;
+        let ia = synced(&store, park(&rt, A)).await;
+        synced(&store, rt.settle()).await;
+        assert_eq!(store.queued(), 0);
+
+        // The resume's change waits in the store's queue.
+        refused.set(Slot::of(A), true);
+        let resume = tokio::spawn({
+            let (rt, ia) = (rt.clone(), ia.clone());
+            async move { rt.resume(A, &ia, json!("yes")).await }
+        });
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(store.queued(), 1, "the resume's change is queued");
+        // A start reaches the subject's mailbox, then the store refuses the resume's
+        // change: the subject makes the start's change before it hears of the refusal.
+        let started = rt.run(Start::new(A, "asker")).now_or_never();
+        assert!(started.is_none(), "the start waits for its change");
+        assert_eq!(store.sync_now(), 0, "the resume's change is refused");
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(store.queued(), 1, "the start's change is queued behind it");
+        assert_eq!(
+            resume.await.expect("joins").expect_err("refused"),
+            ResumeError::Store(not_owner(A))
+        );
+
+        // Owned again and taken back: the queued change is of the refused epoch.
+        refused.set(Slot::of(A), false);
+        rt.load_slot(Runtime::slot_of(A)).await.expect("loads");
+        assert_eq!(store.sync_now(), 0, "the start's change is not written");
+        assert_eq!(store.queued(), 0);
+        let listed = rt.list(A).await.expect("lists");
+        assert_eq!(
+            listed.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+            [ia.as_str()],
+            "{listed:?}"
+        );
+        let stats = rt.stats().await;
+        assert_eq!((stats.caller_open, stats.runs), (1, 1), "{stats:?}");
+        let resumed = synced(&store, rt.resume(A, &ia, json!("yes")))
+            .await
+            .expect("resumes");
+        assert!(matches!(resumed, Resumed::Outcome(_)), "{resumed:?}");
+        synced(&store, rt.settle()).await;
+        synced(&store, rt.shutdown()).await;
+
+        // What is durable is what was acknowledged: the ask resumed once, no other run.
+        let reopened = store.crash_and_reopen().expect("a memory store");
+        let rt = synced(&reopened, open(reopened.clone(), &clock)).await;
+        synced(&reopened, rt.settle()).await;
+        // The resumed ask's outcome may be left waiting, if its delivery was not yet
+        // durable; nothing else is there.
+        let listed = rt.list(A).await.expect("lists");
+        assert!(
+            listed
+                .iter()
+                .all(|e| e.id == ia && e.status == crate::EntryStatus::Finished),
+            "{listed:?}"
+        );
+        assert_eq!(rt.stats().await.runs, 0);
+        synced(&reopened, rt.shutdown()).await;
+    }
 }
