@@ -729,7 +729,7 @@ impl Shared {
     /// passed.
     fn stale(&self, batch: &Batch) -> Option<StoreError> {
         let (slot, epoch) = (batch.slot()?, batch.epoch()?);
-        (self.epoch(slot) != epoch).then(|| {
+        self.is_stale(batch).then(|| {
             tracing::warn!(store = %self.name, slot = slot.number(), epoch, "a change made under an epoch of its slot that has passed was not written");
             StoreError::Stale {
                 store: Arc::clone(&self.name),

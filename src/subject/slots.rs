@@ -141,6 +141,16 @@ mod tests {
             .expect("builds")
     }
 
+    /// A memory store syncing as `syncing` that refuses the slots `NotOwned` is told of.
+    fn refusing(syncing: Syncing) -> (NotOwned, Store) {
+        let refused = NotOwned::default();
+        let faults = Faults {
+            not_owner: Some(refused.clone()),
+            ..Faults::default()
+        };
+        (refused, Store::memory_with(syncing, faults))
+    }
+
     /// Two subjects in different slots.
     const A: &str = "a";
     const B: &str = "b";
@@ -282,12 +292,7 @@ mod tests {
     /// every other slot.
     #[tokio::test]
     async fn a_write_refused_for_its_slot_unloads_that_slot_only() {
-        let refused = NotOwned::default();
-        let faults = Faults {
-            not_owner: Some(refused.clone()),
-            ..Faults::default()
-        };
-        let store = Store::memory_with(Syncing::Automatic, faults);
+        let (refused, store) = refusing(Syncing::Automatic);
         let clock = ManualClock::default();
         let rt = open(store.clone(), &clock).await;
         let ia = park(&rt, A).await;
@@ -532,12 +537,7 @@ mod tests {
     #[tokio::test]
     async fn a_change_queued_behind_a_refused_one_is_not_written_once_the_slot_is_back() {
         use futures::FutureExt;
-        let refused = NotOwned::default();
-        let faults = Faults {
-            not_owner: Some(refused.clone()),
-            ..Faults::default()
-        };
-        let store = Store::memory_with(Syncing::Manual, faults);
+        let (refused, store) = refusing(Syncing::Manual);
         let clock = ManualClock::default();
         let rt = open(store.clone(), &clock).await;
         let ia = synced(&store, park(&rt, A)).await;
