@@ -34,6 +34,8 @@
 
 mod batch;
 #[cfg(feature = "disk")]
+mod changelog;
+#[cfg(feature = "disk")]
 mod damage;
 #[cfg(feature = "disk")]
 mod disk;
@@ -46,6 +48,8 @@ mod faulty;
 mod journal;
 pub(crate) mod layout;
 mod log;
+#[cfg(feature = "disk")]
+mod logged;
 #[cfg(feature = "disk")]
 mod mark;
 mod memory;
@@ -65,20 +69,25 @@ pub(crate) use layout::{Space, VERSION_KEY};
 #[cfg(feature = "disk")]
 pub(crate) use reader::Reader;
 
-use disk::Disk;
+#[cfg(not(feature = "disk"))]
+use disk::Disk as Logged;
 use engine::Engine;
+#[cfg(feature = "disk")]
+use logged::Logged;
 use memory::Memory;
 use writer::Shared;
 
 /// The format version of a data directory this build writes. It reads this one and the
 /// older ones from [`UPGRADES_FROM`] on; any other is refused at open.
-pub(crate) const FORMAT_VERSION: u32 = 4;
+pub(crate) const FORMAT_VERSION: u32 = 5;
 
 /// The oldest format version this build opens. Versions 1 and 2 kept a key per log
 /// entry: the store converts their log into chunks as it opens them (`log`). Versions 1
 /// to 3 keyed what a subject owns without its slot: the store puts the slot first as it
 /// opens them (`layout`). Version 1 also had no [`Space::Heads`], [`Space::Wakes`] or
-/// [`Space::Runs`]: the store's caller upgrades the rest of it.
+/// [`Space::Runs`]: the store's caller upgrades the rest of it. Version 5 added the
+/// change log (`changelog`), which an older build would not replay: a version 4
+/// directory needs nothing converted but its version.
 pub(crate) const UPGRADES_FROM: u32 = 1;
 
 /// Called once with a submitted batch's fate: its receipt when it is durable, the error
@@ -269,6 +278,8 @@ pub(crate) struct Recovered {
     pub(crate) dropped_batches: u64,
     /// Bytes dropped by those cuts (kept aside in `<dir>/dropped/`).
     pub(crate) dropped_bytes: u64,
+    /// Groups the change log held after the last the engine held, written into it again.
+    pub(crate) log_groups: u64,
 }
 
 /// A failure of a store that is open: a write, a sync or a read.
@@ -466,6 +477,26 @@ pub(crate) enum OpenError {
         /// Whether that group is at or after the damage.
         acknowledged_lost: bool,
     },
+    /// The change log misses a group that a later record, or a segment's header, says
+    /// was acknowledged: opening would lose it, and every group after it.
+    #[cfg(feature = "disk")]
+    #[error(
+        "store directory {path}: the change log is damaged: group {missing} is missing (it would follow byte {offset} of {segment}), but groups up to {acknowledged} were acknowledged; opening would drop it and {after} later group(s) found"
+    )]
+    DamagedLog {
+        /// The data directory.
+        path: PathBuf,
+        /// The segment where the missing group should be.
+        segment: PathBuf,
+        /// Where in it.
+        offset: u64,
+        /// The first group missing.
+        missing: u64,
+        /// The last group known acknowledged.
+        acknowledged: u64,
+        /// Groups found after the missing one.
+        after: u64,
+    },
     /// The writer thread could not be started.
     #[error("cannot start the writer of store directory {path}: {source}")]
     Thread {
@@ -543,7 +574,7 @@ impl Store {
         on_damage: OnDamage,
         faults: Faults,
     ) -> Result<Store, OpenError> {
-        let (disk, recovered) = Disk::open_as(dir, on_damage)?;
+        let (disk, recovered) = Logged::open(dir, on_damage)?;
         let shared = Arc::new(Shared::new(
             Arc::from(dir.display().to_string()),
             with_faults(Arc::new(disk), faults),

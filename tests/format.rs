@@ -137,7 +137,7 @@ async fn a_directory_of_format_version_3_opens_converted_with_all_it_held() {
 
     let after = parkway::check::check(&dir).expect("checks");
     assert!(after.is_clean(), "{after:?}");
-    assert_eq!(after.format_version.as_deref(), Some("4"));
+    assert_eq!(after.format_version.as_deref(), Some("5"));
     let keys = |name: &str| {
         after
             .keyspaces

@@ -450,6 +450,24 @@ pub(super) fn check_journals(
             recovered.torn_bytes = cut.bytes_after;
             return Ok(recovered);
         }
+        // Damage after the last checkpointed group: the change log holds every group
+        // after it (`super::logged`). The journal is cut there, what followed kept aside,
+        // and the log gives it back.
+        Some(cut) if last_acknowledged.is_some() && !acknowledged_lost => {
+            let aside = cut_journal(dir, &cut).map_err(|source| OpenError::Directory {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+            tracing::warn!(
+                journal = %cut.path.display(),
+                offset = cut.offset,
+                reason = %cut.reason,
+                kept_in = %aside.display(),
+                "the engine's journal is damaged after the last checkpoint; it is cut there and the change log gives back what followed"
+            );
+            recovered.torn_bytes = cut.bytes_after;
+            return Ok(recovered);
+        }
         Some(cut) => cut,
         // Nothing follows the last whole batch, but the last acknowledged group is not
         // among them: the journal was cut short at a batch's end.

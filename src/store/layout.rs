@@ -5,7 +5,7 @@
 //!
 //! | space | key | value |
 //! |---|---|---|
-//! | `meta` | [`VERSION_KEY`] | the format version, decimal text |
+//! | `meta` | [`VERSION_KEY`] / [`APPLIED_KEY`] | the format version, decimal text / the last group of the change log the engine holds, a big-endian `u64` |
 //! | `subjects.4` | [`subject_key`]: the slot, the subject's name | the rest of its state (JSON) |
 //! | `records.4` | [`run_key`]: the run's slot ([`run_slot`]), the run id | an ended run's record, with its subject (JSON) |
 //! | `doors` | [`door_key`]: the door's name | the door's spec as saved (JSON) |
@@ -169,6 +169,10 @@ impl Space {
 
 /// The key of the format version, decimal text, in [`Space::Meta`].
 pub(crate) const VERSION_KEY: &[u8] = b"format_version";
+
+/// The key of the last group the change log made durable that the engine holds, a
+/// big-endian `u64`, in [`Space::Meta`] (`super::logged`).
+pub(crate) const APPLIED_KEY: &[u8] = b"log_applied";
 
 /// The key of the sequential ids' high-water marks in [`Space::Ids`].
 pub(crate) const SEQUENTIAL: &[u8] = b"sequential";

@@ -14,6 +14,11 @@ pub(super) enum Disk {}
 
 impl Disk {
     /// Refuses: this build keeps nothing on disk.
+    pub(super) fn open(dir: &Path, on_damage: OnDamage) -> Result<(Disk, Recovered), OpenError> {
+        Disk::open_as(dir, on_damage)
+    }
+
+    /// Refuses: this build keeps nothing on disk.
     pub(super) fn open_as(dir: &Path, _: OnDamage) -> Result<(Disk, Recovered), OpenError> {
         Err(OpenError::NoDisk {
             path: dir.to_path_buf(),

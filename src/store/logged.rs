@@ -1,0 +1,418 @@
+//! The disk engine behind the change log: a group is durable once its record in the log
+//! is synced; the engine's keyed state is written at once, as before, but synced only
+//! by a checkpoint, on a thread of its own, when a segment of the log fills.
+//!
+//! - **Write.** The group's record goes into the log (`super::changelog`), then the group
+//!   into the engine, with the group's number under [`APPLIED_KEY`] in the same engine
+//!   batch, so the engine always says which groups it holds.
+//! - **Sync.** An `fdatasync` of the segments written since the last: data only, since
+//!   a segment never changes its size. Nothing the engine does in the background (a
+//!   flush, a compaction, a journal's rotation) stands in front of it.
+//! - **Checkpoint.** When a segment fills, the checkpoint thread syncs the engine's
+//!   journal (every group written before is then in the engine, durable), and the
+//!   segments that logged nothing later are freed for reuse.
+//! - **Open.** The engine opens as it was last synced, and perhaps with some groups
+//!   after that its journal kept. The log's records of the groups after the last the
+//!   engine holds are written into it again, in order; the engine is then synced, and
+//!   every segment freed. A group missing from the log although a later record or a
+//!   segment's header says it was acknowledged is damage: refused, or cut there when
+//!   the operator asks ([`OnDamage::Truncate`]).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use super::batch::last_per_key;
+use super::changelog::{self, ChangeLog, LOG_DIR};
+use super::disk::{DROPPED_DIR, Disk};
+use super::engine::{Engine, ReadFailure, WriteFailure};
+use super::layout::APPLIED_KEY;
+use super::{Batch, Entries, OnDamage, Op, OpenError, Recovered, Space};
+use crate::sync::lock;
+
+/// How many of the log's groups an open replays into the engine in one write.
+const REPLAYED_AT_ONCE: usize = 256;
+
+/// The disk engine with the change log in front.
+pub(super) struct Logged {
+    /// The keyed state.
+    disk: Arc<Disk>,
+    /// Where groups are made durable.
+    log: Arc<ChangeLog>,
+    /// The last group written to both.
+    written: Arc<AtomicU64>,
+    /// The checkpoint thread and what it is asked.
+    checkpoints: Arc<Checkpoints>,
+    /// The checkpoint thread, until closed.
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// What the checkpoint thread is asked, and what it met.
+#[derive(Default)]
+struct Checkpoints {
+    /// Asked for a checkpoint, or to stop.
+    asked: Mutex<Asked>,
+    /// Wakes the thread.
+    wake: Condvar,
+    /// A checkpoint that failed, told at the next sync: the store stops.
+    failure: Mutex<Option<String>>,
+}
+
+/// What the checkpoint thread has been asked.
+#[derive(Default)]
+struct Asked {
+    /// A checkpoint.
+    checkpoint: bool,
+    /// To stop.
+    stop: bool,
+}
+
+impl Logged {
+    /// Opens the store in `dir`: the engine, then the log, whose groups after the last
+    /// the engine holds are replayed into it. What the open found and did.
+    pub(super) fn open(dir: &Path, on_damage: OnDamage) -> Result<(Logged, Recovered), OpenError> {
+        let (disk, mut recovered) = Disk::open_as(dir, on_damage)?;
+        let directory = |source| OpenError::Directory {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let corrupt = |cause: String| OpenError::Corrupt {
+            path: dir.to_path_buf(),
+            cause,
+        };
+        let applied = match disk.get(Space::Meta, APPLIED_KEY) {
+            Ok(None) => 0,
+            Ok(Some(bytes)) => match <[u8; 8]>::try_from(bytes.as_slice()) {
+                Ok(bytes) => u64::from_be_bytes(bytes),
+                Err(_) => {
+                    return Err(corrupt(
+                        "the number of the last group logged does not read as one".into(),
+                    ));
+                }
+            },
+            Err(failure) => return Err(corrupt(failure.cause)),
+        };
+        let folder = dir.join(LOG_DIR);
+        let found = changelog::recover(&folder).map_err(directory)?;
+        for path in &found.unreadable_headers {
+            tracing::warn!(segment = %path.display(), "a log segment's header does not check; its records are read all the same");
+        }
+        let chain = Chain::of(&found.read, applied);
+        if chain.acknowledged > chain.end {
+            let refusal = chain.refusal(dir, &found.read);
+            if on_damage == OnDamage::Refuse {
+                return Err(refusal);
+            }
+            let place = match &refusal {
+                OpenError::DamagedLog { segment, .. } => segment.clone(),
+                _ => folder.clone(),
+            };
+            let aside = keep_aside(dir, &found.read, &place, chain.end).map_err(directory)?;
+            tracing::error!(kept_in = %aside.display(), "{refusal}: cut there, as the operator asked; the segments are kept aside");
+            // One cut of the directory, whether the engine's journal was cut too.
+            recovered.cuts = 1;
+            recovered.dropped_batches += chain.after;
+        }
+        // A few hundred groups at a time, each key's last mutation among them: replaying
+        // them one by one cost a write of the engine's journal each.
+        for records in chain.records.chunks(REPLAYED_AT_ONCE) {
+            let mut group = Vec::with_capacity(records.len() + 1);
+            for record in records {
+                let ops = changelog::decode(&record.payload).map_err(|cause| {
+                    corrupt(format!("group {} of the change log: {cause}", record.seq))
+                })?;
+                let mut batch = Batch::new();
+                for op in ops {
+                    match op {
+                        Op::Put { space, key, value } => batch.put(space, key, value),
+                        Op::Delete { space, key } => batch.delete(space, key),
+                    };
+                }
+                group.push(batch);
+            }
+            let last = records.last().map_or(applied, |record| record.seq);
+            let mut mark = Batch::new();
+            mark.put(Space::Meta, APPLIED_KEY, last.to_be_bytes().to_vec());
+            group.push(mark);
+            disk.write(&mut group, 0).map_err(|failure| {
+                corrupt(format!(
+                    "replaying the change log up to group {last}: {failure:?}"
+                ))
+            })?;
+        }
+        recovered.log_groups = chain.records.len() as u64;
+        // Whatever the engine holds, replayed or kept by its journal, is made durable
+        // before the log's segments are freed; the number written again, so the sync
+        // leaves a mark of the checkpoint (`super::mark`) even in a new directory: the
+        // next open then tells damage to the engine's journal after it, which the log
+        // gives back, from damage before it.
+        // Numbered above every group the log holds or names: a group after a gap (torn,
+        // never acknowledged) or cut by the operator is dropped, and its number is never
+        // given again, so a record of it left in a segment is not taken for a new one.
+        let last = chain.end.max(found.highest);
+        let mut mark = Batch::new();
+        mark.put(Space::Meta, APPLIED_KEY, last.to_be_bytes().to_vec());
+        disk.write(&mut vec![mark], 0)
+            .map_err(|failure| corrupt(format!("writing the checkpoint's number: {failure:?}")))?;
+        disk.sync()
+            .map_err(|cause| corrupt(format!("syncing after the change log's replay: {cause}")))?;
+        drop(chain);
+        let log = ChangeLog::start(&folder, found.segments, last).map_err(directory)?;
+        let logged = Logged {
+            disk: Arc::new(disk),
+            log: Arc::new(log),
+            written: Arc::new(AtomicU64::new(last)),
+            checkpoints: Arc::new(Checkpoints::default()),
+            thread: Mutex::new(None),
+        };
+        let thread = logged.spawn().map_err(|source| OpenError::Thread {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        *lock(&logged.thread) = Some(thread);
+        Ok((logged, recovered))
+    }
+
+    /// Starts the checkpoint thread.
+    fn spawn(&self) -> std::io::Result<JoinHandle<()>> {
+        let disk = Arc::clone(&self.disk);
+        let log = Arc::clone(&self.log);
+        let written = Arc::clone(&self.written);
+        let checkpoints = Arc::clone(&self.checkpoints);
+        std::thread::Builder::new()
+            .name("parkway-checkpoint".into())
+            .spawn(move || {
+                while checkpoints.next() {
+                    let through = written.load(Ordering::Acquire);
+                    let done = disk
+                        .sync()
+                        .and_then(|_| log.checkpointed(through).map_err(|err| err.to_string()));
+                    if let Err(cause) = done {
+                        tracing::error!(%cause, "a checkpoint failed; the store stops");
+                        *lock(&checkpoints.failure) = Some(format!("checkpoint: {cause}"));
+                        return;
+                    }
+                }
+            })
+    }
+
+    /// Stops the checkpoint thread, waiting for it.
+    fn stop(&self) {
+        lock(&self.checkpoints.asked).stop = true;
+        self.checkpoints.wake.notify_all();
+        if let Some(thread) = lock(&self.thread).take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Checkpoints {
+    /// Waits to be asked: `true` for a checkpoint, `false` to stop.
+    fn next(&self) -> bool {
+        let mut asked = lock(&self.asked);
+        loop {
+            if asked.stop {
+                return false;
+            }
+            if std::mem::take(&mut asked.checkpoint) {
+                return true;
+            }
+            asked = self
+                .wake
+                .wait(asked)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// Asks for a checkpoint.
+    fn ask(&self) {
+        lock(&self.asked).checkpoint = true;
+        self.wake.notify_one();
+    }
+}
+
+impl Engine for Logged {
+    /// Logs the group's record, then writes the group into the engine with its number.
+    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), WriteFailure> {
+        let seq = self.written.load(Ordering::Acquire) + 1;
+        self.log
+            .append(seq, &last_per_key(group))
+            .map_err(|err| WriteFailure::Failed(err.to_string()))?;
+        let mut applied = Batch::new();
+        applied.put(Space::Meta, APPLIED_KEY, seq.to_be_bytes().to_vec());
+        group.push(applied);
+        let written = self.disk.write(group, generation);
+        group.pop();
+        written?;
+        self.written.store(seq, Ordering::Release);
+        Ok(())
+    }
+
+    /// Syncs the log's segments written since the last sync; asks for a checkpoint if
+    /// one filled.
+    fn sync(&self) -> Result<bool, String> {
+        if let Some(failure) = lock(&self.checkpoints.failure).clone() {
+            return Err(failure);
+        }
+        self.log.sync().map_err(|err| err.to_string())?;
+        if self.log.wants_checkpoint() {
+            self.checkpoints.ask();
+        }
+        Ok(true)
+    }
+
+    /// The log is synced while the next group is written.
+    fn pipelined(&self) -> bool {
+        true
+    }
+
+    /// What the engine is doing in the background.
+    fn activity(&self, system: bool) -> Vec<String> {
+        self.disk.activity(system)
+    }
+
+    /// Stops the checkpoints; with `flush`, syncs the engine first, so the next open
+    /// replays nothing of the log.
+    fn close(&self, flush: bool) {
+        self.stop();
+        if flush {
+            let through = self.written.load(Ordering::Acquire);
+            if let Err(error) = self.disk.sync().and_then(|_| {
+                self.log
+                    .checkpointed(through)
+                    .map_err(|err| err.to_string())
+            }) {
+                tracing::warn!(%error, "the engine was not synced at close; the next open replays the log");
+            }
+        }
+        self.disk.close(flush);
+    }
+
+    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure> {
+        self.disk.get(space, key)
+    }
+
+    fn range_from(
+        &self,
+        space: Space,
+        from: &[u8],
+        within: &[u8],
+        limit: usize,
+    ) -> Result<Entries, ReadFailure> {
+        self.disk.range_from(space, from, within, limit)
+    }
+
+    fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, ReadFailure> {
+        self.disk.prefixed(space, prefix)
+    }
+
+    fn keys(&self, space: Space) -> Result<Vec<Vec<u8>>, ReadFailure> {
+        self.disk.keys(space)
+    }
+
+    fn scan(&self, space: Space) -> Result<Entries, ReadFailure> {
+        self.disk.scan(space)
+    }
+}
+
+impl Drop for Logged {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The log's groups after the last the engine holds, as an open finds them.
+struct Chain<'a> {
+    /// The records to replay, in order.
+    records: Vec<&'a changelog::Record>,
+    /// The last group the engine holds once they are replayed.
+    end: u64,
+    /// The last group any record or header says was acknowledged.
+    acknowledged: u64,
+    /// Records found after a gap.
+    after: u64,
+}
+
+impl<'a> Chain<'a> {
+    /// The records of `read` that follow group `applied` without a gap.
+    fn of(read: &'a [changelog::Read], applied: u64) -> Chain<'a> {
+        let mut by_seq = BTreeMap::new();
+        let mut acknowledged = 0;
+        for segment in read {
+            acknowledged = acknowledged.max(segment.durable);
+            for record in segment.records.iter().chain(&segment.later) {
+                acknowledged = acknowledged.max(record.durable);
+            }
+            for record in &segment.records {
+                by_seq.entry(record.seq).or_insert(record);
+            }
+        }
+        let mut records = Vec::new();
+        let mut end = applied;
+        while let Some(record) = by_seq.remove(&(end + 1)) {
+            records.push(record);
+            end += 1;
+        }
+        let after = by_seq.range(end + 1..).count() as u64;
+        Chain {
+            records,
+            end,
+            acknowledged,
+            after,
+        }
+    }
+
+    /// The refusal of an open that would drop acknowledged groups.
+    fn refusal(&self, dir: &Path, read: &[changelog::Read]) -> OpenError {
+        // Where the missing group should be: after the last record replayed, or where
+        // a segment's records stop.
+        let place = read
+            .iter()
+            .find_map(|segment| {
+                let last = segment.records.iter().find(|r| r.seq == self.end)?;
+                Some((segment.path.clone(), last.offset))
+            })
+            .or_else(|| {
+                read.iter()
+                    .find_map(|segment| Some((segment.path.clone(), segment.stop?.0)))
+            })
+            .unwrap_or_else(|| (dir.join(LOG_DIR), 0));
+        OpenError::DamagedLog {
+            path: dir.to_path_buf(),
+            segment: place.0,
+            offset: place.1,
+            missing: self.end + 1,
+            acknowledged: self.acknowledged,
+            after: self.after,
+        }
+    }
+}
+
+/// Copies into `<dir>/dropped/` the segment where the missing group should be (`place`)
+/// and every segment holding a record after group `end` (of this use, or found past a
+/// stop), before the open frees them. The folder.
+fn keep_aside(
+    dir: &Path,
+    read: &[changelog::Read],
+    place: &Path,
+    end: u64,
+) -> std::io::Result<std::path::PathBuf> {
+    let aside = dir.join(DROPPED_DIR);
+    std::fs::create_dir_all(&aside)?;
+    let holding = read.iter().filter(|segment| {
+        segment.path == place
+            || segment
+                .records
+                .iter()
+                .chain(&segment.later)
+                .any(|record| record.seq > end)
+    });
+    for segment in holding {
+        if let Some(name) = segment.path.file_name() {
+            std::fs::copy(&segment.path, aside.join(name))?;
+        }
+    }
+    Ok(aside)
+}
