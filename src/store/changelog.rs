@@ -696,3 +696,118 @@ fn sync_folder(folder: &Path) -> std::io::Result<()> {
 fn naming(path: &Path, doing: &str, err: std::io::Error) -> std::io::Error {
     std::io::Error::new(err.kind(), format!("{doing} {}: {err}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A put of `len` bytes, each `byte`, under `key` in the events.
+    fn put(key: &[u8], byte: u8, len: usize) -> Op {
+        Op::Put {
+            space: Space::Events,
+            key: key.to_vec(),
+            value: vec![byte; len],
+        }
+    }
+
+    /// The numbers of the records `found` holds in its segments in use, in order.
+    fn numbers(found: &Found) -> Vec<u64> {
+        let mut numbers: Vec<u64> = found
+            .read
+            .iter()
+            .flat_map(|read| read.records.iter().map(|record| record.seq))
+            .collect();
+        numbers.sort_unstable();
+        numbers
+    }
+
+    #[test]
+    fn records_read_back_across_segments_and_a_checkpointed_segment_is_used_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join(LOG_DIR);
+        let found = recover(&folder).unwrap();
+        assert_eq!(found.highest, 0);
+        let log = ChangeLog::start(&folder, found.segments, 0).unwrap();
+        let mib = 1024 * 1024;
+        for seq in 1..=40u64 {
+            let op = put(&seq.to_be_bytes(), seq as u8, mib);
+            log.append(seq, &[&op]).unwrap();
+        }
+        log.sync().unwrap();
+        assert!(log.wants_checkpoint(), "a segment filled");
+        assert_eq!(log.counts(), (2, 0));
+        let found = recover(&folder).unwrap();
+        assert_eq!(numbers(&found), (1..=40).collect::<Vec<_>>());
+        let last = found
+            .read
+            .iter()
+            .flat_map(|read| &read.records)
+            .find(|record| record.seq == 40)
+            .unwrap();
+        assert_eq!(
+            decode(&last.payload).unwrap(),
+            vec![put(&40u64.to_be_bytes(), 40, mib)]
+        );
+        log.checkpointed(40).unwrap();
+        assert!(!log.wants_checkpoint());
+        assert_eq!(log.counts(), (1, 1), "the filled segment is free");
+        // The free segment is taken again: no file is made.
+        for seq in 41..=80u64 {
+            let op = put(&seq.to_be_bytes(), seq as u8, mib);
+            log.append(seq, &[&op]).unwrap();
+        }
+        log.sync().unwrap();
+        assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 2);
+        let found = recover(&folder).unwrap();
+        // The free segment's header was overwritten as it was taken: what it holds of
+        // its use before is not this use's.
+        let from_41: Vec<u64> = numbers(&found).into_iter().filter(|&n| n > 40).collect();
+        assert_eq!(from_41, (41..=80).collect::<Vec<_>>());
+        assert_eq!(found.highest, 80);
+    }
+
+    #[test]
+    fn a_damaged_record_stops_the_records_and_those_past_it_are_still_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join(LOG_DIR);
+        let log = ChangeLog::start(&folder, recover(&folder).unwrap().segments, 0).unwrap();
+        let mut offsets = Vec::new();
+        for seq in 1..=3u64 {
+            offsets.push(lock(&log.state).offset);
+            let op = put(b"k", seq as u8, 100);
+            log.append(seq, &[&op]).unwrap();
+            log.sync().unwrap();
+        }
+        drop(log);
+        let path = folder.join("00000000.log");
+        let mut bytes = std::fs::read(&path).unwrap();
+        // One byte of the second record's payload.
+        bytes[offsets[1] as usize + RECORD_HEADER + 10] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let found = recover(&folder).unwrap();
+        let read = &found.read[0];
+        assert_eq!(read.records.iter().map(|r| r.seq).collect::<Vec<_>>(), [1]);
+        assert_eq!(read.stop.map(|(at, _)| at), Some(offsets[1]));
+        let later: Vec<(u64, u64)> = read.later.iter().map(|r| (r.seq, r.durable)).collect();
+        // The third says the second was durable when it was written.
+        assert_eq!(later, [(3, 2)]);
+        assert_eq!(read.durable, 3, "the header, written after each sync");
+    }
+
+    #[test]
+    fn a_payload_that_does_not_read_is_an_error_naming_why() {
+        let op = put(b"key", 7, 3);
+        let mut bytes = Vec::new();
+        encode(&[&op], &mut bytes);
+        assert_eq!(decode(&bytes).unwrap(), vec![op]);
+        for cut in 1..bytes.len() {
+            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut unknown = bytes.clone();
+        unknown[0] = 200;
+        assert!(decode(&unknown).unwrap_err().contains("space 200"));
+        let mut kind = bytes;
+        kind[1] = 9;
+        assert!(decode(&kind).unwrap_err().contains("kind 9"));
+    }
+}
