@@ -155,6 +155,9 @@ pub struct StoreRecovery {
     pub dropped_batches: u64,
     /// Bytes dropped by such a cut, kept aside in the data directory's `dropped/`.
     pub dropped_bytes: u64,
+    /// Groups the change log held after the last one the engine held, written into
+    /// the engine again (`docs/durability.md`, "The change log").
+    pub log_groups: u64,
 }
 
 /// Sizes of a runtime's moving parts, for tests, tools and benchmarks.
@@ -1334,6 +1337,7 @@ impl Runtime {
                 cuts: r.cuts,
                 dropped_batches: r.dropped_batches,
                 dropped_bytes: r.dropped_bytes,
+                log_groups: r.log_groups,
             }
         })
     }
