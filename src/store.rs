@@ -54,6 +54,8 @@ mod logged;
 mod mark;
 mod memory;
 #[cfg(feature = "disk")]
+mod overlay;
+#[cfg(feature = "disk")]
 mod reader;
 mod writer;
 

@@ -30,7 +30,9 @@ use std::io::{ErrorKind, Read as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::{Op, Space};
+use std::collections::BTreeMap;
+
+use super::{Op, OpenError, Space};
 use crate::sync::lock;
 
 /// The log's folder in a data directory.
@@ -67,7 +69,8 @@ pub(super) struct Segment {
 struct Header {
     /// Whether the segment holds records still to be checkpointed.
     in_use: bool,
-    /// The first group it logged since it was taken.
+    /// In use, the first group it logged since it was taken; free, the last it
+    /// logged.
     base: u64,
     /// The last group known durable when the header was written.
     durable: u64,
@@ -147,12 +150,16 @@ pub(super) struct Found {
     pub(super) highest: u64,
 }
 
-/// Reads every segment in `folder` (made if missing).
-pub(super) fn recover(folder: &Path) -> std::io::Result<Found> {
-    match std::fs::create_dir(folder) {
-        Ok(()) => sync_folder(folder)?,
-        Err(err) if err.kind() == ErrorKind::AlreadyExists => {}
-        Err(err) => return Err(naming(folder, "making", err)),
+/// Reads every segment in `folder`; with `writable`, the folder is made if missing and
+/// the segments opened to be written again, and without, none is changed (a folder
+/// missing is a log with nothing in it).
+pub(super) fn recover(folder: &Path, writable: bool) -> std::io::Result<Found> {
+    if writable {
+        match std::fs::create_dir(folder) {
+            Ok(()) => sync_folder(folder)?,
+            Err(err) if err.kind() == ErrorKind::AlreadyExists => {}
+            Err(err) => return Err(naming(folder, "making", err)),
+        }
     }
     let mut found = Found {
         read: Vec::new(),
@@ -162,7 +169,11 @@ pub(super) fn recover(folder: &Path) -> std::io::Result<Found> {
     };
     let listing = |err| naming(folder, "listing", err);
     let mut numbered = Vec::new();
-    for entry in std::fs::read_dir(folder).map_err(listing)? {
+    let entries = match std::fs::read_dir(folder) {
+        Err(err) if !writable && err.kind() == ErrorKind::NotFound => return Ok(found),
+        entries => entries.map_err(listing)?,
+    };
+    for entry in entries {
         let entry = entry.map_err(listing)?;
         if let Some(number) = segment_number(&entry.file_name()) {
             numbered.push((number, entry.path()));
@@ -172,7 +183,7 @@ pub(super) fn recover(folder: &Path) -> std::io::Result<Found> {
     for (number, path) in numbered {
         let mut file = OpenOptions::new()
             .read(true)
-            .write(true)
+            .write(writable)
             .open(&path)
             .map_err(|err| naming(&path, "opening", err))?;
         let mut bytes = Vec::new();
@@ -182,22 +193,23 @@ pub(super) fn recover(folder: &Path) -> std::io::Result<Found> {
         if header.is_none() && bytes.iter().any(|&b| b != 0) {
             found.unreadable_headers.push(path.clone());
         }
-        // A free segment's records were all checkpointed; one whose header does not
-        // check is read, in case it held records still needed. Every number a segment
-        // holds counts towards the highest, which the log never numbers a group again.
+        // A free segment's records were all checkpointed, and its header names the
+        // last; one whose header does not check is read, in case it held records still
+        // needed. Every number a segment holds or names counts towards the highest,
+        // which the log never numbers a group again.
         if header.is_none_or(|h| h.in_use) {
             let read = read_segment(&path, &bytes, header);
             found.highest = found.highest.max(read.highest);
             found.read.push(read);
-        } else {
-            let all = read_segment(&path, &bytes, None);
-            found.highest = found.highest.max(all.highest);
         }
         if let Some(header) = header {
-            found.highest = found
-                .highest
-                .max(header.base.saturating_sub(1))
-                .max(header.durable);
+            // In use, the first number it logged; free, the last.
+            let named = if header.in_use {
+                header.base.saturating_sub(1)
+            } else {
+                header.base
+            };
+            found.highest = found.highest.max(named).max(header.durable);
         }
         found.segments.push(Segment {
             number,
@@ -285,6 +297,73 @@ fn next_offset(offset: u64, len: usize) -> u64 {
     (offset + RECORD_HEADER as u64 + len as u64).next_multiple_of(ALIGN)
 }
 
+/// The log's groups after the last the engine holds, as an open finds them.
+pub(super) struct Chain<'a> {
+    /// The records to replay, in order.
+    pub(super) records: Vec<&'a Record>,
+    /// The last group the engine holds once they are replayed.
+    pub(super) end: u64,
+    /// The last group any record or header says was acknowledged.
+    pub(super) acknowledged: u64,
+    /// Records found after a gap.
+    pub(super) after: u64,
+}
+
+impl<'a> Chain<'a> {
+    /// The records of `read` that follow group `applied` without a gap.
+    pub(super) fn of(read: &'a [Read], applied: u64) -> Chain<'a> {
+        let mut by_seq = BTreeMap::new();
+        let mut acknowledged = 0;
+        for segment in read {
+            acknowledged = acknowledged.max(segment.durable);
+            for record in segment.records.iter().chain(&segment.later) {
+                acknowledged = acknowledged.max(record.durable);
+            }
+            for record in &segment.records {
+                by_seq.entry(record.seq).or_insert(record);
+            }
+        }
+        let mut records = Vec::new();
+        let mut end = applied;
+        while let Some(record) = by_seq.remove(&(end + 1)) {
+            records.push(record);
+            end += 1;
+        }
+        let after = by_seq.range(end + 1..).count() as u64;
+        Chain {
+            records,
+            end,
+            acknowledged,
+            after,
+        }
+    }
+
+    /// The refusal of an open that would drop acknowledged groups.
+    pub(super) fn refusal(&self, dir: &Path, read: &[Read]) -> OpenError {
+        // Where the missing group should be: after the last record replayed, or where
+        // a segment's records stop.
+        let place = read
+            .iter()
+            .find_map(|segment| {
+                let last = segment.records.iter().find(|r| r.seq == self.end)?;
+                Some((segment.path.clone(), last.offset))
+            })
+            .or_else(|| {
+                read.iter()
+                    .find_map(|segment| Some((segment.path.clone(), segment.stop?.0)))
+            })
+            .unwrap_or_else(|| (dir.join(LOG_DIR), 0));
+        OpenError::DamagedLog {
+            path: dir.to_path_buf(),
+            segment: place.0,
+            offset: place.1,
+            missing: self.end + 1,
+            acknowledged: self.acknowledged,
+            after: self.after,
+        }
+    }
+}
+
 /// The log as it is written: the segment being appended to, the ones filled and not yet
 /// checkpointed, and the free ones.
 pub(super) struct ChangeLog {
@@ -341,7 +420,7 @@ impl ChangeLog {
                 &segment,
                 Header {
                     in_use: false,
-                    base: 0,
+                    base: last,
                     durable: last,
                 },
             )?;
@@ -430,44 +509,49 @@ impl ChangeLog {
     }
 
     /// The engine holds every group up to `through`, synced: the filled segments that
-    /// logged nothing later are freed. Then makes a free segment if none is left, so the
-    /// appender rarely makes one.
+    /// logged nothing later are freed.
     pub(super) fn checkpointed(&self, through: u64) -> std::io::Result<()> {
-        let spare = {
-            let mut state = lock(&self.state);
-            let (freed, kept): (Vec<Segment>, Vec<Segment>) = std::mem::take(&mut state.full)
-                .into_iter()
-                .partition(|segment| segment.last <= through);
-            state.full = kept;
-            for segment in freed {
-                if segment.size != SEGMENT {
-                    // Made for one large record: let go.
-                    drop(segment.file);
-                    std::fs::remove_file(&segment.path)
-                        .map_err(|err| naming(&segment.path, "removing", err))?;
-                    continue;
-                }
-                // Not synced: a segment found in use at an open, its records all held
-                // by the engine, replays nothing.
-                write_header(
-                    &segment,
-                    Header {
-                        in_use: false,
-                        base: 0,
-                        durable: state.durable,
-                    },
-                )?;
-                state.free.insert(0, segment);
+        let mut state = lock(&self.state);
+        let (freed, kept): (Vec<Segment>, Vec<Segment>) = std::mem::take(&mut state.full)
+            .into_iter()
+            .partition(|segment| segment.last <= through);
+        state.full = kept;
+        for segment in freed {
+            if segment.size != SEGMENT {
+                // Made for one large record: let go.
+                drop(segment.file);
+                std::fs::remove_file(&segment.path)
+                    .map_err(|err| naming(&segment.path, "removing", err))?;
+                continue;
             }
-            state.free.is_empty().then(|| {
-                state.next_number += 1;
-                state.next_number - 1
-            })
-        };
-        if let Some(mut number) = spare {
-            let segment = make_segment(&self.folder, &mut number, SEGMENT)?;
-            lock(&self.state).free.push(segment);
+            // Not synced: a segment found in use at an open, its records all held by the
+            // engine, replays nothing. Its last number is kept, so an open need not read
+            // a free segment to know the highest.
+            let header = Header {
+                in_use: false,
+                base: segment.last,
+                durable: state.durable,
+            };
+            write_header(&segment, header)?;
+            state.free.insert(0, segment);
         }
+        Ok(())
+    }
+
+    /// Makes a free segment if none is left, so the appender rarely has to: called by
+    /// the checkpoint thread, off the path of any acknowledgement.
+    pub(super) fn keep_a_spare(&self) -> std::io::Result<()> {
+        let number = {
+            let mut state = lock(&self.state);
+            if !state.free.is_empty() {
+                return Ok(());
+            }
+            // Taken under the lock: an appender making one meanwhile takes the next.
+            state.next_number += 1;
+            state.next_number - 1
+        };
+        let segment = make_segment(&self.folder, &mut { number }, SEGMENT)?;
+        lock(&self.state).free.push(segment);
         Ok(())
     }
 
@@ -725,7 +809,7 @@ mod tests {
     fn records_read_back_across_segments_and_a_checkpointed_segment_is_used_again() {
         let dir = tempfile::tempdir().unwrap();
         let folder = dir.path().join(LOG_DIR);
-        let found = recover(&folder).unwrap();
+        let found = recover(&folder, true).unwrap();
         assert_eq!(found.highest, 0);
         let log = ChangeLog::start(&folder, found.segments, 0).unwrap();
         let mib = 1024 * 1024;
@@ -736,7 +820,7 @@ mod tests {
         log.sync().unwrap();
         assert!(log.wants_checkpoint(), "a segment filled");
         assert_eq!(log.counts(), (2, 0));
-        let found = recover(&folder).unwrap();
+        let found = recover(&folder, true).unwrap();
         assert_eq!(numbers(&found), (1..=40).collect::<Vec<_>>());
         let last = found
             .read
@@ -758,7 +842,7 @@ mod tests {
         }
         log.sync().unwrap();
         assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 2);
-        let found = recover(&folder).unwrap();
+        let found = recover(&folder, true).unwrap();
         // The free segment's header was overwritten as it was taken: what it holds of
         // its use before is not this use's.
         let from_41: Vec<u64> = numbers(&found).into_iter().filter(|&n| n > 40).collect();
@@ -770,7 +854,7 @@ mod tests {
     fn a_damaged_record_stops_the_records_and_those_past_it_are_still_found() {
         let dir = tempfile::tempdir().unwrap();
         let folder = dir.path().join(LOG_DIR);
-        let log = ChangeLog::start(&folder, recover(&folder).unwrap().segments, 0).unwrap();
+        let log = ChangeLog::start(&folder, recover(&folder, true).unwrap().segments, 0).unwrap();
         let mut offsets = Vec::new();
         for seq in 1..=3u64 {
             offsets.push(lock(&log.state).offset);
@@ -784,7 +868,7 @@ mod tests {
         // One byte of the second record's payload.
         bytes[offsets[1] as usize + RECORD_HEADER + 10] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
-        let found = recover(&folder).unwrap();
+        let found = recover(&folder, true).unwrap();
         let read = &found.read[0];
         assert_eq!(read.records.iter().map(|r| r.seq).collect::<Vec<_>>(), [1]);
         assert_eq!(read.stop.map(|(at, _)| at), Some(offsets[1]));

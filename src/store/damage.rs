@@ -428,6 +428,13 @@ fn batch_at(bytes: &[u8], offset: usize, after: Option<u64>) -> Result<Whole, St
     if hasher.finish() != checksum {
         return Err(whole(format!("batch {number} fails its checksum")));
     }
+    // The engine keeps the top bit of its numbers for itself: one at or past it, read
+    // from a journal, would stop the engine at its next write.
+    if number >= 1 << 63 {
+        return Err(whole(format!(
+            "batch {number} is numbered beyond the engine's range (below 2^63)"
+        )));
+    }
     if let Some(after) = after
         && number <= after
     {

@@ -357,7 +357,7 @@ fn write_group(db: &Database, spaces: &[Keyspace], batches: &[Batch]) -> Result<
 
 /// The least key of `prefix`'s length greater than every key that starts with it, or
 /// `None` if there is none (the prefix is all 0xff).
-fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {
@@ -450,10 +450,17 @@ pub(super) fn check_journals(
             recovered.torn_bytes = cut.bytes_after;
             return Ok(recovered);
         }
-        // Damage after the last checkpointed group: the change log holds every group
-        // after it (`super::logged`). The journal is cut there, what followed kept aside,
-        // and the log gives it back.
-        Some(cut) if last_acknowledged.is_some() && !acknowledged_lost => {
+        // Damage after the last checkpointed group: a whole batch before the damage is
+        // that group, and the batch at the damage reads as numbered after it (a number
+        // damaged upwards could pass for the first alone). The change log holds every
+        // group after it (`super::logged`): the journal is cut there, what followed
+        // kept aside, and the log gives it back.
+        Some(cut)
+            if last_acknowledged.is_some_and(|acked| {
+                scan.last_seqno.is_some_and(|last| last >= acked.least)
+                    && cut.seqno.is_some_and(|at| at > acked.greatest)
+            }) =>
+        {
             let aside = cut_journal(dir, &cut).map_err(|source| OpenError::Directory {
                 path: dir.to_path_buf(),
                 source,
@@ -764,7 +771,7 @@ fn drop_unslotted(db: &Database) -> Result<(), String> {
 }
 
 /// A fjall error as a reason a reader can act on.
-fn describe(err: &fjall::Error) -> String {
+pub(super) fn describe(err: &fjall::Error) -> String {
     match err {
         fjall::Error::Io(io) => io.to_string(),
         fjall::Error::JournalRecovery(cause) => format!("the journal is damaged ({cause:?})"),

@@ -1,24 +1,24 @@
 //! The disk engine behind the change log: a group is durable once its record in the log
-//! is synced; the engine's keyed state is written at once, as before, but synced only
-//! by a checkpoint, on a thread of its own, when a segment of the log fills.
+//! is synced; the engine's keyed state catches up at *checkpoints*, on a thread of its
+//! own, when a segment of the log fills.
 //!
-//! - **Write.** The group's record goes into the log (`super::changelog`), then the group
-//!   into the engine, with the group's number under [`APPLIED_KEY`] in the same engine
-//!   batch, so the engine always says which groups it holds.
+//! - **Write.** The group's record goes into the log (`super::changelog`), and its
+//!   mutations into the overlay (`super::overlay`), which every read looks at before
+//!   the engine. The engine is not written.
 //! - **Sync.** An `fdatasync` of the segments written since the last: data only, since
 //!   a segment never changes its size. Nothing the engine does in the background (a
 //!   flush, a compaction, a journal's rotation) stands in front of it.
-//! - **Checkpoint.** When a segment fills, the checkpoint thread syncs the engine's
-//!   journal (every group written before is then in the engine, durable), and the
-//!   segments that logged nothing later are freed for reuse.
-//! - **Open.** The engine opens as it was last synced, and perhaps with some groups
+//! - **Checkpoint.** When a segment fills, the checkpoint thread writes the overlay into
+//!   the engine as one write (each key's last mutation since the last checkpoint), with
+//!   the number of its last group under [`APPLIED_KEY`], syncs the engine's journal, and
+//!   frees the segments that logged nothing later.
+//! - **Open.** The engine opens as it was last synced, and perhaps with a checkpoint
 //!   after that its journal kept. The log's records of the groups after the last the
 //!   engine holds are written into it again, in order; the engine is then synced, and
 //!   every segment freed. A group missing from the log although a later record or a
 //!   segment's header says it was acknowledged is damage: refused, or cut there when
 //!   the operator asks ([`OnDamage::Truncate`]).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -26,9 +26,10 @@ use std::thread::JoinHandle;
 
 use super::batch::last_per_key;
 use super::changelog::{self, ChangeLog, LOG_DIR};
-use super::disk::{DROPPED_DIR, Disk};
+use super::disk::{DROPPED_DIR, Disk, successor};
 use super::engine::{Engine, ReadFailure, WriteFailure};
 use super::layout::APPLIED_KEY;
+use super::overlay::{self, Overlay};
 use super::{Batch, Entries, OnDamage, Op, OpenError, Recovered, Space};
 use crate::sync::lock;
 
@@ -41,7 +42,9 @@ pub(super) struct Logged {
     disk: Arc<Disk>,
     /// Where groups are made durable.
     log: Arc<ChangeLog>,
-    /// The last group written to both.
+    /// The groups logged and not yet in the engine.
+    overlay: Arc<Overlay>,
+    /// The last group logged.
     written: Arc<AtomicU64>,
     /// The checkpoint thread and what it is asked.
     checkpoints: Arc<Checkpoints>,
@@ -95,11 +98,11 @@ impl Logged {
             Err(failure) => return Err(corrupt(failure.cause)),
         };
         let folder = dir.join(LOG_DIR);
-        let found = changelog::recover(&folder).map_err(directory)?;
+        let found = changelog::recover(&folder, true).map_err(directory)?;
         for path in &found.unreadable_headers {
             tracing::warn!(segment = %path.display(), "a log segment's header does not check; its records are read all the same");
         }
-        let chain = Chain::of(&found.read, applied);
+        let chain = changelog::Chain::of(&found.read, applied);
         if chain.acknowledged > chain.end {
             let refusal = chain.refusal(dir, &found.read);
             if on_damage == OnDamage::Refuse {
@@ -163,6 +166,7 @@ impl Logged {
         let logged = Logged {
             disk: Arc::new(disk),
             log: Arc::new(log),
+            overlay: Arc::new(Overlay::new()),
             written: Arc::new(AtomicU64::new(last)),
             checkpoints: Arc::new(Checkpoints::default()),
             thread: Mutex::new(None),
@@ -179,16 +183,14 @@ impl Logged {
     fn spawn(&self) -> std::io::Result<JoinHandle<()>> {
         let disk = Arc::clone(&self.disk);
         let log = Arc::clone(&self.log);
-        let written = Arc::clone(&self.written);
+        let overlay = Arc::clone(&self.overlay);
         let checkpoints = Arc::clone(&self.checkpoints);
         std::thread::Builder::new()
             .name("parkway-checkpoint".into())
             .spawn(move || {
                 while checkpoints.next() {
-                    let through = written.load(Ordering::Acquire);
-                    let done = disk
-                        .sync()
-                        .and_then(|_| log.checkpointed(through).map_err(|err| err.to_string()));
+                    let done = checkpoint(&disk, &log, &overlay)
+                        .and_then(|()| log.keep_a_spare().map_err(|err| err.to_string()));
                     if let Err(cause) = done {
                         tracing::error!(%cause, "a checkpoint failed; the store stops");
                         *lock(&checkpoints.failure) = Some(format!("checkpoint: {cause}"));
@@ -234,18 +236,14 @@ impl Checkpoints {
 }
 
 impl Engine for Logged {
-    /// Logs the group's record, then writes the group into the engine with its number.
-    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), WriteFailure> {
+    /// Logs the group's record and lays its mutations over the engine.
+    fn write(&self, group: &mut Vec<Batch>, _: u64) -> Result<(), WriteFailure> {
         let seq = self.written.load(Ordering::Acquire) + 1;
+        let ops = last_per_key(group);
         self.log
-            .append(seq, &last_per_key(group))
+            .append(seq, &ops)
             .map_err(|err| WriteFailure::Failed(err.to_string()))?;
-        let mut applied = Batch::new();
-        applied.put(Space::Meta, APPLIED_KEY, seq.to_be_bytes().to_vec());
-        group.push(applied);
-        let written = self.disk.write(group, generation);
-        group.pop();
-        written?;
+        self.overlay.apply(seq, &ops);
         self.written.store(seq, Ordering::Release);
         Ok(())
     }
@@ -268,32 +266,38 @@ impl Engine for Logged {
         true
     }
 
-    /// What the engine is doing in the background.
+    /// What the engine is doing in the background, and a checkpoint being written.
     fn activity(&self, system: bool) -> Vec<String> {
-        self.disk.activity(system)
+        let mut doing = self.disk.activity(system);
+        if let Some(len) = self.overlay.draining() {
+            doing.push(format!("checkpointing {len} mutations"));
+        }
+        doing
     }
 
-    /// Stops the checkpoints; with `flush`, syncs the engine first, so the next open
+    /// Stops the checkpoints; with `flush`, writes a last one, so the next open
     /// replays nothing of the log.
     fn close(&self, flush: bool) {
         self.stop();
-        if flush {
-            let through = self.written.load(Ordering::Acquire);
-            if let Err(error) = self.disk.sync().and_then(|_| {
-                self.log
-                    .checkpointed(through)
-                    .map_err(|err| err.to_string())
-            }) {
-                tracing::warn!(%error, "the engine was not synced at close; the next open replays the log");
-            }
+        if flush && let Err(error) = checkpoint(&self.disk, &self.log, &self.overlay) {
+            tracing::warn!(%error, "the last checkpoint failed at close; the next open replays the log");
         }
         self.disk.close(flush);
     }
 
+    /// The overlay's value, or the engine's.
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure> {
-        self.disk.get(space, key)
+        match self.overlay.get(space, key) {
+            overlay::Found::Value(value) => Ok(Some(value)),
+            overlay::Found::Deleted => Ok(None),
+            overlay::Found::Absent => self.disk.get(space, key),
+        }
     }
 
+    /// The engine's entries with the overlay laid over them. Each delete in the
+    /// overlay may hide one of the engine's, so as many more are read; and when the
+    /// engine fills what was asked, the overlay counts only up to its last key, past
+    /// which the engine has more unread.
     fn range_from(
         &self,
         space: Space,
@@ -301,92 +305,61 @@ impl Engine for Logged {
         within: &[u8],
         limit: usize,
     ) -> Result<Entries, ReadFailure> {
-        self.disk.range_from(space, from, within, limit)
+        let from = from.max(within);
+        let end = successor(within);
+        let mut laid = self.overlay.range(space, from, end.as_deref());
+        let deletes = laid.values().filter(|value| value.is_none()).count();
+        let wanted = limit.saturating_add(deletes);
+        let engine = self.disk.range_from(space, from, within, wanted)?;
+        if engine.len() >= wanted
+            && let Some((last, _)) = engine.last()
+        {
+            laid.retain(|key, _| key <= last);
+        }
+        Ok(overlay::merge(engine, laid, limit))
     }
 
+    /// The engine's entries under `prefix` with the overlay's laid over them.
     fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, ReadFailure> {
-        self.disk.prefixed(space, prefix)
+        let laid = self
+            .overlay
+            .range(space, prefix, successor(prefix).as_deref());
+        let engine = self.disk.prefixed(space, prefix)?;
+        Ok(overlay::merge(engine, laid, usize::MAX))
     }
 
+    /// The space's keys, the overlay's laid over the engine's.
     fn keys(&self, space: Space) -> Result<Vec<Vec<u8>>, ReadFailure> {
-        self.disk.keys(space)
+        Ok(self.scan(space)?.into_iter().map(|(key, _)| key).collect())
     }
 
+    /// The space, the overlay laid over the engine.
     fn scan(&self, space: Space) -> Result<Entries, ReadFailure> {
-        self.disk.scan(space)
+        let laid = self.overlay.range(space, &[], None);
+        let engine = self.disk.scan(space)?;
+        Ok(overlay::merge(engine, laid, usize::MAX))
     }
+}
+
+/// Writes the overlay into the engine as one write, with the number of its last group,
+/// syncs the engine, and frees the log's segments it covers.
+fn checkpoint(disk: &Disk, log: &ChangeLog, overlay: &Overlay) -> Result<(), String> {
+    let layer = match overlay.start_drain() {
+        Ok(layer) => layer,
+        Err(drained) => return log.checkpointed(drained).map_err(|err| err.to_string()),
+    };
+    let mut batch = layer.batch();
+    batch.put(Space::Meta, APPLIED_KEY, layer.last.to_be_bytes().to_vec());
+    disk.write(&mut vec![batch], 0)
+        .map_err(|failure| format!("writing into the engine: {failure:?}"))?;
+    disk.sync()?;
+    overlay.drained();
+    log.checkpointed(layer.last).map_err(|err| err.to_string())
 }
 
 impl Drop for Logged {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// The log's groups after the last the engine holds, as an open finds them.
-struct Chain<'a> {
-    /// The records to replay, in order.
-    records: Vec<&'a changelog::Record>,
-    /// The last group the engine holds once they are replayed.
-    end: u64,
-    /// The last group any record or header says was acknowledged.
-    acknowledged: u64,
-    /// Records found after a gap.
-    after: u64,
-}
-
-impl<'a> Chain<'a> {
-    /// The records of `read` that follow group `applied` without a gap.
-    fn of(read: &'a [changelog::Read], applied: u64) -> Chain<'a> {
-        let mut by_seq = BTreeMap::new();
-        let mut acknowledged = 0;
-        for segment in read {
-            acknowledged = acknowledged.max(segment.durable);
-            for record in segment.records.iter().chain(&segment.later) {
-                acknowledged = acknowledged.max(record.durable);
-            }
-            for record in &segment.records {
-                by_seq.entry(record.seq).or_insert(record);
-            }
-        }
-        let mut records = Vec::new();
-        let mut end = applied;
-        while let Some(record) = by_seq.remove(&(end + 1)) {
-            records.push(record);
-            end += 1;
-        }
-        let after = by_seq.range(end + 1..).count() as u64;
-        Chain {
-            records,
-            end,
-            acknowledged,
-            after,
-        }
-    }
-
-    /// The refusal of an open that would drop acknowledged groups.
-    fn refusal(&self, dir: &Path, read: &[changelog::Read]) -> OpenError {
-        // Where the missing group should be: after the last record replayed, or where
-        // a segment's records stop.
-        let place = read
-            .iter()
-            .find_map(|segment| {
-                let last = segment.records.iter().find(|r| r.seq == self.end)?;
-                Some((segment.path.clone(), last.offset))
-            })
-            .or_else(|| {
-                read.iter()
-                    .find_map(|segment| Some((segment.path.clone(), segment.stop?.0)))
-            })
-            .unwrap_or_else(|| (dir.join(LOG_DIR), 0));
-        OpenError::DamagedLog {
-            path: dir.to_path_buf(),
-            segment: place.0,
-            offset: place.1,
-            missing: self.end + 1,
-            acknowledged: self.acknowledged,
-            after: self.after,
-        }
     }
 }
 

@@ -21,9 +21,11 @@ use std::sync::Arc;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 
-use super::disk::{DATA_DIR, LOCK_FILE, SLOT_FIRST, check_journals};
+use super::changelog::{self, LOG_DIR};
+use super::disk::{DATA_DIR, LOCK_FILE, SLOT_FIRST, check_journals, describe};
 use super::engine::ReadFailure;
-use super::{OnDamage, OpenError, Space, StoreError, VERSION_KEY};
+use super::layout::APPLIED_KEY;
+use super::{OnDamage, Op, OpenError, Space, StoreError, VERSION_KEY};
 
 /// What a walk reads at each step: a key and its value, or a failure.
 pub(crate) type Walked<'a> = Result<(&'a [u8], &'a [u8]), StoreError>;
@@ -96,6 +98,12 @@ impl Reader {
             )?;
         }
         let (db, spaces) = open_engine(dir, &shadow_data)?;
+        let log = replay_log(dir, &db, &spaces)?;
+        // Damage to the log is what the open refuses too; with the journal's, both.
+        let journal = match (journal, log) {
+            (Some(journal), Some(log)) => Some(format!("{journal}; {log}")),
+            (journal, log) => journal.or(log),
+        };
         Ok(Reader {
             journal,
             spaces,
@@ -177,6 +185,55 @@ impl Reader {
     fn failed(&self, space: Space, key: Option<&[u8]>, err: &fjall::Error) -> StoreError {
         ReadFailure::of(err).into_error(&self.name, space, key)
     }
+}
+
+/// Writes the change log's groups after the last the engine holds into the shadow's
+/// engine (never synced, never flushed: the shadow is thrown away), as an open replays
+/// them, so the walk reads every acknowledged group. The log's damage, as an open would
+/// refuse it; what comes before it is replayed.
+fn replay_log(dir: &Path, db: &Database, spaces: &Spaces) -> Result<Option<String>, OpenError> {
+    let corrupt = |cause: String| OpenError::Corrupt {
+        path: dir.to_path_buf(),
+        cause,
+    };
+    let found =
+        changelog::recover(&dir.join(LOG_DIR), false).map_err(|source| OpenError::Directory {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    let applied = match &spaces[Space::Meta.index()] {
+        Some((_, meta)) => match meta.get(APPLIED_KEY) {
+            Ok(Some(bytes)) => <[u8; 8]>::try_from(&*bytes)
+                .map(u64::from_be_bytes)
+                .map_err(|_| {
+                    corrupt("the number of the last group logged does not read as one".into())
+                })?,
+            Ok(None) => 0,
+            Err(err) => return Err(corrupt(describe(&err))),
+        },
+        None => 0,
+    };
+    let chain = changelog::Chain::of(&found.read, applied);
+    let damage =
+        (chain.acknowledged > chain.end).then(|| chain.refusal(dir, &found.read).to_string());
+    for record in &chain.records {
+        let ops = changelog::decode(&record.payload)
+            .map_err(|cause| corrupt(format!("group {} of the change log: {cause}", record.seq)))?;
+        let mut write = db.batch();
+        for op in &ops {
+            let Some((_, keyspace)) = &spaces[op.space().index()] else {
+                continue;
+            };
+            match op {
+                Op::Put { key, value, .. } => {
+                    write.insert(keyspace, key.as_slice(), value.as_slice())
+                }
+                Op::Delete { key, .. } => write.remove(keyspace, key.as_slice()),
+            }
+        }
+        write.commit().map_err(|err| corrupt(describe(&err)))?;
+    }
+    Ok(damage)
 }
 
 impl std::fmt::Debug for Reader {
