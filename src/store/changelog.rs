@@ -38,7 +38,7 @@ use crate::sync::lock;
 /// The log's folder in a data directory.
 pub(super) const LOG_DIR: &str = "log";
 /// A segment's size as it is made; one record larger than that gets a segment its size.
-pub(super) const SEGMENT: u64 = 32 * 1024 * 1024;
+pub(super) const SEGMENT: u64 = 16 * 1024 * 1024;
 /// A segment header's size.
 pub(super) const HEADER: u64 = 64;
 /// What a segment starts with.
@@ -813,41 +813,46 @@ mod tests {
         assert_eq!(found.highest, 0);
         let log = ChangeLog::start(&folder, found.segments, 0).unwrap();
         let mib = 1024 * 1024;
-        for seq in 1..=40u64 {
+        let append = |seq: u64| {
             let op = put(&seq.to_be_bytes(), seq as u8, mib);
             log.append(seq, &[&op]).unwrap();
-        }
+        };
+        // Records of a MiB: how many a segment holds.
+        let mut payload = Vec::new();
+        encode(&[&put(&0u64.to_be_bytes(), 0, mib)], &mut payload);
+        let per = (SEGMENT - HEADER) / next_offset(0, payload.len());
+        // A segment and a half.
+        let first = per + per / 2;
+        (1..=first).for_each(append);
         log.sync().unwrap();
         assert!(log.wants_checkpoint(), "a segment filled");
         assert_eq!(log.counts(), (2, 0));
         let found = recover(&folder, true).unwrap();
-        assert_eq!(numbers(&found), (1..=40).collect::<Vec<_>>());
+        assert_eq!(numbers(&found), (1..=first).collect::<Vec<_>>());
         let last = found
             .read
             .iter()
             .flat_map(|read| &read.records)
-            .find(|record| record.seq == 40)
+            .find(|record| record.seq == first)
             .unwrap();
         assert_eq!(
             decode(&last.payload).unwrap(),
-            vec![put(&40u64.to_be_bytes(), 40, mib)]
+            vec![put(&first.to_be_bytes(), first as u8, mib)]
         );
-        log.checkpointed(40).unwrap();
+        log.checkpointed(first).unwrap();
         assert!(!log.wants_checkpoint());
         assert_eq!(log.counts(), (1, 1), "the filled segment is free");
-        // The free segment is taken again: no file is made.
-        for seq in 41..=80u64 {
-            let op = put(&seq.to_be_bytes(), seq as u8, mib);
-            log.append(seq, &[&op]).unwrap();
-        }
+        // A segment more: the free one is taken again, and no file is made.
+        let second = first + per;
+        (first + 1..=second).for_each(append);
         log.sync().unwrap();
         assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 2);
         let found = recover(&folder, true).unwrap();
         // The free segment's header was overwritten as it was taken: what it holds of
         // its use before is not this use's.
-        let from_41: Vec<u64> = numbers(&found).into_iter().filter(|&n| n > 40).collect();
-        assert_eq!(from_41, (41..=80).collect::<Vec<_>>());
-        assert_eq!(found.highest, 80);
+        let after: Vec<u64> = numbers(&found).into_iter().filter(|&n| n > first).collect();
+        assert_eq!(after, (first + 1..=second).collect::<Vec<_>>());
+        assert_eq!(found.highest, second);
     }
 
     #[test]
