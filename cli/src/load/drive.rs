@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio::task::JoinSet;
 
 use super::config::{LoadConfig, Stop};
+pub(crate) use super::stages::histogram;
 use super::workload::{self, Op, Visits};
 use parkway::Clock as _;
 use parkway::{
@@ -118,12 +119,6 @@ impl Default for Latencies {
     fn default() -> Self {
         Self(std::array::from_fn(|_| histogram()))
     }
-}
-
-/// An empty latency histogram: 1 µs to 1 h, three significant figures.
-pub(crate) fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000, 3)
-        .expect("1 µs to 1 h at three significant figures are valid bounds")
 }
 
 impl Latencies {

@@ -39,7 +39,7 @@ struct Stalls {
 impl Default for Stages {
     fn default() -> Self {
         Stages {
-            histograms: std::array::from_fn(|_| Mutex::new(super::drive::histogram())),
+            histograms: std::array::from_fn(|_| Mutex::new(histogram())),
             stalls: Mutex::new(Stalls::default()),
         }
     }
@@ -161,6 +161,13 @@ pub struct StageFigures {
     pub p999: u64,
     /// Longest.
     pub max: u64,
+}
+
+/// An empty latency histogram: 1 µs to 1 h, three significant figures (the visits' and
+/// the stages' alike).
+pub(crate) fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3)
+        .expect("1 µs to 1 h at three significant figures are valid bounds")
 }
 
 #[cfg(test)]
