@@ -145,6 +145,9 @@ pub(super) struct Found {
     /// Segment files whose header does not check (named in a warning; their records
     /// are read all the same).
     pub(super) unreadable_headers: Vec<PathBuf>,
+    /// Segments in use shorter than a segment is made: cut short, so records may be
+    /// missing from their end with nothing left to say so.
+    pub(super) short: Vec<PathBuf>,
     /// The highest group number any segment holds or names, whatever its use: the log
     /// goes on above it, so a record left from before is never taken for a new one.
     pub(super) highest: u64,
@@ -165,6 +168,7 @@ pub(super) fn recover(folder: &Path, writable: bool) -> std::io::Result<Found> {
         read: Vec::new(),
         segments: Vec::new(),
         unreadable_headers: Vec::new(),
+        short: Vec::new(),
         highest: 0,
     };
     let listing = |err| naming(folder, "listing", err);
@@ -197,6 +201,9 @@ pub(super) fn recover(folder: &Path, writable: bool) -> std::io::Result<Found> {
         // last; one whose header does not check is read, in case it held records still
         // needed. Every number a segment holds or names counts towards the highest,
         // which the log never numbers a group again.
+        if header.is_some_and(|h| h.in_use) && (bytes.len() as u64) < SEGMENT {
+            found.short.push(path.clone());
+        }
         if header.is_none_or(|h| h.in_use) {
             let read = read_segment(&path, &bytes, header);
             found.highest = found.highest.max(read.highest);

@@ -102,6 +102,19 @@ impl Logged {
         for path in &found.unreadable_headers {
             tracing::warn!(segment = %path.display(), "a log segment's header does not check; its records are read all the same");
         }
+        if let Some(short) = found.short.first() {
+            let cause = format!(
+                "the change log's segment {} is {} bytes, shorter than a segment is made ({}): it was cut short, and what it logged at its end may be lost",
+                short.display(),
+                std::fs::metadata(short).map_or(0, |meta| meta.len()),
+                changelog::SEGMENT
+            );
+            if on_damage == OnDamage::Refuse {
+                return Err(corrupt(cause));
+            }
+            tracing::error!("{cause}: opened all the same, as the operator asked");
+            recovered.cuts = 1;
+        }
         let chain = changelog::Chain::of(&found.read, applied);
         if chain.acknowledged > chain.end {
             let refusal = chain.refusal(dir, &found.read);

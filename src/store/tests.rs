@@ -1295,3 +1295,27 @@ fn the_reader_walks_what_the_change_log_holds_and_reports_its_damage() {
     drop(reader);
     assert_eq!(std::fs::read(&segment).unwrap(), bytes, "nothing changed");
 }
+
+/// A segment of the change log cut short loses records at its end with nothing left to
+/// say they were there: refused, naming it, unless the operator asks to go on.
+#[test]
+fn a_change_log_segment_cut_short_is_refused() {
+    let (_tmp, dir) = data_dir();
+    write_events(&dir, 5);
+    let segment = dir.join(super::changelog::LOG_DIR).join("00000000.log");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap();
+    file.set_len(4096).unwrap();
+    drop(file);
+    let err = reopen_events(&dir).expect_err("refused");
+    let text = err.to_string();
+    assert!(text.contains("cut short"), "{text}");
+    assert!(text.contains(&segment.display().to_string()), "{text}");
+    let store = Store::open_as(&dir, super::OnDamage::Truncate, Faults::default()).unwrap();
+    assert_eq!(store.recovered().cuts, 1);
+    drop(store);
+    let observed = opens_with_prefix_or_refuses(&dir, 5);
+    assert_eq!(observed, "opened with 5 events");
+}
