@@ -39,6 +39,9 @@ use crate::sync::lock;
 pub(super) const LOG_DIR: &str = "log";
 /// A segment's size as it is made; one record larger than that gets a segment its size.
 pub(super) const SEGMENT: u64 = 16 * 1024 * 1024;
+/// The free segments the checkpoint thread keeps ready: a segment fills while the
+/// checkpoint of the one before is written, and one more covers a slow checkpoint.
+const SPARES: usize = 2;
 /// A segment header's size.
 pub(super) const HEADER: u64 = 64;
 /// What a segment starts with.
@@ -545,21 +548,23 @@ impl ChangeLog {
         Ok(())
     }
 
-    /// Makes a free segment if none is left, so the appender rarely has to: called by
-    /// the checkpoint thread, off the path of any acknowledgement.
-    pub(super) fn keep_a_spare(&self) -> std::io::Result<()> {
-        let number = {
-            let mut state = lock(&self.state);
-            if !state.free.is_empty() {
-                return Ok(());
-            }
-            // Taken under the lock: an appender making one meanwhile takes the next.
-            state.next_number += 1;
-            state.next_number - 1
-        };
-        let segment = make_segment(&self.folder, &mut { number }, SEGMENT)?;
-        lock(&self.state).free.push(segment);
-        Ok(())
+    /// Makes free segments until [`SPARES`] are, so the appender rarely makes one (a
+    /// segment is 16 MiB of zeros written and synced): called by the checkpoint thread,
+    /// off the path of any acknowledgement.
+    pub(super) fn keep_spares(&self) -> std::io::Result<()> {
+        loop {
+            let number = {
+                let mut state = lock(&self.state);
+                if state.free.len() >= SPARES {
+                    return Ok(());
+                }
+                // Taken under the lock: an appender making one meanwhile takes the next.
+                state.next_number += 1;
+                state.next_number - 1
+            };
+            let segment = make_segment(&self.folder, &mut { number }, SEGMENT)?;
+            lock(&self.state).free.push(segment);
+        }
     }
 
     /// The segments in use and free, for a test.
@@ -646,15 +651,28 @@ fn make_segment(folder: &Path, number: &mut u64, size: u64) -> std::io::Result<S
         write_at(&file, &zeros[..n], at).map_err(making)?;
         at += n as u64;
     }
-    file.sync_all().map_err(making)?;
-    sync_folder(folder)?;
-    Ok(Segment {
+    let segment = Segment {
         number: *number - 1,
         path,
         file: Arc::new(file),
         size,
         last: 0,
-    })
+    };
+    // Free until taken: an open reads no more than its header.
+    write_header(
+        &segment,
+        Header {
+            in_use: false,
+            base: 0,
+            durable: 0,
+        },
+    )?;
+    segment
+        .file
+        .sync_all()
+        .map_err(|err| naming(&segment.path, "making", err))?;
+    sync_folder(folder)?;
+    Ok(segment)
 }
 
 /// Writes `header` at the start of `segment`.

@@ -81,100 +81,36 @@ impl Logged {
             path: dir.to_path_buf(),
             source,
         };
-        let corrupt = |cause: String| OpenError::Corrupt {
-            path: dir.to_path_buf(),
-            cause,
-        };
-        let applied = match disk.get(Space::Meta, APPLIED_KEY) {
-            Ok(None) => 0,
-            Ok(Some(bytes)) => match <[u8; 8]>::try_from(bytes.as_slice()) {
-                Ok(bytes) => u64::from_be_bytes(bytes),
-                Err(_) => {
-                    return Err(corrupt(
-                        "the number of the last group logged does not read as one".into(),
-                    ));
-                }
-            },
-            Err(failure) => return Err(corrupt(failure.cause)),
-        };
+        let applied = applied(dir, &disk)?;
         let folder = dir.join(LOG_DIR);
         let found = changelog::recover(&folder, true).map_err(directory)?;
         for path in &found.unreadable_headers {
             tracing::warn!(segment = %path.display(), "a log segment's header does not check; its records are read all the same");
         }
-        if let Some(short) = found.short.first() {
-            let cause = format!(
-                "the change log's segment {} is {} bytes, shorter than a segment is made ({}): it was cut short, and what it logged at its end may be lost",
-                short.display(),
-                std::fs::metadata(short).map_or(0, |meta| meta.len()),
-                changelog::SEGMENT
-            );
-            if on_damage == OnDamage::Refuse {
-                return Err(corrupt(cause));
-            }
-            tracing::error!("{cause}: opened all the same, as the operator asked");
-            recovered.cuts = 1;
-        }
         let chain = changelog::Chain::of(&found.read, applied);
-        if chain.acknowledged > chain.end {
-            let refusal = chain.refusal(dir, &found.read);
-            if on_damage == OnDamage::Refuse {
-                return Err(refusal);
-            }
-            let place = match &refusal {
-                OpenError::DamagedLog { segment, .. } => segment.clone(),
-                _ => folder.clone(),
-            };
-            let aside = keep_aside(dir, &found.read, &place, chain.end).map_err(directory)?;
-            tracing::error!(kept_in = %aside.display(), "{refusal}: cut there, as the operator asked; the segments are kept aside");
-            // One cut of the directory, whether the engine's journal was cut too.
-            recovered.cuts = 1;
-            recovered.dropped_batches += chain.after;
-        }
-        // A few hundred groups at a time, each key's last mutation among them: replaying
-        // them one by one cost a write of the engine's journal each.
-        for records in chain.records.chunks(REPLAYED_AT_ONCE) {
-            let mut group = Vec::with_capacity(records.len() + 1);
-            for record in records {
-                let ops = changelog::decode(&record.payload).map_err(|cause| {
-                    corrupt(format!("group {} of the change log: {cause}", record.seq))
-                })?;
-                let mut batch = Batch::new();
-                for op in ops {
-                    match op {
-                        Op::Put { space, key, value } => batch.put(space, key, value),
-                        Op::Delete { space, key } => batch.delete(space, key),
-                    };
-                }
-                group.push(batch);
-            }
-            let last = records.last().map_or(applied, |record| record.seq);
-            let mut mark = Batch::new();
-            mark.put(Space::Meta, APPLIED_KEY, last.to_be_bytes().to_vec());
-            group.push(mark);
-            disk.write(&mut group, 0).map_err(|failure| {
-                corrupt(format!(
-                    "replaying the change log up to group {last}: {failure:?}"
-                ))
-            })?;
-        }
+        check_damage(dir, &found, &chain, on_damage, &mut recovered)?;
+        replay(dir, &disk, &chain.records)?;
         recovered.log_groups = chain.records.len() as u64;
-        // Whatever the engine holds, replayed or kept by its journal, is made durable
-        // before the log's segments are freed; the number written again, so the sync
-        // leaves a mark of the checkpoint (`super::mark`) even in a new directory: the
-        // next open then tells damage to the engine's journal after it, which the log
-        // gives back, from damage before it.
         // Numbered above every group the log holds or names: a group after a gap (torn,
         // never acknowledged) or cut by the operator is dropped, and its number is never
         // given again, so a record of it left in a segment is not taken for a new one.
         let last = chain.end.max(found.highest);
+        drop(chain);
+        // Whatever the engine holds, replayed or kept by its journal, is made durable
+        // before the log's segments are freed. The number is written even when nothing
+        // was replayed, so the sync leaves a mark of this checkpoint (`super::mark`) in a
+        // new directory too: the next open tells damage to the engine's journal after
+        // it, which the log gives back, from damage before it.
+        let corrupt = |cause: String| OpenError::Corrupt {
+            path: dir.to_path_buf(),
+            cause,
+        };
         let mut mark = Batch::new();
         mark.put(Space::Meta, APPLIED_KEY, last.to_be_bytes().to_vec());
         disk.write(&mut vec![mark], 0)
             .map_err(|failure| corrupt(format!("writing the checkpoint's number: {failure:?}")))?;
         disk.sync()
             .map_err(|cause| corrupt(format!("syncing after the change log's replay: {cause}")))?;
-        drop(chain);
         let log = ChangeLog::start(&folder, found.segments, last).map_err(directory)?;
         let logged = Logged {
             disk: Arc::new(disk),
@@ -189,6 +125,8 @@ impl Logged {
             source,
         })?;
         *lock(&logged.thread) = Some(thread);
+        // A first checkpoint, with nothing to write, makes the spare segments.
+        logged.checkpoints.ask();
         Ok((logged, recovered))
     }
 
@@ -203,7 +141,7 @@ impl Logged {
             .spawn(move || {
                 while checkpoints.next() {
                     let done = checkpoint(&disk, &log, &overlay)
-                        .and_then(|()| log.keep_a_spare().map_err(|err| err.to_string()));
+                        .and_then(|()| log.keep_spares().map_err(|err| err.to_string()));
                     if let Err(cause) = done {
                         tracing::error!(%cause, "a checkpoint failed; the store stops");
                         *lock(&checkpoints.failure) = Some(format!("checkpoint: {cause}"));
@@ -374,6 +312,110 @@ impl Drop for Logged {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The last group of the log the engine of `dir` holds (0: none).
+fn applied(dir: &Path, disk: &Disk) -> Result<u64, OpenError> {
+    let corrupt = |cause: String| OpenError::Corrupt {
+        path: dir.to_path_buf(),
+        cause,
+    };
+    match disk.get(Space::Meta, APPLIED_KEY) {
+        Ok(None) => Ok(0),
+        Ok(Some(bytes)) => <[u8; 8]>::try_from(bytes.as_slice())
+            .map(u64::from_be_bytes)
+            .map_err(|_| {
+                corrupt("the number of the last group logged does not read as one".into())
+            }),
+        Err(failure) => Err(corrupt(failure.cause)),
+    }
+}
+
+/// Refuses what the open of `dir` found damaged in the log, a segment cut short or a
+/// group missing below one acknowledged, or, as the operator asked, goes on without
+/// what is lost and counts the cut (the segments kept aside).
+fn check_damage(
+    dir: &Path,
+    found: &changelog::Found,
+    chain: &changelog::Chain<'_>,
+    on_damage: OnDamage,
+    recovered: &mut Recovered,
+) -> Result<(), OpenError> {
+    if let Some(short) = found.short.first() {
+        let cause = format!(
+            "the change log's segment {} is {} bytes, shorter than a segment is made ({}): it was cut short, and what it logged at its end may be lost",
+            short.display(),
+            std::fs::metadata(short).map_or(0, |meta| meta.len()),
+            changelog::SEGMENT
+        );
+        if on_damage == OnDamage::Refuse {
+            return Err(OpenError::Corrupt {
+                path: dir.to_path_buf(),
+                cause,
+            });
+        }
+        tracing::error!("{cause}: opened all the same, as the operator asked");
+        // One cut of the directory, whatever was cut.
+        recovered.cuts = 1;
+    }
+    if chain.acknowledged <= chain.end {
+        return Ok(());
+    }
+    let refusal = chain.refusal(dir, &found.read);
+    if on_damage == OnDamage::Refuse {
+        return Err(refusal);
+    }
+    let place = match &refusal {
+        OpenError::DamagedLog { segment, .. } => segment.clone(),
+        _ => dir.join(LOG_DIR),
+    };
+    let aside =
+        keep_aside(dir, &found.read, &place, chain.end).map_err(|source| OpenError::Directory {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    tracing::error!(kept_in = %aside.display(), "{refusal}: cut there, as the operator asked; the segments are kept aside");
+    recovered.cuts = 1;
+    recovered.dropped_batches += chain.after;
+    Ok(())
+}
+
+/// Writes `records`, the log's groups the engine of `dir` lacks, into it in order, a
+/// few hundred at a time with each key's last mutation among them (one by one, each
+/// cost a write of the engine's journal), each write with the number of its last group.
+fn replay(dir: &Path, disk: &Disk, records: &[&changelog::Record]) -> Result<(), OpenError> {
+    let corrupt = |cause: String| OpenError::Corrupt {
+        path: dir.to_path_buf(),
+        cause,
+    };
+    for records in records.chunks(REPLAYED_AT_ONCE) {
+        let mut group = Vec::with_capacity(records.len() + 1);
+        for record in records {
+            let ops = changelog::decode(&record.payload).map_err(|cause| {
+                corrupt(format!("group {} of the change log: {cause}", record.seq))
+            })?;
+            let mut batch = Batch::new();
+            for op in ops {
+                match op {
+                    Op::Put { space, key, value } => batch.put(space, key, value),
+                    Op::Delete { space, key } => batch.delete(space, key),
+                };
+            }
+            group.push(batch);
+        }
+        let Some(last) = records.last().map(|record| record.seq) else {
+            continue;
+        };
+        let mut mark = Batch::new();
+        mark.put(Space::Meta, APPLIED_KEY, last.to_be_bytes().to_vec());
+        group.push(mark);
+        disk.write(&mut group, 0).map_err(|failure| {
+            corrupt(format!(
+                "replaying the change log up to group {last}: {failure:?}"
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 /// Copies into `<dir>/dropped/` the segment where the missing group should be (`place`)
