@@ -45,7 +45,7 @@ pub(super) struct Logged {
     /// The groups logged and not yet in the engine.
     overlay: Arc<Overlay>,
     /// The last group logged.
-    written: Arc<AtomicU64>,
+    written: AtomicU64,
     /// The checkpoint thread and what it is asked.
     checkpoints: Arc<Checkpoints>,
     /// The checkpoint thread, until closed.
@@ -116,7 +116,7 @@ impl Logged {
             disk: Arc::new(disk),
             log: Arc::new(log),
             overlay: Arc::new(Overlay::new()),
-            written: Arc::new(AtomicU64::new(last)),
+            written: AtomicU64::new(last),
             checkpoints: Arc::new(Checkpoints::default()),
             thread: Mutex::new(None),
         };
@@ -246,9 +246,9 @@ impl Engine for Logged {
     }
 
     /// The engine's entries with the overlay laid over them. Each delete in the
-    /// overlay may hide one of the engine's, so as many more are read; and when the
-    /// engine fills what was asked, the overlay counts only up to its last key, past
-    /// which the engine has more unread.
+    /// overlay may hide one of the engine's, so as many more are read: then at least
+    /// `limit` of the engine's are left whenever it had more, and the overlay's keys
+    /// past its last sort after them.
     fn range_from(
         &self,
         space: Space,
@@ -257,16 +257,13 @@ impl Engine for Logged {
         limit: usize,
     ) -> Result<Entries, ReadFailure> {
         let from = from.max(within);
-        let end = successor(within);
-        let mut laid = self.overlay.range(space, from, end.as_deref());
+        let laid = self
+            .overlay
+            .range(space, from, successor(within).as_deref());
         let deletes = laid.values().filter(|value| value.is_none()).count();
-        let wanted = limit.saturating_add(deletes);
-        let engine = self.disk.range_from(space, from, within, wanted)?;
-        if engine.len() >= wanted
-            && let Some((last, _)) = engine.last()
-        {
-            laid.retain(|key, _| key <= last);
-        }
+        let engine = self
+            .disk
+            .range_from(space, from, within, limit.saturating_add(deletes))?;
         Ok(overlay::merge(engine, laid, limit))
     }
 

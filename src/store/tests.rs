@@ -1319,3 +1319,54 @@ fn a_change_log_segment_cut_short_is_refused() {
     let observed = opens_with_prefix_or_refuses(&dir, 5);
     assert_eq!(observed, "opened with 5 events");
 }
+
+/// A range read merges the overlay (groups logged since the last checkpoint) with the
+/// engine: an overlay delete hides the engine's entry and one more is read in its place,
+/// an overlay put is placed in key order, and past a full window of the engine's the
+/// overlay's later keys wait for the next read.
+#[test]
+fn a_range_read_lays_what_the_log_holds_over_the_engine() {
+    let (_tmp, dir) = data_dir();
+    let key = |n: u32| format!("k{n:02}").into_bytes();
+    {
+        let store = Store::open(&dir).unwrap();
+        for n in 1..=10 {
+            durable(&store, put(Space::Doors, &key(n), b"engine")).unwrap();
+        }
+        // A clean close checkpoints: the engine holds them all.
+        store.close();
+    }
+    let store = Store::open(&dir).unwrap();
+    assert_eq!(store.recovered().log_groups, 0);
+    let mut batch = Batch::new();
+    batch.delete(Space::Doors, key(2));
+    batch.delete(Space::Doors, key(3));
+    batch.put(Space::Doors, b"k02a".to_vec(), b"log".to_vec());
+    batch.put(Space::Doors, key(99), b"log".to_vec());
+    durable(&store, batch).unwrap();
+    let keys =
+        |entries: super::Entries| -> Vec<Vec<u8>> { entries.into_iter().map(|(k, _)| k).collect() };
+    assert_eq!(
+        keys(store.range_from(Space::Doors, b"", b"", 4).unwrap()),
+        vec![key(1), b"k02a".to_vec(), key(4), key(5)]
+    );
+    let all = keys(store.range_from(Space::Doors, b"", b"", 100).unwrap());
+    let mut expected = vec![key(1), b"k02a".to_vec()];
+    expected.extend((4..=10).map(key));
+    expected.push(key(99));
+    assert_eq!(all, expected);
+    assert_eq!(keys(store.scan(Space::Doors).unwrap()), expected);
+    assert_eq!(
+        keys(store.range_from(Space::Doors, &key(5), b"", 100).unwrap()),
+        expected[3..].to_vec()
+    );
+    assert_eq!(store.get(Space::Doors, &key(2)).unwrap(), None);
+    assert_eq!(
+        store.get(Space::Doors, &key(99)).unwrap(),
+        Some(b"log".to_vec())
+    );
+    assert_eq!(
+        keys(store.prefixed(Space::Doors, b"k0").unwrap()),
+        expected[..expected.len() - 2].to_vec()
+    );
+}
