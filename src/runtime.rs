@@ -305,6 +305,14 @@ impl Builder {
         self.edit(move |s| s.passivate_after = d)
     }
 
+    /// How many subjects may hold an actor (default 10000; `usize::MAX` for no bound):
+    /// past it, the subject idle longest passivates at once, without waiting for
+    /// [`passivate_after`](Self::passivate_after), and its next message unpacks it
+    /// again. A bound on the memory live subjects hold.
+    pub fn max_live_subjects(self, n: usize) -> Self {
+        self.edit(move |s| s.max_live_subjects = n)
+    }
+
     /// How long a visit's door expressions may evaluate together (default 100 ms).
     pub fn jq_deadline(self, d: Duration) -> Self {
         self.edit(move |s| s.jq_deadline = d)

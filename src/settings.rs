@@ -30,6 +30,13 @@ pub struct Settings {
     /// How long a subject with nothing running stays an actor before it passivates to
     /// plain data. Zero passivates as soon as it is idle. Default 30s.
     pub passivate_after: Duration,
+    /// How many subjects may hold an actor: past it, the idle subject that has been idle
+    /// longest passivates at once rather than after `passivate_after`. A bound on the
+    /// memory live subjects hold (an actor and its channels, about 10 KiB, and each
+    /// parked ask kept as live data, about 2 KiB more than packed) when a burst touches
+    /// more subjects than the passivation delay lets go. A subject with work in progress
+    /// stays live whatever the count; `usize::MAX` is no bound. Default 10000.
+    pub max_live_subjects: usize,
     /// Longest accepted `question`, in characters. Default 8192.
     pub max_question_chars: usize,
     /// How long a visit's door expressions may evaluate (together) before the visit fails
@@ -46,6 +53,7 @@ impl Default for Settings {
             max_concurrent: 1_000,
             waiting_retention: Duration::from_secs(24 * 60 * 60),
             passivate_after: Duration::from_secs(30),
+            max_live_subjects: 10_000,
             max_question_chars: 8192,
             jq_deadline: Duration::from_millis(100),
             max_input_bytes: 1 << 20,

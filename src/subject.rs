@@ -94,6 +94,9 @@ pub(crate) enum Msg {
     /// The runtime gave up the subject's slot: unload once nothing written is pending
     /// (`subject::slots`).
     Unload,
+    /// More subjects hold an actor than `max_live_subjects` and this one has been idle
+    /// the longest: passivate if still idle (`Registry::evict_idlest`).
+    Evict,
 }
 
 impl Msg {

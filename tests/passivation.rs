@@ -708,3 +708,50 @@ async fn a_timer_that_wakes_a_subject_does_not_keep_its_actor() {
         rt.shutdown().await;
     }
 }
+
+/// With `max_live_subjects`, once more subjects are live than the bound the one idle
+/// longest passivates, without the clock moving past `passivate_after` (an hour here);
+/// the same asks without the bound keep every subject live. Each passive subject wakes
+/// for its resume as before, and the bound holds through the resumes.
+#[tokio::test]
+async fn subjects_over_the_live_bound_passivate_as_soon_as_they_are_idle() {
+    for bound in [Some(2), None] {
+        let (rt, _clock) = common::runtime_with(|b| match bound {
+            Some(n) => b.max_live_subjects(n),
+            None => b,
+        })
+        .await;
+        let mut asks = Vec::new();
+        for i in 0..6 {
+            let subject = format!("s{i}");
+            let record = timeout(GUARD, rt.run(Start::new(subject.as_str(), "asker")))
+                .await
+                .expect("no hang")
+                .unwrap();
+            assert_eq!(record.status, RunStatus::Parked);
+            asks.push((subject, record.asks.unwrap()[0].id.clone()));
+        }
+        rt.settle().await;
+        let (live, passive) = census(&rt).await;
+        match bound {
+            // Each subject over the bound evicts one idle before it: the bound stays.
+            Some(n) => assert!(
+                live <= n && live + passive == 6,
+                "{live} live, {passive} passive"
+            ),
+            None => assert_eq!((live, passive), (6, 0)),
+        }
+        for (subject, id) in &asks {
+            let Resumed::Outcome(done) = rt.resume(subject, id, json!("yes")).await.unwrap() else {
+                panic!("{subject}'s lone ask resumes its run");
+            };
+            assert_eq!(done.status, RunStatus::Succeeded);
+        }
+        rt.settle().await;
+        if let Some(n) = bound {
+            assert!(census(&rt).await.0 <= n, "{:?}", census(&rt).await);
+        }
+        assert_eq!(rt.stats().await.caller_open, 0);
+        rt.shutdown().await;
+    }
+}

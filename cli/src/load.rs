@@ -151,6 +151,7 @@ async fn load(
     // baseline (the process's own peak, after it, is reported beside).
     let stats = rt.stats().await;
     let peak_rss = rss::peak();
+    let rss_held = rss::held();
     // The baseline is only compared with measured visits: a run without them (the
     // memory run, `--visits 0`) skips it and the conversions it needs.
     let compare = latencies.visits() > 0;
@@ -180,6 +181,7 @@ async fn load(
         peak_rss,
         process_peak_rss,
         rss_after_prefill,
+        rss_held,
         bare,
         store: store_before.zip(store_after),
         stages,

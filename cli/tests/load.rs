@@ -73,6 +73,7 @@ async fn a_small_run_loses_nothing() {
         "max_us",
         "peak_rss_bytes",
         "process_peak_rss_bytes",
+        "rss_held_bytes",
         "lost",
         "bare_visits_per_sec",
         "overhead_ratio",
@@ -86,6 +87,11 @@ async fn a_small_run_loses_nothing() {
     // The process's peak includes the run's, read earlier.
     assert!(
         report.process_peak_rss_bytes >= report.peak_rss_bytes,
+        "{report}"
+    );
+    // What is held at the end is within the peak.
+    assert!(
+        report.rss_held_bytes > 0 && report.rss_held_bytes <= report.peak_rss_bytes,
         "{report}"
     );
     // The passivated subjects are packed.

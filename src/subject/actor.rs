@@ -187,6 +187,9 @@ impl ractor::Actor for Active {
             for _ in kept..handled {
                 hub.services.inflight.done();
             }
+            if !held.draining {
+                hub.registry.no_longer_live(&name);
+            }
             held.draining = true;
             hub.registry.begin_unload(&name);
             held.unloaded = Some(name);
@@ -210,6 +213,15 @@ impl ractor::Actor for Active {
             let mut step = Step::new(s.clock.now(), &s.settings, &s.ids, &s.keys);
             let after = state.after(&mut step, touch);
             Work::new(&hub, &myself, &mut held.tasks).apply(&mut state, step.into_effects());
+            // With a bound on live subjects: an idle subject goes to the back of the idle
+            // order, and over the bound the one idle longest is told to passivate.
+            let bound = s.settings.max_live_subjects;
+            if after == After::Stay && bound != usize::MAX && !state.executing() {
+                hub.registry.went_idle(&state.name);
+                if hub.registry.live() > bound {
+                    hub.registry.evict_idlest(&hub, &state.name);
+                }
+            }
             after
         };
         let name = Arc::clone(&state.name);
@@ -348,6 +360,8 @@ impl<'a> Work<'a> {
                 self.tasks.unload = true;
                 Touch::Ack
             }
+            // Told by the registry: it changes nothing but the decision after the turn.
+            Msg::Evict => Touch::Crowded,
         }
     }
 

@@ -11,11 +11,12 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry as PlaceEntry;
+use hashlink::LinkedHashSet;
 use ractor::{ActorId, ActorRef, MessagingErr};
 use tokio::sync::Notify;
 
@@ -118,6 +119,11 @@ pub(crate) struct Registry {
     changed: Notify,
     /// How many times a subject passivated.
     passivations: AtomicU64,
+    /// How many subjects hold an actor that is not draining towards passivation or
+    /// unloading: counted up when one is spawned, down when it begins to drain.
+    live: AtomicUsize,
+    /// With a bound on live subjects: the live ones that are idle, idle longest first.
+    idle: Mutex<LinkedHashSet<Arc<str>>>,
     /// How many messages a draining actor refused and the registry delivered again.
     redelivered: AtomicU64,
     /// Every actor's task, which a shutdown waits for.
@@ -291,6 +297,7 @@ impl Registry {
         let result = match spawned {
             Ok((actor, task)) => {
                 self.tasks.push(task);
+                self.live.fetch_add(1, Ordering::Relaxed);
                 self.places
                     .insert(Arc::clone(subject), Place::Live(actor.clone()));
                 // Checked after the place is live: a shutdown that began meanwhile either
@@ -444,6 +451,58 @@ impl Registry {
         }
     }
 
+    /// An actor begins to drain (to passivate or to unload): it no longer counts as live.
+    pub(crate) fn no_longer_live(&self, subject: &Arc<str>) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
+        self.idle_order().remove(subject);
+    }
+
+    /// `subject`'s actor is idle after its turn: it goes to the back of the idle order.
+    pub(crate) fn went_idle(&self, subject: &Arc<str>) {
+        let mut idle = self.idle_order();
+        if !idle.to_back(subject) {
+            idle.insert(Arc::clone(subject));
+        }
+    }
+
+    /// More subjects are live than the bound: tell the one idle longest, other than
+    /// `except` (the subject asking), to passivate if it still is idle. One that is
+    /// busy again, or already draining, lets the message pass; it is back in the order
+    /// when it is next idle.
+    pub(crate) fn evict_idlest<S: Spawner>(&self, hub: &Arc<S>, except: &Arc<str>) {
+        let victim = {
+            let mut idle = self.idle_order();
+            match idle.pop_front() {
+                Some(front) if front == *except => {
+                    let next = idle.pop_front();
+                    idle.insert(front);
+                    next
+                }
+                front => front,
+            }
+        };
+        let Some(victim) = victim else {
+            return;
+        };
+        if let Some(place) = self.places.get(&victim)
+            && let Place::Live(actor) = place.value()
+        {
+            let pending = hub.services().inflight.pending();
+            if actor.cast(Msg::Evict).is_ok() {
+                pending.handed_on();
+            }
+        }
+    }
+
+    fn idle_order(&self) -> std::sync::MutexGuard<'_, LinkedHashSet<Arc<str>>> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many subjects hold an actor that is not draining.
+    pub(crate) fn live(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+
     /// The subject's actor begins to unload: senders wait until its place is removed.
     pub(crate) fn begin_unload(&self, subject: &Arc<str>) {
         self.places.insert(Arc::clone(subject), Place::Busy);
@@ -460,6 +519,7 @@ impl Registry {
     /// The subject's actor begins to passivate: senders wait from now on.
     pub(crate) fn begin_passivation(&self, subject: &Arc<str>) {
         self.passivations.fetch_add(1, Ordering::Relaxed);
+        self.no_longer_live(subject);
         self.places.insert(Arc::clone(subject), Place::Busy);
     }
 

@@ -341,15 +341,19 @@ pub(crate) enum Touch {
     /// reached its actor just after it began to drain) passivates once it is idle, not
     /// `passivate_after` later; a run the timer resumes keeps it as any run does.
     Timer,
+    /// More subjects hold an actor than `max_live_subjects`, and this one has been idle
+    /// the longest: it passivates if it still is idle. Not activity.
+    Crowded,
 }
 
 impl Touch {
     /// What `self` then `next`, handled in one turn, say together: a fired idle check
-    /// (the latest) stands, else any activity counts.
+    /// (the latest) stands, else any activity counts, else an eviction.
     pub(crate) fn then(self, next: Touch) -> Touch {
         match (self, next) {
             (_, Touch::Idle(key)) | (Touch::Idle(key), _) => Touch::Idle(key),
             (Touch::Active, _) | (_, Touch::Active) => Touch::Active,
+            (Touch::Crowded, _) | (_, Touch::Crowded) => Touch::Crowded,
             (Touch::Timer, _) | (_, Touch::Timer) => Touch::Timer,
             (Touch::Ack, Touch::Ack) => Touch::Ack,
         }

@@ -80,6 +80,9 @@ pub struct LoadConfig {
     pub retention: Duration,
     /// How long an idle subject keeps its actor.
     pub passivate_after: Duration,
+    /// How many subjects may hold an actor before the one idle longest passivates at
+    /// once; `None`: the runtime's default.
+    pub max_live_subjects: Option<usize>,
     /// Seed of the visitors' choices.
     pub seed: u64,
     /// How long the bare baseline runs.
@@ -109,6 +112,7 @@ impl Default for LoadConfig {
             resume_share: 0.5,
             retention: Duration::from_secs(2),
             passivate_after: Duration::from_secs(5),
+            max_live_subjects: None,
             seed: 1,
             bare_for: Duration::from_secs(2),
             workers: std::thread::available_parallelism().map_or(2, usize::from),

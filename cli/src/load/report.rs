@@ -154,6 +154,10 @@ pub struct Report {
     pub prefilled_asks: u64,
     /// Resident memory after the prefill, bytes.
     pub rss_after_prefill_bytes: u64,
+    /// Resident memory at the end, once every idle subject passivated and the allocator
+    /// gave back the pages it kept free: what the run's parked asks and their subjects
+    /// hold, bytes.
+    pub rss_held_bytes: u64,
     /// Peak resident memory of the run, read before the closing listing and the bare
     /// baseline (which convert every parked set once more), bytes.
     pub peak_rss_bytes: u64,
@@ -403,6 +407,7 @@ pub(crate) struct Parts<'a> {
     pub(crate) peak_rss: u64,
     pub(crate) process_peak_rss: u64,
     pub(crate) rss_after_prefill: u64,
+    pub(crate) rss_held: u64,
     pub(crate) bare: Bare,
     /// The store's figures before and after the measured visits, with a data directory.
     pub(crate) store: Option<(StoreStats, StoreStats)>,
@@ -423,6 +428,7 @@ impl Report {
             peak_rss,
             process_peak_rss,
             rss_after_prefill,
+            rss_held,
             bare,
             store,
             stages,
@@ -450,6 +456,7 @@ impl Report {
             errors,
             prefilled_asks: prefilled.client.asks_seen,
             rss_after_prefill_bytes: rss_after_prefill,
+            rss_held_bytes: rss_held,
             peak_rss_bytes: peak_rss,
             process_peak_rss_bytes: process_peak_rss,
             live_subjects: stats.live_subjects,
@@ -522,10 +529,11 @@ impl fmt::Display for Report {
         write!(f, "{}", self.measured)?;
         writeln!(
             f,
-            "memory      peak RSS {:.1} MiB; {:.1} MiB after {} prefilled asks; {:.1} MiB for the whole command",
+            "memory      peak RSS {:.1} MiB; {:.1} MiB after {} prefilled asks; {:.1} MiB held at the end, subjects idle; {:.1} MiB for the whole command",
             mib(self.peak_rss_bytes),
             mib(self.rss_after_prefill_bytes),
             self.prefilled_asks,
+            mib(self.rss_held_bytes),
             mib(self.process_peak_rss_bytes)
         )?;
         writeln!(

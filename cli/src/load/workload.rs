@@ -94,6 +94,9 @@ pub(crate) async fn build(
     if let Some(dir) = &config.data {
         builder = builder.data_dir(dir);
     }
+    if let Some(n) = config.max_live_subjects {
+        builder = builder.max_live_subjects(n);
+    }
     if let Some(stages) = stages {
         builder = builder.measure_stages(stages);
     }

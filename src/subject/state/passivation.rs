@@ -29,7 +29,7 @@ impl State {
             // A change made durable is the end of earlier work, not new work: a subject
             // woken only to take it passivates as it would have without the store. A
             // timer of its own is the clock's, not work either.
-            Touch::Ack | Touch::Timer => {}
+            Touch::Ack | Touch::Timer | Touch::Crowded => {}
         }
         false
     }
@@ -39,6 +39,11 @@ impl State {
     /// counts it, and consume a fired idle check, so the next decision arms a new one.
     pub(crate) fn deferred(&mut self, now: DateTime<Utc>, touch: Touch) {
         self.note(now, touch);
+    }
+
+    /// Whether an activation is executing (not parked): the subject is not idle.
+    pub(crate) fn executing(&self) -> bool {
+        self.live > 0
     }
 
     /// After each message: decide whether to passivate, or arm the idle check.
@@ -55,13 +60,18 @@ impl State {
         // had no work since it last passivated: it is idle already.
         let idle_since = match (self.last_active, touch) {
             (Some(at), _) => at,
-            (None, Touch::Ack | Touch::Timer) => DateTime::<Utc>::MIN_UTC,
+            (None, Touch::Ack | Touch::Timer | Touch::Crowded) => DateTime::<Utc>::MIN_UTC,
             (None, _) => now,
         };
-        let due = chrono::Duration::from_std(step.settings.passivate_after)
-            .ok()
-            .and_then(|d| idle_since.checked_add_signed(d))
-            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        // Evicted (more live subjects than `max_live_subjects`): idle is enough.
+        let due = if touch == Touch::Crowded {
+            now
+        } else {
+            chrono::Duration::from_std(step.settings.passivate_after)
+                .ok()
+                .and_then(|d| idle_since.checked_add_signed(d))
+                .unwrap_or(DateTime::<Utc>::MAX_UTC)
+        };
         if due <= now {
             self.forget_before(step, now);
             if self.entries.is_empty() && self.runs.is_empty() {

@@ -755,6 +755,29 @@ fn a_refused_ask_withdraws_the_group_and_fails_a_run_that_parks_anyway() {
 }
 
 #[test]
+fn an_evicted_idle_subject_passivates_at_once_and_a_busy_one_stays() {
+    let mut w = World::new();
+    w.settings.passivate_after = Duration::from_secs(30);
+    w.parked();
+    // Just active, well inside the idle time: it arms its check and stays.
+    let mut step = Step::new(w.now, &w.settings, &w.ids, &w.keys);
+    assert_eq!(w.state.after(&mut step, Touch::Active), After::Stay);
+    assert_eq!(show(&step.into_effects()), ["arm idle"]);
+    // Evicted a second later, still idle: it passivates, its check disarmed.
+    w.advance(Duration::from_secs(1));
+    let mut step = Step::new(w.now, &w.settings, &w.ids, &w.keys);
+    assert_eq!(w.state.after(&mut step, Touch::Crowded), After::Passivate);
+    assert_eq!(show(&step.into_effects()), ["disarm"]);
+    // An activation executing keeps it live, evicted or not.
+    w.state.live = 1;
+    let mut step = Step::new(w.now, &w.settings, &w.ids, &w.keys);
+    assert_eq!(w.state.after(&mut step, Touch::Crowded), After::Stay);
+    // Activity in the same turn outweighs the eviction.
+    assert_eq!(Touch::Crowded.then(Touch::Active), Touch::Active);
+    assert_eq!(Touch::Timer.then(Touch::Crowded), Touch::Crowded);
+}
+
+#[test]
 fn an_idle_subject_passivates_and_wakes_with_its_parked_set() {
     let mut w = World::new();
     w.settings.passivate_after = Duration::from_secs(30);

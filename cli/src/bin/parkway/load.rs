@@ -56,6 +56,10 @@ pub(crate) struct Args {
     /// How long an idle subject keeps its actor.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     passivate_after: Duration,
+    /// How many subjects may hold an actor before the one idle longest passivates at
+    /// once (default: the runtime's, 10000).
+    #[arg(long, value_name = "N")]
+    max_live_subjects: Option<usize>,
     /// How long the bare baseline runs (with --url: the GET /healthz baseline).
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     bare_for: Duration,
@@ -86,8 +90,9 @@ pub(crate) struct Args {
     /// Visit a live `parkway serve` at this address (http://HOST:PORT) over HTTP instead
     /// of a runtime in this process; it must serve the load's workload
     /// (`parkway serve --targets examples/serve/load-targets.json`). The runtime's
-    /// settings (--data, --retention, --passivate-after) are then the server's.
-    #[arg(long, value_name = "URL", conflicts_with_all = ["data", "retention", "passivate_after"])]
+    /// settings (--data, --retention, --passivate-after, --max-live-subjects) are then the
+    /// server's.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["data", "retention", "passivate_after", "max_live_subjects"])]
     url: Option<String>,
     /// With --url: a bearer token with the visit scope (with admin too, the server's
     /// doors are read and compared with the load's).
@@ -142,6 +147,7 @@ impl Args {
             resume_share: self.resume_share,
             retention: self.retention,
             passivate_after: self.passivate_after,
+            max_live_subjects: self.max_live_subjects,
             seed: self.seed,
             bare_for: self.bare_for,
             workers: self.workers.unwrap_or(defaults.workers),

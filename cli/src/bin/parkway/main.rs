@@ -18,14 +18,23 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// many milliseconds freed memory waits before it is given back to the system.
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// Keep freed memory for reuse instead of handing it back to the system. Under a load
-/// run the allocator otherwise gives pages back and takes them again at once, and every
-/// page taken again is a fault the kernel zeroes (with transparent huge pages, 2 MiB at
-/// a time); what that cost a load run is in `docs/benchmarks.md`.
+/// How long freed memory is kept for reuse before it goes back to the system, in
+/// milliseconds. mimalloc's own default (10 ms) hands pages back and takes them again
+/// at once under a load run, and every page taken again is a fault the kernel zeroes
+/// (with transparent huge pages, 2 MiB at a time). A second covers that churn, and a
+/// burst's memory still goes back a second after it ends: kept for good, a `parkway
+/// serve` stayed at its peak resident size for the rest of its life. What each costs a
+/// load run is in `docs/benchmarks.md`.
+const PURGE_DELAY_MS: std::ffi::c_long = 1_000;
+
+/// Set the purge delay, unless mimalloc's own variable `MIMALLOC_PURGE_DELAY` sets it.
 fn keep_freed_memory() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        return;
+    }
     // SAFETY: mimalloc's option setter is not thread safe; this runs first in `main`,
-    // before any other thread exists. The option takes a plain integer; -1 is "never".
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) }
+    // before any other thread exists. The option takes a plain integer.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) }
 }
 
 mod check;
