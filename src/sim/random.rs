@@ -439,6 +439,9 @@ impl Open {
             .max_concurrent(self.user_cap)
             .waiting_retention(self.retention)
             .passivate_after(Duration::from_secs(1))
+            // Fewer than the subjects: the subject idle longest is told to passivate at
+            // once, racing the workload's messages to it.
+            .max_live_subjects(2)
             .store(store);
         register(builder).build().await
     }
