@@ -33,7 +33,7 @@ pub struct Settings {
     /// How many subjects may hold an actor: past it, the idle subject that has been idle
     /// longest passivates at once rather than after `passivate_after`. A bound on the
     /// memory live subjects hold (an actor and its channels, about 10 KiB, and each
-    /// parked ask kept as live data, about 2 KiB more than packed) when a burst touches
+    /// parked ask kept as live data, 1–2 KiB more than passive) when a burst touches
     /// more subjects than the passivation delay lets go. A subject with work in progress
     /// stays live whatever the count; `usize::MAX` is no bound. Default 10000.
     pub max_live_subjects: usize,

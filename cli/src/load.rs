@@ -150,8 +150,10 @@ async fn load(
     // The peak before the listing: it converts every subject's parked set for the bare
     // baseline (the process's own peak, after it, is reported beside).
     let stats = rt.stats().await;
-    let peak_rss = rss::peak();
+    // Held first: the peak read after it bounds it, whatever the runtime's threads
+    // allocate between the two reads.
     let rss_held = rss::held();
+    let peak_rss = rss::peak();
     // The baseline is only compared with measured visits: a run without them (the
     // memory run, `--visits 0`) skips it and the conversions it needs.
     let compare = latencies.visits() > 0;

@@ -675,6 +675,16 @@ fn make_segment(folder: &Path, number: &mut u64, size: u64) -> std::io::Result<S
     Ok(segment)
 }
 
+/// What a segment in use cut short (`Found::short`) says: records may be missing from its
+/// end with nothing left to say so. For the open's refusal and `parkway check` alike.
+pub(super) fn cut_short(path: &Path) -> String {
+    format!(
+        "the change log's segment {} is {} bytes, shorter than a segment is made ({SEGMENT}): it was cut short, and what it logged at its end may be lost",
+        path.display(),
+        std::fs::metadata(path).map_or(0, |meta| meta.len()),
+    )
+}
+
 /// Writes `header` at the start of `segment`.
 fn write_header(segment: &Segment, header: Header) -> std::io::Result<()> {
     write_at(&segment.file, &header.bytes(), 0)

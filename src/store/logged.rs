@@ -339,12 +339,7 @@ fn check_damage(
     recovered: &mut Recovered,
 ) -> Result<(), OpenError> {
     if let Some(short) = found.short.first() {
-        let cause = format!(
-            "the change log's segment {} is {} bytes, shorter than a segment is made ({}): it was cut short, and what it logged at its end may be lost",
-            short.display(),
-            std::fs::metadata(short).map_or(0, |meta| meta.len()),
-            changelog::SEGMENT
-        );
+        let cause = changelog::cut_short(short);
         if on_damage == OnDamage::Refuse {
             return Err(OpenError::Corrupt {
                 path: dir.to_path_buf(),

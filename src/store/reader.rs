@@ -214,8 +214,15 @@ fn replay_log(dir: &Path, db: &Database, spaces: &Spaces) -> Result<Option<Strin
         None => 0,
     };
     let chain = changelog::Chain::of(&found.read, applied);
-    let damage =
-        (chain.acknowledged > chain.end).then(|| chain.refusal(dir, &found.read).to_string());
+    let mut damage: Vec<String> = found
+        .short
+        .iter()
+        .map(|p| changelog::cut_short(p))
+        .collect();
+    if chain.acknowledged > chain.end {
+        damage.push(chain.refusal(dir, &found.read).to_string());
+    }
+    let damage = (!damage.is_empty()).then(|| damage.join("; "));
     for record in &chain.records {
         let ops = changelog::decode(&record.payload)
             .map_err(|cause| corrupt(format!("group {} of the change log: {cause}", record.seq)))?;

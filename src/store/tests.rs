@@ -1313,6 +1313,12 @@ fn a_change_log_segment_cut_short_is_refused() {
     let text = err.to_string();
     assert!(text.contains("cut short"), "{text}");
     assert!(text.contains(&segment.display().to_string()), "{text}");
+    // The check reports it too, and changes nothing.
+    let reader = super::Reader::open(&dir).unwrap();
+    let damage = reader.journal_damage().expect("reported").to_owned();
+    assert!(damage.contains("cut short"), "{damage}");
+    drop(reader);
+    assert_eq!(std::fs::metadata(&segment).unwrap().len(), 4096);
     let store = Store::open_as(&dir, super::OnDamage::Truncate, Faults::default()).unwrap();
     assert_eq!(store.recovered().cuts, 1);
     drop(store);
