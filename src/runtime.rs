@@ -222,6 +222,8 @@ pub struct Builder {
     ids: Option<Ids>,
     event_capacity: usize,
     data_dir: Option<std::path::PathBuf>,
+    /// The PostgreSQL database to keep everything in, instead of a data directory.
+    postgres: Option<String>,
     /// How many entries the durable event log keeps, if not its default.
     log_entries: Option<u64>,
     /// Cut a damaged journal at the damage rather than refuse the data directory.
@@ -247,6 +249,7 @@ impl Default for Builder {
             clock: Arc::new(SystemClock),
             ids: None,
             data_dir: None,
+            postgres: None,
             log_entries: None,
             truncate_damaged_journal: false,
             store: None,
@@ -374,6 +377,19 @@ impl Builder {
         self
     }
 
+    /// Keep everything a restart must find in the PostgreSQL database at `url` instead of
+    /// a data directory (`docs/postgres.md`): `postgres://user:password@host:port/db`,
+    /// or PostgreSQL's `key=value` form; the tables are made in the connection's schema
+    /// (`options=-c search_path=NAME` chooses another). Without it, `PARKWAY_POSTGRES_URL`
+    /// in the environment is read (unless [`Builder::without_env`]). Given with a data
+    /// directory, [`Builder::build`] refuses both. A build of parkway without the
+    /// `postgres` feature refuses a database at [`Builder::build`]
+    /// ([`BuildError::Store`], naming the feature).
+    pub fn postgres(mut self, url: impl Into<String>) -> Self {
+        self.postgres = Some(url.into());
+        self
+    }
+
     /// How many entries the durable event log keeps (default 100,000; at least 1): each
     /// event logged past it trims the oldest. A stream resumed from an id older than the
     /// log keeps is told so (`docs/durability.md`). No effect without a data directory.
@@ -440,10 +456,26 @@ impl Builder {
                 .filter(|d| !d.is_empty())
                 .map(std::path::PathBuf::from)
         });
-        let store = match (self.store, &data_dir) {
-            (Some(store), _) => Some(store),
-            (None, None) => None,
-            (None, Some(dir)) => {
+        let postgres = self.postgres.or_else(|| {
+            self.env
+                .then(|| std::env::var("PARKWAY_POSTGRES_URL").ok())
+                .flatten()
+                .filter(|url| !url.is_empty())
+        });
+        let store = match (self.store, &data_dir, postgres) {
+            (Some(store), _, _) => Some(store),
+            (None, None, None) => None,
+            (None, Some(dir), Some(_)) => {
+                return Err(BuildError::Store(format!(
+                    "both a data directory ({}) and a PostgreSQL database were given: the runtime keeps its state in one of them",
+                    dir.display()
+                )));
+            }
+            (None, None, Some(url)) => Some(
+                crate::store::Store::open_postgres(&url)
+                    .map_err(|e| BuildError::Store(e.to_string()))?,
+            ),
+            (None, Some(dir), None) => {
                 let on_damage = if self.truncate_damaged_journal {
                     crate::store::OnDamage::Truncate
                 } else {
@@ -493,12 +525,13 @@ impl Builder {
         };
         if let Err(reason) = crate::subject::open::recover(runtime.hub()).await {
             runtime.shutdown().await;
+            let store = match (&data_dir, &runtime.hub().services.store) {
+                (Some(dir), _) => format!("the data directory {}", dir.display()),
+                (None, Some(store)) => format!("the store {}", store.name()),
+                (None, None) => "the store".to_string(),
+            };
             return Err(BuildError::Store(format!(
-                "the data directory {} could not be read back: {reason}",
-                data_dir
-                    .as_deref()
-                    .unwrap_or(std::path::Path::new(""))
-                    .display()
+                "{store} could not be read back: {reason}"
             )));
         }
         // The ticker may read the wake index now (an upgrade wrote it).

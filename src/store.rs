@@ -19,7 +19,10 @@
 //!   batch from damage before it; `mark`: the mark of the last acknowledged group, which
 //!   tells a torn batch from an acknowledged one damaged.
 //!
-//! The last five are the `disk` feature's. Without it, `disk` is `no_disk.rs`: an engine
+//! - `postgres`: the PostgreSQL engine behind [`Store::open_postgres`] (feature
+//!   `postgres`): one table, a group commit in one statement.
+//!
+//! The five before `postgres` are the `disk` feature's. Without it, `disk` is `no_disk.rs`: an engine
 //! that has no value and whose open refuses every directory, naming the feature, so the
 //! writer and the rest of the crate compile the same either way.
 //!
@@ -55,6 +58,8 @@ mod mark;
 mod memory;
 #[cfg(feature = "disk")]
 mod overlay;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "disk")]
 mod reader;
 mod writer;
@@ -513,6 +518,20 @@ pub(crate) enum OpenError {
         /// The data directory.
         path: PathBuf,
     },
+    /// The database could not be used: unreachable, refused, or holding another format.
+    #[error("database {database}: {cause}")]
+    Database {
+        /// The database, as its URL without the password.
+        database: String,
+        /// What was wrong, in words.
+        cause: String,
+    },
+    /// This build has no PostgreSQL engine: it was built without the `postgres` feature.
+    #[cfg(not(feature = "postgres"))]
+    #[error(
+        "this build of parkway has no PostgreSQL store: enable the `postgres` feature to use a database"
+    )]
+    NoPostgres,
     /// This build has no disk engine: it was built without the `disk` feature.
     #[cfg(not(feature = "disk"))]
     #[error(
@@ -596,6 +615,38 @@ impl Store {
                 recovered,
             }),
         })
+    }
+
+    /// Opens the store kept in the PostgreSQL database at `url` (creating its tables in
+    /// the connection's schema if they are missing); see [`OpenError`] for what is
+    /// refused.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn open_postgres(url: &str) -> Result<Store, OpenError> {
+        let database = postgres::shown(url);
+        let engine = postgres::Postgres::open(url)?;
+        let shared = Arc::new(Shared::new(Arc::from(database.as_str()), Arc::new(engine)));
+        let refused = |cause: String| OpenError::Database {
+            database: database.clone(),
+            cause,
+        };
+        shared
+            .find_log_end()
+            .map_err(|err| refused(err.to_string()))?;
+        let thread = writer::spawn(&shared)
+            .map_err(|err| refused(format!("cannot start its writer: {err}")))?;
+        Ok(Store {
+            handle: Arc::new(Handle {
+                shared,
+                thread: std::sync::Mutex::new(Some(thread)),
+                recovered: Recovered::default(),
+            }),
+        })
+    }
+
+    /// Refuses: this build has no PostgreSQL engine.
+    #[cfg(not(feature = "postgres"))]
+    pub(crate) fn open_postgres(_url: &str) -> Result<Store, OpenError> {
+        Err(OpenError::NoPostgres)
     }
 
     /// What the open found in the journals and did about them (all zero in memory).
@@ -770,6 +821,11 @@ impl Store {
             let _ = thread.join();
         }
         self.handle.shared.release();
+    }
+
+    /// The store as errors name it: its directory, its database, or `memory`.
+    pub(crate) fn name(&self) -> &str {
+        self.handle.shared.name()
     }
 
     /// Whether a failure has stopped the store.

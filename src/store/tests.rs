@@ -65,6 +65,37 @@ fn engines(dir: &Path) -> Vec<Store> {
         Store::memory(),
         Store::memory_with(Syncing::Manual, Faults::default()),
         Store::open(dir).expect("opens"),
+        #[cfg(feature = "postgres")]
+        Store::open_postgres(&super::postgres::test_database()).expect("opens"),
+    ]
+}
+
+/// Where a durable store is kept, to open it again: a data directory, or a database.
+enum Place {
+    /// A data directory.
+    Dir(PathBuf),
+    /// A PostgreSQL database (a schema of the test server's).
+    #[cfg(feature = "postgres")]
+    Database(String),
+}
+
+impl Place {
+    /// Opens the store kept there.
+    fn open(&self) -> Result<Store, OpenError> {
+        match self {
+            Place::Dir(dir) => Store::open(dir),
+            #[cfg(feature = "postgres")]
+            Place::Database(url) => Store::open_postgres(url),
+        }
+    }
+}
+
+/// Every place a durable behaviour should hold in: `dir`, and a fresh database.
+fn places(dir: &Path) -> Vec<Place> {
+    vec![
+        Place::Dir(dir.to_path_buf()),
+        #[cfg(feature = "postgres")]
+        Place::Database(super::postgres::test_database()),
     ]
 }
 
@@ -194,7 +225,10 @@ fn acks_arrive_in_order_under_concurrent_submitters() {
     const THREADS: u64 = 8;
     const PER_THREAD: u64 = 1000;
     let (_tmp, dir) = data_dir();
-    for store in [Store::memory(), Store::open(&dir).expect("opens")] {
+    let durable = places(&dir)
+        .into_iter()
+        .map(|place| place.open().expect("opens"));
+    for store in std::iter::once(Store::memory()).chain(durable) {
         let (tx, rx) = mpsc::channel();
         std::thread::scope(|scope| {
             for thread in 0..THREADS {
@@ -238,8 +272,15 @@ fn acks_arrive_in_order_under_concurrent_submitters() {
 #[test]
 fn acknowledged_survives_reopen() {
     let (_tmp, dir) = data_dir();
+    for place in places(&dir) {
+        acknowledged_survives_reopen_in(&place);
+    }
+}
+
+/// [`acknowledged_survives_reopen`] in one place.
+fn acknowledged_survives_reopen_in(place: &Place) {
     {
-        let store = Store::open(&dir).unwrap();
+        let store = place.open().unwrap();
         for n in 0..50u64 {
             let mut batch = Batch::new();
             batch
@@ -249,7 +290,7 @@ fn acknowledged_survives_reopen() {
         }
         durable(&store, put(Space::Doors, b"approve", b"{}")).unwrap();
     }
-    let store = Store::open(&dir).unwrap();
+    let store = place.open().unwrap();
     assert_eq!(store.scan(Space::Events).unwrap().len(), 50);
     assert_eq!(
         store.get(Space::Ids, b"event").unwrap(),
@@ -269,18 +310,20 @@ fn acknowledged_survives_reopen() {
 #[test]
 fn drop_finishes_what_is_queued() {
     let (_tmp, dir) = data_dir();
-    let (tx, rx) = mpsc::channel();
-    {
-        let store = Store::open(&dir).unwrap();
-        for n in 0..100u64 {
-            store.submit(put(Space::Events, &sequence_key(n), b"e"), ack_to(&tx, n));
+    for place in places(&dir) {
+        let (tx, rx) = mpsc::channel();
+        {
+            let store = place.open().unwrap();
+            for n in 0..100u64 {
+                store.submit(put(Space::Events, &sequence_key(n), b"e"), ack_to(&tx, n));
+            }
         }
+        drop(tx);
+        let acked: Vec<u64> = rx.iter().map(|(n, r)| r.map(|()| n).unwrap()).collect();
+        assert_eq!(acked, (0..100).collect::<Vec<_>>());
+        let store = place.open().unwrap();
+        assert_eq!(store.scan(Space::Events).unwrap().len(), 100);
     }
-    drop(tx);
-    let acked: Vec<u64> = rx.iter().map(|(n, r)| r.map(|()| n).unwrap()).collect();
-    assert_eq!(acked, (0..100).collect::<Vec<_>>());
-    let store = Store::open(&dir).unwrap();
-    assert_eq!(store.scan(Space::Events).unwrap().len(), 100);
 }
 
 /// A directory of another format version is refused, naming it, and left as it was.
@@ -930,6 +973,27 @@ fn the_log_is_numbered_in_commit_order_and_trimmed() {
     batch.append_log([7]);
     durable(&reopened, batch).expect("durable");
     assert_eq!(reopened.log_from(7, 10).expect("reads"), [(7, vec![7])]);
+    #[cfg(feature = "postgres")]
+    {
+        let place = Place::Database(super::postgres::test_database());
+        {
+            let store = place.open().expect("opens");
+            store.set_log_capacity(3);
+            for n in 0..5u8 {
+                let mut batch = Batch::new();
+                batch.append_log([n]);
+                durable(&store, batch).expect("durable");
+            }
+        }
+        let reopened = place.open().expect("opens again");
+        let mut batch = Batch::new();
+        batch.append_log([9]);
+        durable(&reopened, batch).expect("durable");
+        assert_eq!(
+            reopened.log_from(1, 10).expect("reads"),
+            [(3, vec![2]), (4, vec![3]), (5, vec![4]), (6, vec![9])]
+        );
+    }
 }
 
 /// A directory of format version 2 kept a key per log entry: opening it converts them
@@ -1375,4 +1439,77 @@ fn a_range_read_lays_what_the_log_holds_over_the_engine() {
         keys(store.prefixed(Space::Doors, b"k0").unwrap()),
         expected[..expected.len() - 2].to_vec()
     );
+}
+
+/// A database of another format version, or with rows and no version, is refused,
+/// naming the database (never its password) and what was found; it is left as it was.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_database_of_another_format_or_with_no_version_is_refused() {
+    let url = super::postgres::test_database();
+    {
+        let store = Store::open_postgres(&url).unwrap();
+        durable(&store, put(Space::Subjects, b"s", b"state")).unwrap();
+        durable(&store, put(Space::Meta, VERSION_KEY, b"999")).unwrap();
+    }
+    for _ in 0..2 {
+        let err = Store::open_postgres(&url).unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, OpenError::Database { .. }), "{err:?}");
+        assert!(text.contains("format version 999"), "{text}");
+        assert!(text.contains("this build reads version"), "{text}");
+    }
+    let url = super::postgres::test_database();
+    {
+        let store = Store::open_postgres(&url).unwrap();
+        durable(&store, put(Space::Subjects, b"s", b"state")).unwrap();
+        let mut batch = Batch::new();
+        batch.delete(Space::Meta, VERSION_KEY);
+        durable(&store, batch).unwrap();
+    }
+    let text = Store::open_postgres(&url).unwrap_err().to_string();
+    assert!(text.contains("no format version"), "{text}");
+}
+
+/// A URL that is not one, and a server that does not answer, are refused at open with
+/// the reason; the password is never shown.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_database_that_cannot_be_used_is_refused_naming_why() {
+    let err = Store::open_postgres("postgres://ann:hunter2@[::1").unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("not a PostgreSQL URL"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+    // A port nothing listens on: bound, then released, on the loopback.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://ann:hunter2@127.0.0.1:{port}/parks?connect_timeout=5");
+    let text = Store::open_postgres(&url).unwrap_err().to_string();
+    assert!(
+        text.contains(&format!("database postgres://ann@127.0.0.1:{port}/parks")),
+        "{text}"
+    );
+    assert!(
+        text.contains("refused") || text.contains("connect"),
+        "{text}"
+    );
+    assert!(!text.contains("hunter2"), "{text}");
+}
+
+/// One process per database: a second open is refused while the first store is open,
+/// and succeeds once it is closed.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_database_held_by_an_open_store_is_refused_to_a_second() {
+    let url = super::postgres::test_database();
+    let first = Store::open_postgres(&url).unwrap();
+    let text = Store::open_postgres(&url).unwrap_err().to_string();
+    assert!(text.contains("held by another parkway process"), "{text}");
+    first.close();
+    drop(first);
+    let again = Store::open_postgres(&url).expect("opens once the first is closed");
+    durable(&again, put(Space::Doors, b"d", b"{}")).unwrap();
 }

@@ -92,6 +92,9 @@ pub struct LoadConfig {
     /// Keep the runtime's state durable in this directory (new or empty), as an embedder
     /// with a data directory does; `None` runs in memory.
     pub data: Option<std::path::PathBuf>,
+    /// Keep the runtime's state in this PostgreSQL database instead, whose schema holds
+    /// no parkway tables yet.
+    pub postgres: Option<String>,
     /// Measure where each durable change spends its time, stage by stage, during the
     /// measured visits (`Builder::measure_stages`).
     pub stages: bool,
@@ -117,6 +120,7 @@ impl Default for LoadConfig {
             bare_for: Duration::from_secs(2),
             workers: std::thread::available_parallelism().map_or(2, usize::from),
             data: None,
+            postgres: None,
             stages: false,
         }
     }
@@ -190,6 +194,9 @@ impl LoadConfig {
                 "--data {} holds something already: the load needs a new or empty directory",
                 dir.display()
             ));
+        }
+        if self.stages && self.data.is_none() && self.postgres.is_none() {
+            return bad("--stages measures the durable path: give --data or --postgres".into());
         }
         if self.mix.total() == 0 {
             return bad("the mix must give at least one kind of visit a weight".into());

@@ -94,6 +94,10 @@ pub(crate) async fn build(
     if let Some(dir) = &config.data {
         builder = builder.data_dir(dir);
     }
+    if let Some(url) = &config.postgres {
+        refuse_a_used_database(url).await?;
+        builder = builder.postgres(url);
+    }
     if let Some(n) = config.max_live_subjects {
         builder = builder.max_live_subjects(n);
     }
@@ -258,6 +262,38 @@ pub(crate) fn subject_name(index: usize) -> String {
 /// The input of a start of an ask that expires after `ttl`, as the visitors send it.
 pub(crate) fn start_input(ttl: &str, on_expiry: &str) -> Value {
     json!({"op": "start", "ttl": ttl, "on_expiry": on_expiry})
+}
+
+/// Refuses a database whose schema holds a parkway store with anything in it beyond its
+/// format version: the load's account starts from nothing.
+async fn refuse_a_used_database(url: &str) -> Result<(), LoadError> {
+    let unusable = |why: String| LoadError::Invalid(format!("--postgres: {why}"));
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .map_err(|e| unusable(format!("cannot connect: {e}")))?;
+    let connection = tokio::spawn(connection);
+    let has_table: bool = client
+        .query_one("SELECT to_regclass('parkway_kv') IS NOT NULL", &[])
+        .await
+        .map_err(|e| unusable(e.to_string()))?
+        .get(0);
+    let rows: i64 = if has_table {
+        client
+            .query_one("SELECT count(*) FROM parkway_kv WHERE space <> 0", &[])
+            .await
+            .map_err(|e| unusable(e.to_string()))?
+            .get(0)
+    } else {
+        0
+    };
+    drop(client);
+    let _ = connection.await;
+    if rows > 0 {
+        return Err(unusable(format!(
+            "its schema holds a parkway store with {rows} rows already: the load needs an empty one"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -81,18 +81,22 @@ pub(crate) struct Args {
     /// operation checked, use `parkway crash --by-hand`.)
     #[arg(long, value_name = "DIR")]
     data: Option<std::path::PathBuf>,
+    /// Keep the runtime's state in this PostgreSQL database instead (a schema that holds
+    /// no parkway tables yet: `options=-c search_path=NAME` in the URL names one).
+    #[arg(long, value_name = "URL", conflicts_with = "data")]
+    postgres: Option<String>,
     /// With --data: measure where each durable change spends its time during the
     /// measured visits (its turn on the subject, the wait for the writer, the write,
     /// the sync, the acknowledgement's way back) and what the store's engine was doing
     /// when a write or a sync stalled; reported as percentiles per stage.
-    #[arg(long, requires = "data")]
+    #[arg(long)]
     stages: bool,
     /// Visit a live `parkway serve` at this address (http://HOST:PORT) over HTTP instead
     /// of a runtime in this process; it must serve the load's workload
     /// (`parkway serve --targets examples/serve/load-targets.json`). The runtime's
     /// settings (--data, --retention, --passivate-after, --max-live-subjects) are then the
     /// server's.
-    #[arg(long, value_name = "URL", conflicts_with_all = ["data", "retention", "passivate_after", "max_live_subjects"])]
+    #[arg(long, value_name = "URL", conflicts_with_all = ["data", "postgres", "retention", "passivate_after", "max_live_subjects"])]
     url: Option<String>,
     /// With --url: a bearer token with the visit scope (with admin too, the server's
     /// doors are read and compared with the load's).
@@ -152,6 +156,7 @@ impl Args {
             bare_for: self.bare_for,
             workers: self.workers.unwrap_or(defaults.workers),
             data: self.data.clone(),
+            postgres: self.postgres.clone(),
             stages: self.stages,
         }
     }

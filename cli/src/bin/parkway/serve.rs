@@ -1,5 +1,5 @@
-//! `parkway serve`: the HTTP face, and the MCP face at `/mcp`, over a data directory,
-//! with scripted targets from a file.
+//! `parkway serve`: the HTTP face, and the MCP face at `/mcp`, over a data directory or a
+//! PostgreSQL database, with scripted targets from a file.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -20,6 +20,11 @@ pub(crate) struct Args {
     /// memory and keeps nothing across a restart).
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Keep the runtime's state in this PostgreSQL database instead of a data directory
+    /// (`postgres://user:password@host:port/db`; else `PARKWAY_POSTGRES_URL`;
+    /// docs/postgres.md). One process per database.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["data", "test_scenario"])]
+    postgres: Option<String>,
     /// Cut the data directory's journal at the damage and open, if it is damaged before
     /// its end, rather than refuse (what is dropped is logged, and kept in the
     /// directory's `dropped/`; docs/durability.md, "Damaged journals").
@@ -296,6 +301,9 @@ async fn plain(args: &Args, tokens: Tokens, options: Options) -> Result<(Runtime
     let mut builder = Runtime::builder().truncate_damaged_journal(args.truncate_damaged_journal);
     if let Some(dir) = &args.data {
         builder = builder.data_dir(dir);
+    }
+    if let Some(url) = &args.postgres {
+        builder = builder.postgres(url);
     }
     if let Some(scripts) = &scripts {
         builder = scripts.register_with(builder, Some(remote(scripts)));

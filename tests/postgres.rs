@@ -1,0 +1,152 @@
+//! A runtime on PostgreSQL: what was acknowledged before it stopped is found again when a
+//! runtime is built on the same database. Needs a server: `PARKWAY_TEST_POSTGRES_URL`
+//! (`.ci/test` starts a throwaway one and sets it).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use parkway::{Ask, Builder, EntryStatus, Ids, ManualClock, Resumed, RunStatus, Runtime, Start};
+use serde_json::json;
+
+/// The URL of a fresh schema of the test server.
+async fn database() -> String {
+    let url = std::env::var("PARKWAY_TEST_POSTGRES_URL").expect(
+        "PARKWAY_TEST_POSTGRES_URL is not set: these tests need a PostgreSQL server \
+         (`bash .ci/test` starts a throwaway one and sets it)",
+    );
+    let schema = format!(
+        "parkway_it_{}_{}",
+        std::process::id(),
+        rand::random::<u32>()
+    );
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("the test server answers");
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .expect("a schema is made");
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}options=-c%20search_path%3D{schema}")
+}
+
+/// A runtime on `url`, with a target that counts its journaled step and asks its caller.
+async fn open(url: &str, clock: &ManualClock, steps: &Arc<AtomicUsize>) -> Runtime {
+    let steps = Arc::clone(steps);
+    Builder::default()
+        .without_env()
+        .clock(clock.clone())
+        .ids(Ids::sequential())
+        .postgres(url)
+        .register("deploy", &[], move |ctx, _, _| {
+            let steps = Arc::clone(&steps);
+            async move {
+                let n: usize = ctx
+                    .step("prepare", || async move {
+                        Ok::<_, String>(steps.fetch_add(1, Ordering::SeqCst) + 1)
+                    })
+                    .await?;
+                let answer = ctx.ask(Ask::caller("proceed?").expiry_at("1h")).await?;
+                Ok(json!({"prepared": n, "answer": answer}))
+            }
+        })
+        .build()
+        .await
+        .expect("the runtime opens its database")
+}
+
+/// Runs parked on many subjects before a restart are resumed after it, each once, and
+/// their journaled steps do not run again; a deadline set before the restart fires after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_parked_before_a_restart_are_resumed_after_it() {
+    let url = database().await;
+    let clock = ManualClock::default();
+    let steps = Arc::new(AtomicUsize::new(0));
+    let rt = open(&url, &clock, &steps).await;
+    let mut parked = Vec::new();
+    for n in 0..40 {
+        let record = rt.run(Start::new(format!("s{n}"), "deploy")).await.unwrap();
+        assert_eq!(record.status, RunStatus::Parked);
+        parked.push((
+            format!("s{n}"),
+            record.asks.unwrap()[0].id.clone(),
+            record.run_id,
+        ));
+    }
+    rt.shutdown().await;
+    drop(rt);
+
+    let rt = open(&url, &clock, &steps).await;
+    for (subject, id, _) in &parked[..30] {
+        let listed = rt.list(subject).await.unwrap();
+        assert_eq!(listed.len(), 1, "{subject}");
+        assert_eq!(listed[0].status, EntryStatus::Asking);
+        let Resumed::Outcome(done) = rt.resume(subject, id, json!("yes")).await.unwrap() else {
+            panic!("a single ask resumes at once")
+        };
+        assert_eq!(
+            done.result,
+            Some(
+                json!({"prepared": 1 + parked.iter().position(|p| &p.0 == subject).unwrap(), "answer": "yes"})
+            )
+        );
+    }
+    assert_eq!(
+        steps.load(Ordering::SeqCst),
+        40,
+        "each journaled step ran once"
+    );
+    // The other ten expire after the restart, at the deadline set before it.
+    clock.advance(Duration::from_secs(3601));
+    rt.settle().await;
+    for (subject, _, run) in &parked[30..] {
+        assert!(rt.list(subject).await.unwrap().is_empty(), "{subject}");
+        assert_eq!(
+            rt.record(run).await.map(|r| r.status),
+            Some(RunStatus::Cancelled)
+        );
+    }
+    rt.shutdown().await;
+}
+
+/// A data directory and a database are refused together, and a database in use by a
+/// runtime is refused to a second one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_is_one_runtime_s_and_the_only_store() {
+    let url = database().await;
+    let dir = tempfile::tempdir().unwrap();
+    let both = Builder::default()
+        .without_env()
+        .data_dir(dir.path())
+        .postgres(&url)
+        .build()
+        .await
+        .expect_err("a data directory and a database are refused together");
+    assert!(both.to_string().contains("both a data directory"), "{both}");
+
+    let clock = ManualClock::default();
+    let steps = Arc::new(AtomicUsize::new(0));
+    let rt = open(&url, &clock, &steps).await;
+    let second = Builder::default()
+        .without_env()
+        .postgres(&url)
+        .build()
+        .await
+        .expect_err("a second runtime is refused the database");
+    assert!(
+        second
+            .to_string()
+            .contains("held by another parkway process"),
+        "{second}"
+    );
+    rt.shutdown().await;
+    let again = Builder::default()
+        .without_env()
+        .postgres(&url)
+        .build()
+        .await
+        .expect("free once the first has shut down");
+    again.shutdown().await;
+}
