@@ -31,6 +31,8 @@ pub const MAX_ENTRIES: usize = 6;
 pub struct ChildConfig {
     /// The store directory.
     pub store: PathBuf,
+    /// The PostgreSQL database that keeps the store instead, if one does.
+    pub postgres: Option<String>,
     /// The crash log.
     pub log: PathBuf,
     /// This child's generation.
@@ -61,9 +63,15 @@ pub async fn drive(config: ChildConfig) -> String {
         Ok(log) => Arc::new(log),
         Err(e) => return format!("cannot open the log {}: {e}", config.log.display()),
     };
-    let built = targets::builder(&config.store, &log, config.generation, config.passivate)
-        .build()
-        .await;
+    let built = targets::builder(
+        &config.store,
+        config.postgres.as_deref(),
+        &log,
+        config.generation,
+        config.passivate,
+    )
+    .build()
+    .await;
     let rt = match built {
         Ok(rt) => rt,
         Err(e) => return format!("the store could not be opened: {e}"),

@@ -57,6 +57,9 @@ pub struct CrashConfig {
     /// other way stops the run with an error. The duration is how long the child
     /// drives its workload before it only waits to be killed.
     pub by_hand: Option<Duration>,
+    /// Keep the store in this PostgreSQL database (a schema that holds no store yet)
+    /// instead of in `store/` of the work directory.
+    pub postgres: Option<String>,
 }
 
 /// What a crash run saw.
@@ -246,6 +249,7 @@ pub fn run(
         checker.killed();
         let check = async_rt.block_on(reopen_and_check(
             &store,
+            config.postgres.as_deref(),
             &log,
             &mut reader,
             &mut checker,
@@ -255,7 +259,10 @@ pub fn run(
         if let Err(problem) = check {
             report.violations.push(problem);
         }
+        // A database is held by a connection, which the checking runtime's shutdown
+        // ended; the next child's open waits for the server to see it gone.
         match wait_released(&store, RELEASE_TIMEOUT) {
+            _ if config.postgres.is_some() => {}
             Ok(false) => {}
             Ok(true) => report.held_after_shutdown += 1,
             Err(problem) => report.violations.push(problem),
@@ -291,6 +298,14 @@ fn run_child(
         .arg(store)
         .arg("--log")
         .arg(log)
+        .args(
+            config
+                .postgres
+                .as_ref()
+                .map(|url| ["--postgres", url.as_str()])
+                .into_iter()
+                .flatten(),
+        )
         .args(["--gen", &generation.to_string()])
         .args(["--seed", &seed.to_string()])
         .args(["--subjects", &config.subjects.to_string()])
@@ -462,13 +477,14 @@ fn wait_released(store: &Path, within: Duration) -> Result<bool, String> {
 /// violation (the store could not be opened, say).
 async fn reopen_and_check(
     store: &Path,
+    postgres: Option<&str>,
     log: &Arc<Log>,
     reader: &mut Reader,
     checker: &mut Checker,
     subjects: &[String],
     generation: u64,
 ) -> Result<(), String> {
-    let rt = targets::builder(store, log, generation, PASSIVATE)
+    let rt = targets::builder(store, postgres, log, generation, PASSIVATE)
         .build()
         .await
         .map_err(|e| {

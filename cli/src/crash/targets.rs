@@ -17,14 +17,23 @@ pub const EXPIRY: &str = "24h";
 
 /// A builder on the store directory `store`, with the workload's targets registered;
 /// every step a target runs for real is written to `log` as generation `generation`.
-pub fn builder(store: &Path, log: &Arc<Log>, generation: u64, passivate: Duration) -> Builder {
-    let mut builder = Builder::default()
+pub fn builder(
+    store: &Path,
+    postgres: Option<&str>,
+    log: &Arc<Log>,
+    generation: u64,
+    passivate: Duration,
+) -> Builder {
+    let builder = Builder::default()
         .without_env()
         .ids(Ids::sequential())
         .passivate_after(passivate)
         // Records and waiting outcomes stay for the whole test.
-        .waiting_retention(Duration::from_secs(7 * 24 * 3600))
-        .data_dir(store);
+        .waiting_retention(Duration::from_secs(7 * 24 * 3600));
+    let mut builder = match postgres {
+        Some(url) => builder.postgres(url),
+        None => builder.data_dir(store),
+    };
     for target in Target::ALL {
         let log = Arc::clone(log);
         builder = builder.register(target.name(), &[], move |ctx, kwargs, _| {

@@ -23,6 +23,11 @@ pub(crate) struct Args {
     /// after a clean run.
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Keep the store in this PostgreSQL database instead of the work directory (a
+    /// schema that holds no store yet: `options=-c search_path=NAME` in the URL names
+    /// one); the log stays in the work directory.
+    #[arg(long, value_name = "URL", conflicts_with = "by_hand")]
+    postgres: Option<String>,
     /// Subjects the workload drives.
     #[arg(long, default_value_t = 32)]
     subjects: usize,
@@ -61,6 +66,9 @@ pub(crate) struct ChildArgs {
     /// The store directory.
     #[arg(long)]
     store: PathBuf,
+    /// The PostgreSQL database that keeps the store instead.
+    #[arg(long)]
+    postgres: Option<String>,
     /// The crash log.
     #[arg(long)]
     log: PathBuf,
@@ -120,6 +128,7 @@ pub(crate) fn main(args: Args) -> ExitCode {
         ready_timeout: Duration::from_secs(60),
         program,
         by_hand: args.by_hand.then_some(args.drive_for),
+        postgres: args.postgres.clone(),
     };
     let quiet = args.quiet || args.json;
     let step = (args.kills / 10).max(1);
@@ -190,6 +199,7 @@ pub(crate) fn child_main(args: ChildArgs) -> ExitCode {
     };
     let why = runtime.block_on(crash::drive(ChildConfig {
         store: args.store,
+        postgres: args.postgres,
         log: args.log,
         generation: args.generation,
         seed: args.seed,
