@@ -9,6 +9,15 @@
 //! [`Space::Meta`] holds the format version as in any engine. The applied migrations are
 //! rows of `parkway_migrations`.
 //!
+//! **One process per database**, until nodes share one by its slots' leases. An open
+//! locks `parkway_holder`'s row in a transaction it leaves open on a connection of its
+//! own, so a second process is refused while the first lives (the server releases the
+//! lock when the connection ends, however the process ends); then it moves the epoch of
+//! `parkway_fence` on and keeps it. Every group commit reads that row `FOR SHARE` and
+//! writes only if the epoch is still its own: a process that lost its hold (the server
+//! restarted, its connection was cut) and was taken over by another writes nothing more,
+//! and its store stops with an error that says so.
+//!
 //! A group is kept at [`Engine::write`] and sent at [`Engine::sync`]: every mutation
 //! written since the last sync, each key's last, as one statement (a delete and an
 //! upsert of arrays, in one implicit transaction), so a sync is one round trip and the
@@ -43,7 +52,13 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE parkway_kv (
         PRIMARY KEY (slot, space, key)
     );
     CREATE TABLE parkway_holder (id int4 PRIMARY KEY);
-    INSERT INTO parkway_holder VALUES (1);"];
+    INSERT INTO parkway_holder VALUES (1);
+    CREATE TABLE parkway_fence (
+        id int4 PRIMARY KEY,
+        epoch int8 NOT NULL,
+        taken_at timestamptz
+    );
+    INSERT INTO parkway_fence VALUES (1, 0, NULL);"];
 
 /// Connections kept open for reads and the writer.
 const POOL_SIZE: usize = 8;
@@ -65,17 +80,29 @@ const RELEASE_WAIT: Duration = Duration::from_secs(2);
 const NO_SLOT: i32 = -1;
 
 /// A group commit: the mutations of every group written since the last sync, each key's
-/// last, deletes first (no key is in both).
-const WRITE: &str = "WITH gone AS (
+/// last (no key is both deleted and put), written only if the fence's epoch is still
+/// this process's (`$8`); it returns the epoch it found. The fence's row is read `FOR
+/// SHARE`, so a process that takes the database over (moving the epoch on) waits for a
+/// group commit under way, and every later one sees the new epoch and writes nothing.
+const WRITE: &str = "WITH fence AS (
+        SELECT epoch FROM parkway_fence WHERE id = 1 FOR SHARE
+    ), gone AS (
         DELETE FROM parkway_kv AS kv
         USING unnest($1::int4[], $2::int2[], $3::bytea[]) AS d(slot, space, key)
         WHERE kv.slot = d.slot AND kv.space = d.space AND kv.key = d.key
+          AND (SELECT epoch FROM fence) = $8
     ), put AS (
         INSERT INTO parkway_kv (slot, space, key, value)
         SELECT * FROM unnest($4::int4[], $5::int2[], $6::bytea[], $7::bytea[])
+        WHERE (SELECT epoch FROM fence) = $8
         ON CONFLICT (slot, space, key) DO UPDATE SET value = excluded.value
     )
-    SELECT 1";
+    SELECT epoch FROM fence";
+
+/// Takes the database for this process: the fence's next epoch, which its group commits
+/// carry from now on. Waits for a group commit of the process before under way.
+const TAKE: &str =
+    "UPDATE parkway_fence SET epoch = epoch + 1, taken_at = now() WHERE id = 1 RETURNING epoch";
 
 /// One key's value.
 const GET: &str = "SELECT value FROM parkway_kv WHERE slot = $1 AND space = $2 AND key = $3";
@@ -112,6 +139,9 @@ pub(super) struct Postgres {
     /// the store is open, so a second process is refused the database; dropped (and
     /// the lock released by the server) when the store is closed or the process ends.
     holder: Mutex<Option<tokio_postgres::Client>>,
+    /// The fence's epoch this process took the database at: a group commit writes only
+    /// while it is the fence's.
+    epoch: std::sync::atomic::AtomicI64,
 }
 
 impl Postgres {
@@ -165,6 +195,7 @@ impl Postgres {
             written: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
             holder: Mutex::new(None),
+            epoch: std::sync::atomic::AtomicI64::new(-1),
         };
         let pool = engine.pool.clone();
         engine
@@ -176,6 +207,19 @@ impl Postgres {
             .and_then(|held| held)
             .map_err(refused)?;
         *lock(&engine.holder) = Some(holder);
+        let pool = engine.pool.clone();
+        let epoch = engine
+            .run(async move {
+                let client = pool.get().await.map_err(|e| describe_pool(&e))?;
+                let row = client
+                    .query_one(TAKE, &[])
+                    .await
+                    .map_err(|e| format!("taking it for this process failed: {}", describe(&e)))?;
+                Ok::<i64, String>(row.get(0))
+            })
+            .and_then(|taken| taken)
+            .map_err(refused)?;
+        engine.epoch.store(epoch, Ordering::Release);
         engine.check_version(&database)?;
         Ok(engine)
     }
@@ -359,14 +403,15 @@ impl Engine for Postgres {
         }
         drop(written);
         let pool = self.pool.clone();
+        let epoch = self.epoch.load(Ordering::Acquire);
         self.run(async move {
             let client = pool.get().await.map_err(|e| describe_pool(&e))?;
             let statement = client
                 .prepare_cached(WRITE)
                 .await
                 .map_err(|e| describe(&e))?;
-            client
-                .query(
+            let found: i64 = client
+                .query_one(
                     &statement,
                     &[
                         &gone.slots,
@@ -376,10 +421,18 @@ impl Engine for Postgres {
                         &put.spaces,
                         &put.keys,
                         &values,
+                        &epoch,
                     ],
                 )
                 .await
-                .map_err(|e| describe(&e))?;
+                .map_err(|e| describe(&e))?
+                .get(0);
+            if found != epoch {
+                return Err(format!(
+                    "another process took the database over (its epoch is {found}, this \
+                     process's was {epoch}): nothing more is written from this one"
+                ));
+            }
             Ok(true)
         })?
     }
@@ -651,6 +704,39 @@ fn read_failure(err: &tokio_postgres::Error) -> ReadFailure {
         ),
         cause: describe(err),
     }
+}
+
+/// Runs `sql` on the database at `url` (a test's own hands on it), and returns the first
+/// column of the rows of its last statement, as text.
+#[cfg(test)]
+pub(crate) fn test_sql(url: &str, sql: &str) -> Vec<String> {
+    let (url, sql) = (url.to_string(), sql.to_string());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async move {
+            let (client, connection) = tokio_postgres::connect(&url, NoTls)
+                .await
+                .expect("the test server answers");
+            tokio::spawn(connection);
+            client
+                .simple_query(&sql)
+                .await
+                .expect("the statement runs")
+                .into_iter()
+                .filter_map(|message| match message {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => {
+                        Some(row.get(0).unwrap_or("NULL").to_string())
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+    })
+    .join()
+    .expect("the statement ran")
 }
 
 /// A database for a test: the URL of a fresh schema of the server that

@@ -1513,3 +1513,28 @@ fn a_database_held_by_an_open_store_is_refused_to_a_second() {
     let again = Store::open_postgres(&url).expect("opens once the first is closed");
     durable(&again, put(Space::Doors, b"d", b"{}")).unwrap();
 }
+
+/// A process whose database was taken over (the fence's epoch moved on, as another
+/// process's open moves it) writes nothing more: its next group commit fails, saying so,
+/// and stops the store; the group is not in the database.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_process_whose_database_was_taken_over_writes_nothing_more() {
+    use super::postgres::test_sql;
+    let url = super::postgres::test_database();
+    let store = Store::open_postgres(&url).unwrap();
+    durable(&store, put(Space::Doors, b"before", b"{}")).unwrap();
+    test_sql(&url, "UPDATE parkway_fence SET epoch = epoch + 1");
+    let err = durable(&store, put(Space::Doors, b"after", b"{}")).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("another process took the database over"),
+        "{err}"
+    );
+    assert!(store.is_poisoned());
+    let doors = test_sql(
+        &url,
+        "SELECT convert_from(key, 'UTF8') FROM parkway_kv WHERE space = 3 ORDER BY key",
+    );
+    assert_eq!(doors, ["before"]);
+}
