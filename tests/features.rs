@@ -39,6 +39,24 @@ async fn without_disk_a_data_directory_is_refused_naming_the_feature() {
     assert_eq!(record.status, parkway::RunStatus::Succeeded);
 }
 
+/// Without `postgres`: a database fails the build, naming the feature, before anything
+/// connects to it.
+#[cfg(not(feature = "postgres"))]
+#[tokio::test]
+async fn without_postgres_a_database_is_refused_naming_the_feature() {
+    let refused = parkway::Runtime::builder()
+        .without_env()
+        .postgres("postgres://nobody@127.0.0.1:1/none")
+        .build()
+        .await
+        .expect_err("the build is refused");
+    assert_eq!(
+        refused.to_string(),
+        "this build of parkway has no PostgreSQL store: enable the `postgres` feature to use \
+         a database"
+    );
+}
+
 #[cfg(not(feature = "forms"))]
 mod without_forms {
     use parkway::{AnswerError, Ask, RunStatus, Start, ToolSpec, check_answer};

@@ -73,6 +73,11 @@ const POOL_WAIT: Duration = Duration::from_secs(30);
 /// How long a statement may run (`statement_timeout`) unless the URL's `options` say.
 const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a caller waits for the database at most: past the statement timeout, a
+/// server that no longer answers at all (a network cut, which TCP may take hours to
+/// notice) fails the read or the group commit rather than holding its caller.
+const CLIENT_WAIT: Duration = Duration::from_secs(40);
+
 /// How long a close waits for the server to release the database's hold.
 const RELEASE_WAIT: Duration = Duration::from_secs(2);
 
@@ -282,10 +287,16 @@ impl Postgres {
         }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.handle.spawn(async move {
-            let _ = tx.send(work.await);
+            let _ = tx.send(tokio::time::timeout(CLIENT_WAIT, work).await);
         });
         rx.recv()
-            .map_err(|_| "the store is closed: its connections' runtime stopped".to_string())
+            .map_err(|_| "the store is closed: its connections' runtime stopped".to_string())?
+            .map_err(|_| {
+                format!(
+                    "the database did not answer within {} s",
+                    CLIENT_WAIT.as_secs()
+                )
+            })
     }
 
     /// Runs a read of rows on a pooled connection.
