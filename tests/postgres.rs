@@ -11,6 +11,12 @@ use serde_json::json;
 
 /// The URL of a fresh schema of the test server.
 async fn database() -> String {
+    database_named().await.0
+}
+
+/// The URL of a fresh schema of the test server, whose connections carry the schema's
+/// name as their `application_name`, and that name.
+async fn database_named() -> (String, String) {
     let url = std::env::var("PARKWAY_TEST_POSTGRES_URL").expect(
         "PARKWAY_TEST_POSTGRES_URL is not set: these tests need a PostgreSQL server \
          (`bash .ci/test` starts a throwaway one and sets it)",
@@ -29,7 +35,29 @@ async fn database() -> String {
         .await
         .expect("a schema is made");
     let separator = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{separator}options=-c%20search_path%3D{schema}")
+    (
+        format!("{url}{separator}options=-c%20search_path%3D{schema}&application_name={schema}"),
+        schema,
+    )
+}
+
+/// Has the server end every connection named `name`, as a restart of it does, and
+/// returns how many it ended.
+async fn end_connections(name: &str) -> i64 {
+    let url = std::env::var("PARKWAY_TEST_POSTGRES_URL").unwrap();
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("the test server answers");
+    tokio::spawn(connection);
+    client
+        .query_one(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = $1) AS ended",
+            &[&name],
+        )
+        .await
+        .expect("the connections are ended")
+        .get(0)
 }
 
 /// A runtime on `url`, with a target that counts its journaled step and asks its caller.
@@ -149,4 +177,46 @@ async fn a_database_is_one_runtime_s_and_the_only_store() {
         .await
         .expect("free once the first has shut down");
     again.shutdown().await;
+}
+
+/// The server ending a runtime's connections (as its restart does) costs the runtime
+/// nothing: the next change is sent on a new connection and acknowledged. Its hold on the
+/// database ended with them, so a second runtime may open it, taking it over: from then
+/// on the first writes nothing, its next change is refused and its store stops, saying
+/// so, and the second finds everything the first acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_outlives_its_connections_until_another_takes_the_database_over() {
+    let (url, name) = database_named().await;
+    let clock = ManualClock::default();
+    let steps = Arc::new(AtomicUsize::new(0));
+    let first = open(&url, &clock, &steps).await;
+    let before = first.run(Start::new("s0", "deploy")).await.unwrap();
+    assert_eq!(before.status, RunStatus::Parked);
+    assert!(
+        end_connections(&name).await >= 2,
+        "the pool's and the hold's"
+    );
+    let after = first.run(Start::new("s1", "deploy")).await.unwrap();
+    assert_eq!(after.status, RunStatus::Parked);
+    assert_eq!(first.store_failure(), None);
+
+    let second = open(&url, &clock, &steps).await;
+    let refused = first.run(Start::new("s2", "deploy")).await;
+    assert!(refused.is_err(), "{refused:?}");
+    let failure = first.store_failure().expect("the first's store stopped");
+    assert!(
+        failure.contains("another process took the database over"),
+        "{failure}"
+    );
+    for (subject, record) in [("s0", &before), ("s1", &after)] {
+        let listed = second.list(subject).await.unwrap();
+        assert_eq!(listed.len(), 1, "{subject}");
+        assert_eq!(
+            second.record(&record.run_id).await.map(|r| r.status),
+            Some(RunStatus::Parked)
+        );
+    }
+    assert!(second.list("s2").await.unwrap().is_empty());
+    first.shutdown().await;
+    second.shutdown().await;
 }

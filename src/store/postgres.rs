@@ -73,6 +73,9 @@ const POOL_WAIT: Duration = Duration::from_secs(30);
 /// How long a statement may run (`statement_timeout`) unless the URL's `options` say.
 const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a statement is sent again while its connection fails.
+const RETRY_FOR: Duration = Duration::from_secs(30);
+
 /// How long a caller waits for the database at most: past the statement timeout, a
 /// server that no longer answers at all (a network cut, which TCP may take hours to
 /// notice) fails the read or the group commit rather than holding its caller.
@@ -164,6 +167,10 @@ impl Postgres {
             .map_err(|err| refused(format!("not a PostgreSQL URL: {}", describe(&err))))?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        // The server's views (`pg_stat_activity`) name its connections.
+        if config.get_application_name().is_none() {
+            config.application_name("parkway");
         }
         // A statement that waits past this fails, and the store with it, loudly: a lock
         // taken by hand, a server that stopped answering. Every statement is planned for
@@ -308,19 +315,12 @@ impl Postgres {
     ) -> Result<T, ReadFailure> {
         let pool = self.pool.clone();
         self.run(async move {
-            let client = pool
-                .get()
+            let found = query(&pool, sql, &params.refs())
                 .await
-                .map_err(|e| ReadFailure::from(describe_pool(&e)))?;
-            let statement = client
-                .prepare_cached(sql)
-                .await
-                .map_err(|e| read_failure(&e))?;
-            let refs = params.refs();
-            let found = client
-                .query(&statement, &refs)
-                .await
-                .map_err(|e| read_failure(&e))?;
+                .map_err(|failure| ReadFailure {
+                    damaged: failure.damaged,
+                    cause: failure.cause,
+                })?;
             Ok(rows(found))
         })
         .map_err(ReadFailure::from)?
@@ -418,27 +418,28 @@ impl Engine for Postgres {
         let pool = self.pool.clone();
         let epoch = self.epoch.load(Ordering::Acquire);
         self.run(async move {
-            let client = pool.get().await.map_err(|e| describe_pool(&e))?;
-            let statement = client
-                .prepare_cached(WRITE)
-                .await
-                .map_err(|e| describe(&e))?;
-            let found: i64 = client
-                .query_one(
-                    &statement,
-                    &[
-                        &gone.slots,
-                        &gone.spaces,
-                        &gone.keys,
-                        &put.slots,
-                        &put.spaces,
-                        &put.keys,
-                        &values,
-                        &epoch,
-                    ],
-                )
-                .await
-                .map_err(|e| describe(&e))?
+            // Sent again after a failure of the connection: the statement puts each key's
+            // last value and deletes what it deletes, so a group commit the server made
+            // before the connection failed is made again to the same effect.
+            let rows = query(
+                &pool,
+                WRITE,
+                &[
+                    &gone.slots,
+                    &gone.spaces,
+                    &gone.keys,
+                    &put.slots,
+                    &put.spaces,
+                    &put.keys,
+                    &values,
+                    &epoch,
+                ],
+            )
+            .await
+            .map_err(|failure| failure.cause)?;
+            let found: i64 = rows
+                .first()
+                .ok_or("the group commit returned no row")?
                 .get(0);
             if found != epoch {
                 return Err(format!(
@@ -510,6 +511,89 @@ impl Engine for Postgres {
 impl Drop for Postgres {
     fn drop(&mut self) {
         self.close(false);
+    }
+}
+
+/// A failed statement: in words, whether sending it again may succeed (the connection
+/// failed, not the statement), and whether the server says its data is damaged.
+struct Failure {
+    cause: String,
+    transient: bool,
+    damaged: bool,
+}
+
+impl Failure {
+    /// A client's error: transient if the connection closed, failed to read or write,
+    /// or the server is going away or starting (SQLSTATE classes `08`, `57P01`-`57P03`).
+    fn of(err: &tokio_postgres::Error) -> Failure {
+        let code = err.code().map(SqlState::code).unwrap_or("");
+        let io = std::error::Error::source(err).is_some_and(|cause| cause.is::<std::io::Error>());
+        Failure {
+            cause: describe(err),
+            transient: err.is_closed()
+                || io
+                || code.starts_with("08")
+                || matches!(code, "57P01" | "57P02" | "57P03"),
+            damaged: matches!(
+                err.code(),
+                Some(&SqlState::DATA_CORRUPTED | &SqlState::INDEX_CORRUPTED)
+            ),
+        }
+    }
+
+    /// A pool's failure to give a connection: transient unless the pool is closed.
+    fn of_pool(err: &deadpool_postgres::PoolError) -> Failure {
+        match err {
+            deadpool_postgres::PoolError::Backend(err) => Failure::of(err),
+            deadpool_postgres::PoolError::Closed => Failure {
+                cause: "the store is closed".into(),
+                transient: false,
+                damaged: false,
+            },
+            other => Failure {
+                cause: format!("no connection to the database: {other}"),
+                transient: true,
+                damaged: false,
+            },
+        }
+    }
+}
+
+/// Runs `sql` on a pooled connection, sent again on another while the failure is
+/// transient, for at most [`RETRY_FOR`]: a server that restarts, or a connection the
+/// server ended, costs a wait rather than the store.
+async fn query(
+    pool: &Pool,
+    sql: &'static str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<Vec<tokio_postgres::Row>, Failure> {
+    let deadline = tokio::time::Instant::now() + RETRY_FOR;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let attempt = async {
+            let client = pool.get().await.map_err(|e| Failure::of_pool(&e))?;
+            let statement = client
+                .prepare_cached(sql)
+                .await
+                .map_err(|e| Failure::of(&e))?;
+            client
+                .query(&statement, params)
+                .await
+                .map_err(|e| Failure::of(&e))
+        }
+        .await;
+        match attempt {
+            Err(failure) if failure.transient && tokio::time::Instant::now() + pause < deadline => {
+                tracing::warn!(
+                    "the database failed a statement ({}); sending it again in {} ms",
+                    failure.cause,
+                    pause.as_millis()
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            done => return done,
+        }
     }
 }
 
@@ -705,17 +789,6 @@ fn describe_pool(err: &deadpool_postgres::PoolError) -> String {
     match err {
         deadpool_postgres::PoolError::Backend(err) => describe(err),
         other => format!("no connection to the database: {other}"),
-    }
-}
-
-/// A failed read: damaged if the server says its data is (`XX001`, `XX002`).
-fn read_failure(err: &tokio_postgres::Error) -> ReadFailure {
-    ReadFailure {
-        damaged: matches!(
-            err.code(),
-            Some(&SqlState::DATA_CORRUPTED | &SqlState::INDEX_CORRUPTED)
-        ),
-        cause: describe(err),
     }
 }
 
