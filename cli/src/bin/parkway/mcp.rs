@@ -74,7 +74,7 @@ impl Face {
         let Some(dir) = data else {
             eprintln!(
                 "parkway: the MCP state key is this process's own: a round answered after a \
-                 restart is refused (give --mcp-state-key-file or --data to keep one)"
+                 restart is refused (give --mcp-state-key-file, or --data to keep one there)"
             );
             return Ok(fresh());
         };
