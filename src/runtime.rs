@@ -380,9 +380,10 @@ impl Builder {
     /// Keep everything a restart must find in the PostgreSQL database at `url` instead of
     /// a data directory (`docs/postgres.md`): `postgres://user:password@host:port/db`,
     /// or PostgreSQL's `key=value` form; the tables are made in the connection's schema
-    /// (`options=-c search_path=NAME` chooses another). Without it, `PARKWAY_POSTGRES_URL`
-    /// in the environment is read (unless [`Builder::without_env`]). Given with a data
-    /// directory, [`Builder::build`] refuses both. A build of parkway without the
+    /// (`options=-c search_path=NAME` chooses another). Without it or a data directory,
+    /// `PARKWAY_POSTGRES_URL` in the environment is read (unless [`Builder::without_env`]).
+    /// Given with a data directory (both in code, or both in the environment),
+    /// [`Builder::build`] refuses both. A build of parkway without the
     /// `postgres` feature refuses a database at [`Builder::build`]
     /// ([`BuildError::Store`], naming the feature).
     pub fn postgres(mut self, url: impl Into<String>) -> Self {
@@ -449,15 +450,18 @@ impl Builder {
                     what: "supervisor",
                     reason: e.to_string(),
                 })?;
+        // The environment names a store only if the builder names none: a data
+        // directory given in code is not refused for a database named in the environment.
+        let from_env = self.env && self.data_dir.is_none() && self.postgres.is_none();
         let data_dir = self.data_dir.or_else(|| {
-            self.env
+            from_env
                 .then(|| std::env::var_os("PARKWAY_DATA_DIR"))
                 .flatten()
                 .filter(|d| !d.is_empty())
                 .map(std::path::PathBuf::from)
         });
         let postgres = self.postgres.or_else(|| {
-            self.env
+            from_env
                 .then(|| std::env::var("PARKWAY_POSTGRES_URL").ok())
                 .flatten()
                 .filter(|url| !url.is_empty())
