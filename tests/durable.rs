@@ -14,24 +14,7 @@ use serde_json::json;
 
 /// A runtime on `dir`, with a target that counts its journaled step and asks its caller.
 async fn open(dir: &std::path::Path, clock: &ManualClock, steps: &Arc<AtomicUsize>) -> Runtime {
-    let steps = Arc::clone(steps);
-    Builder::default()
-        .without_env()
-        .clock(clock.clone())
-        .ids(Ids::sequential())
-        .data_dir(dir)
-        .register("deploy", &[], move |ctx, _, _| {
-            let steps = Arc::clone(&steps);
-            async move {
-                let n: usize = ctx
-                    .step("prepare", || async move {
-                        Ok::<_, String>(steps.fetch_add(1, Ordering::SeqCst) + 1)
-                    })
-                    .await?;
-                let answer = ctx.ask(Ask::caller("proceed?").expiry_at("1h")).await?;
-                Ok(json!({"prepared": n, "answer": answer}))
-            }
-        })
+    common::with_deploy(Builder::default().data_dir(dir), clock, steps)
         .build()
         .await
         .expect("the runtime opens its data directory")

@@ -2,11 +2,13 @@
 //! runtime is built on the same database. Needs a server: `PARKWAY_TEST_POSTGRES_URL`
 //! (`.ci/test` starts a throwaway one and sets it).
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use parkway::{Ask, Builder, EntryStatus, Ids, ManualClock, Resumed, RunStatus, Runtime, Start};
+use parkway::{Builder, EntryStatus, ManualClock, Resumed, RunStatus, Runtime, Start};
 use serde_json::json;
 
 /// The URL of a fresh schema of the test server.
@@ -62,24 +64,7 @@ async fn end_connections(name: &str) -> i64 {
 
 /// A runtime on `url`, with a target that counts its journaled step and asks its caller.
 async fn open(url: &str, clock: &ManualClock, steps: &Arc<AtomicUsize>) -> Runtime {
-    let steps = Arc::clone(steps);
-    Builder::default()
-        .without_env()
-        .clock(clock.clone())
-        .ids(Ids::sequential())
-        .postgres(url)
-        .register("deploy", &[], move |ctx, _, _| {
-            let steps = Arc::clone(&steps);
-            async move {
-                let n: usize = ctx
-                    .step("prepare", || async move {
-                        Ok::<_, String>(steps.fetch_add(1, Ordering::SeqCst) + 1)
-                    })
-                    .await?;
-                let answer = ctx.ask(Ask::caller("proceed?").expiry_at("1h")).await?;
-                Ok(json!({"prepared": n, "answer": answer}))
-            }
-        })
+    common::with_deploy(Builder::default().postgres(url), clock, steps)
         .build()
         .await
         .expect("the runtime opens its database")

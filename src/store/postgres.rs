@@ -325,64 +325,6 @@ impl Postgres {
         })
         .map_err(ReadFailure::from)?
     }
-
-    /// A range of `space`'s keys from `from` on within `within`, at most `limit`.
-    fn range(
-        &self,
-        space: Space,
-        from: &[u8],
-        within: &[u8],
-        limit: usize,
-    ) -> Result<Entries, ReadFailure> {
-        let start = from.max(within).to_vec();
-        let end = successor(within);
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let slot = match space.is_slotted() {
-            false => Some(NO_SLOT),
-            true if within.len() >= 2 => Some(slot_of(space, within)),
-            true => None,
-        };
-        let space = space_number(space);
-        let (sql, params) = match (slot, end) {
-            (Some(slot), Some(end)) => (
-                RANGE_IN_SLOT,
-                vec![
-                    Param::Int(slot),
-                    Param::Small(space),
-                    Param::Bytes(start),
-                    Param::Bytes(end),
-                    Param::Big(limit),
-                ],
-            ),
-            (Some(slot), None) => (
-                RANGE_IN_SLOT_TO_END,
-                vec![
-                    Param::Int(slot),
-                    Param::Small(space),
-                    Param::Bytes(start),
-                    Param::Big(limit),
-                ],
-            ),
-            (None, Some(end)) => (
-                RANGE,
-                vec![
-                    Param::Small(space),
-                    Param::Bytes(start),
-                    Param::Bytes(end),
-                    Param::Big(limit),
-                ],
-            ),
-            (None, None) => (
-                RANGE_TO_END,
-                vec![Param::Small(space), Param::Bytes(start), Param::Big(limit)],
-            ),
-        };
-        self.read(sql, Params(params), |rows| {
-            rows.into_iter()
-                .map(|row| (row.get::<_, Vec<u8>>(0), row.get::<_, Vec<u8>>(1)))
-                .collect()
-        })
-    }
 }
 
 impl Engine for Postgres {
@@ -487,23 +429,70 @@ impl Engine for Postgres {
         within: &[u8],
         limit: usize,
     ) -> Result<Entries, ReadFailure> {
-        self.range(space, from, within, limit)
+        let start = from.max(within).to_vec();
+        let end = successor(within);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let slot = match space.is_slotted() {
+            false => Some(NO_SLOT),
+            true if within.len() >= 2 => Some(slot_of(space, within)),
+            true => None,
+        };
+        let space = space_number(space);
+        let (sql, params) = match (slot, end) {
+            (Some(slot), Some(end)) => (
+                RANGE_IN_SLOT,
+                vec![
+                    Param::Int(slot),
+                    Param::Small(space),
+                    Param::Bytes(start),
+                    Param::Bytes(end),
+                    Param::Big(limit),
+                ],
+            ),
+            (Some(slot), None) => (
+                RANGE_IN_SLOT_TO_END,
+                vec![
+                    Param::Int(slot),
+                    Param::Small(space),
+                    Param::Bytes(start),
+                    Param::Big(limit),
+                ],
+            ),
+            (None, Some(end)) => (
+                RANGE,
+                vec![
+                    Param::Small(space),
+                    Param::Bytes(start),
+                    Param::Bytes(end),
+                    Param::Big(limit),
+                ],
+            ),
+            (None, None) => (
+                RANGE_TO_END,
+                vec![Param::Small(space), Param::Bytes(start), Param::Big(limit)],
+            ),
+        };
+        self.read(sql, Params(params), |rows| {
+            rows.into_iter()
+                .map(|row| (row.get::<_, Vec<u8>>(0), row.get::<_, Vec<u8>>(1)))
+                .collect()
+        })
     }
 
     fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, ReadFailure> {
-        self.range(space, prefix, prefix, usize::MAX)
+        self.range_from(space, prefix, prefix, usize::MAX)
     }
 
     fn keys(&self, space: Space) -> Result<Vec<Vec<u8>>, ReadFailure> {
         Ok(self
-            .range(space, &[], &[], usize::MAX)?
+            .range_from(space, &[], &[], usize::MAX)?
             .into_iter()
             .map(|(key, _)| key)
             .collect())
     }
 
     fn scan(&self, space: Space) -> Result<Entries, ReadFailure> {
-        self.range(space, &[], &[], usize::MAX)
+        self.range_from(space, &[], &[], usize::MAX)
     }
 }
 
@@ -844,25 +833,7 @@ pub(crate) fn test_database() -> String {
         MADE.fetch_add(1, Ordering::Relaxed),
         rand::random::<u32>()
     );
-    let (admin, made) = (url.clone(), schema.clone());
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        runtime.block_on(async move {
-            let (client, connection) = tokio_postgres::connect(&admin, NoTls)
-                .await
-                .expect("the test server answers");
-            tokio::spawn(connection);
-            client
-                .batch_execute(&format!("CREATE SCHEMA {made}"))
-                .await
-                .expect("a schema is made");
-        });
-    })
-    .join()
-    .expect("the schema is made");
+    test_sql(&url, &format!("CREATE SCHEMA {schema}"));
     let separator = if url.contains('?') { '&' } else { '?' };
     format!("{url}{separator}options=-c%20search_path%3D{schema}")
 }

@@ -76,3 +76,31 @@ pub fn ids(entries: &[parkway::Entry]) -> Vec<String> {
 pub fn json_of<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).expect("serialises")
 }
+
+/// `builder` on `clock` with sequential ids, no environment, and the target `deploy`: it
+/// counts its journaled step in `steps` and asks its caller `proceed?` (expiring in an
+/// hour); its result names the step's count and the answer. The durable tests build it
+/// on a data directory or a database and restart it.
+pub fn with_deploy(
+    builder: parkway::Builder,
+    clock: &ManualClock,
+    steps: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> parkway::Builder {
+    let steps = std::sync::Arc::clone(steps);
+    builder
+        .without_env()
+        .clock(clock.clone())
+        .ids(Ids::sequential())
+        .register("deploy", &[], move |ctx, _, _| {
+            let steps = std::sync::Arc::clone(&steps);
+            async move {
+                let n: usize = ctx
+                    .step("prepare", || async move {
+                        Ok::<_, String>(steps.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1)
+                    })
+                    .await?;
+                let answer = ctx.ask(Ask::caller("proceed?").expiry_at("1h")).await?;
+                Ok(json!({"prepared": n, "answer": answer}))
+            }
+        })
+}
