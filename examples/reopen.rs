@@ -2,7 +2,9 @@
 //! first visit after it takes, and the process's resident memory after it.
 //!
 //! `cargo run --release --example reopen -- DIR [SUBJECT]` (a directory written by
-//! `parkway load --data DIR`; the first visit lists `SUBJECT`, by default `s0`). The clock
+//! `parkway load --data DIR`; the first visit lists `SUBJECT`, by default `s0`). A
+//! `postgres://` URL in place of `DIR` opens that database (written by `parkway load
+//! --postgres URL`; run with `--features postgres`). The clock
 //! is the load's starting instant, so the asks it left an hour to live do not all expire
 //! at once.
 
@@ -19,13 +21,15 @@ async fn main() {
     };
     let subject = args.next().unwrap_or_else(|| "s0".to_owned());
     let opened = Instant::now();
-    let rt = match Runtime::builder()
+    let builder = Runtime::builder()
         .without_env()
-        .clock(ManualClock::default())
-        .data_dir(&dir)
-        .build()
-        .await
-    {
+        .clock(ManualClock::default());
+    let builder = if dir.starts_with("postgres://") || dir.starts_with("postgresql://") {
+        builder.postgres(&dir)
+    } else {
+        builder.data_dir(&dir)
+    };
+    let rt = match builder.build().await {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("{e}");

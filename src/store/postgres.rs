@@ -2,10 +2,12 @@
 //! a group commit in one statement, reads served by a pool of connections.
 //!
 //! The schema (`docs/postgres.md`), made by the migrations in [`MIGRATIONS`] in the
-//! connection's schema (its `search_path`), is one table, `parkway_kv`: `slot`, `space`,
-//! `key`, `value`, keyed by the three in that order. `slot` is the key's slot for a space
-//! whose keys start with one ([`Space::is_slotted`]), `-1` for the runtime's own spaces,
-//! so one slot's rows are one range of the primary key; `space` is [`Space::index`].
+//! connection's schema (its `search_path`), is one table, `parkway_kv`: `space`, `slot`,
+//! `key`, `value`, keyed by the first three in that order. `space` is [`Space::index`],
+//! one table's worth of rows as a data directory's keyspace is; within it, rows are keyed
+//! by slot first: `slot` is the key's slot for a space whose keys start with one
+//! ([`Space::is_slotted`]), `-1` for the runtime's own spaces, so one slot's rows of a
+//! space are one range of the primary key, and a space reads in key order from it.
 //! [`Space::Meta`] holds the format version as in any engine. The applied migrations are
 //! rows of `parkway_migrations`.
 //!
@@ -49,7 +51,7 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE parkway_kv (
         space int2 NOT NULL,
         key bytea NOT NULL,
         value bytea NOT NULL,
-        PRIMARY KEY (slot, space, key)
+        PRIMARY KEY (space, slot, key)
     );
     CREATE TABLE parkway_holder (id int4 PRIMARY KEY);
     INSERT INTO parkway_holder VALUES (1);
@@ -84,7 +86,7 @@ const CLIENT_WAIT: Duration = Duration::from_secs(40);
 /// How long a close waits for the server to release the database's hold.
 const RELEASE_WAIT: Duration = Duration::from_secs(2);
 
-/// The slot of a row of the runtime's own spaces (and of a key too short to name one).
+/// The slot of a row of the runtime's own spaces.
 const NO_SLOT: i32 = -1;
 
 /// A group commit: the mutations of every group written since the last sync, each key's
@@ -103,7 +105,7 @@ const WRITE: &str = "WITH fence AS (
         INSERT INTO parkway_kv (slot, space, key, value)
         SELECT * FROM unnest($4::int4[], $5::int2[], $6::bytea[], $7::bytea[])
         WHERE (SELECT epoch FROM fence) = $8
-        ON CONFLICT (slot, space, key) DO UPDATE SET value = excluded.value
+        ON CONFLICT (space, slot, key) DO UPDATE SET value = excluded.value
     )
     SELECT epoch FROM fence";
 
@@ -113,23 +115,28 @@ const TAKE: &str =
     "UPDATE parkway_fence SET epoch = epoch + 1, taken_at = now() WHERE id = 1 RETURNING epoch";
 
 /// One key's value.
-const GET: &str = "SELECT value FROM parkway_kv WHERE slot = $1 AND space = $2 AND key = $3";
+const GET: &str = "SELECT value FROM parkway_kv WHERE space = $1 AND slot = $2 AND key = $3";
 
-/// A range of one slot (or of a space of the runtime's), bounded above.
+/// A range within one slot of a space (or within a space of the runtime's), bounded
+/// above, in key order.
 const RANGE_IN_SLOT: &str = "SELECT key, value FROM parkway_kv
-    WHERE slot = $1 AND space = $2 AND key >= $3 AND key < $4 ORDER BY key LIMIT $5";
+    WHERE space = $1 AND slot = $2 AND key >= $3 AND key < $4 ORDER BY key LIMIT $5";
 
-/// A range of one slot (or of a space of the runtime's) to its end.
+/// A range within one slot of a space (or within a space of the runtime's) to its end.
 const RANGE_IN_SLOT_TO_END: &str = "SELECT key, value FROM parkway_kv
-    WHERE slot = $1 AND space = $2 AND key >= $3 ORDER BY key LIMIT $4";
+    WHERE space = $1 AND slot = $2 AND key >= $3 ORDER BY key LIMIT $4";
 
-/// A range of a slotted space across its slots, bounded above.
+/// A range of a space across its slots, bounded above, in key order: `(slot, key)`
+/// orders as the key does ([`slot_of`]), so the primary key reads it in order and stops
+/// at its end. (A range within one slot names it: the planner, which cannot tell how
+/// few rows a row comparison bounds, then reads the key's range, not the space.)
 const RANGE: &str = "SELECT key, value FROM parkway_kv
-    WHERE space = $1 AND key >= $2 AND key < $3 ORDER BY key LIMIT $4";
+    WHERE space = $1 AND (slot, key) >= ($2, $3) AND (slot, key) < ($4, $5)
+    ORDER BY slot, key LIMIT $6";
 
-/// A range of a slotted space across its slots, to its end.
+/// A range of a space to its end, in key order.
 const RANGE_TO_END: &str = "SELECT key, value FROM parkway_kv
-    WHERE space = $1 AND key >= $2 ORDER BY key LIMIT $3";
+    WHERE space = $1 AND (slot, key) >= ($2, $3) ORDER BY slot, key LIMIT $4";
 
 /// A database opened as a store.
 pub(super) struct Postgres {
@@ -413,8 +420,8 @@ impl Engine for Postgres {
 
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure> {
         let params = vec![
-            Param::Int(slot_of(space, key)),
             Param::Small(space_number(space)),
+            Param::Int(slot_of(space, key)),
             Param::Bytes(key.to_vec()),
         ];
         self.read(GET, Params(params), |rows| {
@@ -431,45 +438,42 @@ impl Engine for Postgres {
     ) -> Result<Entries, ReadFailure> {
         let start = from.max(within).to_vec();
         let end = successor(within);
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let slot = match space.is_slotted() {
-            false => Some(NO_SLOT),
-            true if within.len() >= 2 => Some(slot_of(space, within)),
-            true => None,
+        let limit = Param::Big(i64::try_from(limit).unwrap_or(i64::MAX));
+        let space_number = Param::Small(space_number(space));
+        let slot = slot_of(space, &start);
+        let in_one_slot = match &end {
+            Some(end) => slot_of(space, end) == slot || within.len() >= 2,
+            None => !space.is_slotted(),
         };
-        let space = space_number(space);
-        let (sql, params) = match (slot, end) {
-            (Some(slot), Some(end)) => (
+        let (sql, params) = match (in_one_slot, end) {
+            (true, Some(end)) => (
                 RANGE_IN_SLOT,
                 vec![
+                    space_number,
                     Param::Int(slot),
-                    Param::Small(space),
                     Param::Bytes(start),
                     Param::Bytes(end),
-                    Param::Big(limit),
+                    limit,
                 ],
             ),
-            (Some(slot), None) => (
+            (true, None) => (
                 RANGE_IN_SLOT_TO_END,
-                vec![
-                    Param::Int(slot),
-                    Param::Small(space),
-                    Param::Bytes(start),
-                    Param::Big(limit),
-                ],
+                vec![space_number, Param::Int(slot), Param::Bytes(start), limit],
             ),
-            (None, Some(end)) => (
+            (false, Some(end)) => (
                 RANGE,
                 vec![
-                    Param::Small(space),
+                    space_number,
+                    Param::Int(slot),
                     Param::Bytes(start),
+                    Param::Int(slot_of(space, &end)),
                     Param::Bytes(end),
-                    Param::Big(limit),
+                    limit,
                 ],
             ),
-            (None, None) => (
+            (false, None) => (
                 RANGE_TO_END,
-                vec![Param::Small(space), Param::Bytes(start), Param::Big(limit)],
+                vec![space_number, Param::Int(slot), Param::Bytes(start), limit],
             ),
         };
         self.read(sql, Params(params), |rows| {
@@ -718,13 +722,16 @@ impl Params {
     }
 }
 
-/// The row's slot: the first two bytes of a key of a slotted space, [`NO_SLOT`] for the
-/// runtime's spaces and for a key too short to have them.
+/// The row's slot: for a slotted space, the key's first two bytes as a big-endian number
+/// (a shorter key padded with zeros, so `(slot, key)` orders as the key does: a key
+/// before another never has a greater slot); [`NO_SLOT`] for the runtime's spaces.
 fn slot_of(space: Space, key: &[u8]) -> i32 {
-    match key {
-        [high, low, ..] if space.is_slotted() => i32::from(u16::from_be_bytes([*high, *low])),
-        _ => NO_SLOT,
+    if !space.is_slotted() {
+        return NO_SLOT;
     }
+    let high = key.first().copied().unwrap_or(0);
+    let low = key.get(1).copied().unwrap_or(0);
+    i32::from(u16::from_be_bytes([high, low]))
 }
 
 /// The space's number in the table: its index, which the format version fixes.
@@ -853,8 +860,15 @@ mod tests {
     #[test]
     fn rows_of_a_slot_are_keyed_by_it_and_the_runtime_s_by_none() {
         assert_eq!(slot_of(Space::Entries, &[0x01, 0x02, b'x']), 0x0102);
-        assert_eq!(slot_of(Space::Entries, &[0x01]), NO_SLOT);
+        assert_eq!(slot_of(Space::Entries, &[0x01]), 0x0100);
+        assert_eq!(slot_of(Space::Entries, &[]), 0);
         assert_eq!(slot_of(Space::Doors, &[0x01, 0x02]), NO_SLOT);
+        // `(slot, key)` orders as the key does.
+        let mut keys: Vec<&[u8]> = vec![b"z", b"ab", b"", b"a", b"z\x00", b"\xff", b"a\xff\x01"];
+        keys.sort();
+        let mut by_slot = keys.clone();
+        by_slot.sort_by_key(|key| (slot_of(Space::Entries, key), key.to_vec()));
+        assert_eq!(by_slot, keys);
     }
 
     #[test]
