@@ -114,6 +114,12 @@ const WRITE: &str = "WITH fence AS (
 const TAKE: &str =
     "UPDATE parkway_fence SET epoch = epoch + 1, taken_at = now() WHERE id = 1 RETURNING epoch";
 
+/// How many rows the store holds.
+const COUNT: &str = "SELECT count(*) FROM parkway_kv";
+
+/// A space's keys, in key order.
+const KEYS: &str = "SELECT key FROM parkway_kv WHERE space = $1 ORDER BY slot, key";
+
 /// One key's value.
 const GET: &str = "SELECT value FROM parkway_kv WHERE space = $1 AND slot = $2 AND key = $3";
 
@@ -228,18 +234,9 @@ impl Postgres {
             .and_then(|held| held)
             .map_err(refused)?;
         *lock(&engine.holder) = Some(holder);
-        let pool = engine.pool.clone();
         let epoch = engine
-            .run(async move {
-                let client = pool.get().await.map_err(|e| describe_pool(&e))?;
-                let row = client
-                    .query_one(TAKE, &[])
-                    .await
-                    .map_err(|e| format!("taking it for this process failed: {}", describe(&e)))?;
-                Ok::<i64, String>(row.get(0))
-            })
-            .and_then(|taken| taken)
-            .map_err(refused)?;
+            .one_number(TAKE)
+            .map_err(|cause| refused(format!("taking it for this process failed: {cause}")))?;
         engine.epoch.store(epoch, Ordering::Release);
         engine.check_version(&database)?;
         Ok(engine)
@@ -261,18 +258,7 @@ impl Postgres {
                 String::from_utf8_lossy(&found)
             ))),
             None => {
-                let pool = self.pool.clone();
-                let rows = self
-                    .run(async move {
-                        let client = pool.get().await.map_err(|e| describe_pool(&e))?;
-                        let row = client
-                            .query_one("SELECT count(*) FROM parkway_kv", &[])
-                            .await
-                            .map_err(|e| describe(&e))?;
-                        Ok::<i64, String>(row.get(0))
-                    })
-                    .and_then(|rows| rows)
-                    .map_err(refused)?;
+                let rows = self.one_number(COUNT).map_err(refused)?;
                 if rows > 0 {
                     return Err(refused(format!(
                         "its table parkway_kv holds {rows} rows but no format version"
@@ -313,6 +299,15 @@ impl Postgres {
             })
     }
 
+    /// The number a statement of one row and one `int8` column returns.
+    fn one_number(&self, sql: &'static str) -> Result<i64, String> {
+        self.read(sql, Params(Vec::new()), |rows| {
+            rows.first().map(|row| row.get::<_, i64>(0))
+        })
+        .map_err(|failure| failure.cause)?
+        .ok_or_else(|| format!("the statement returned no row: {sql}"))
+    }
+
     /// Runs a read of rows on a pooled connection.
     fn read<T: Send + 'static>(
         &self,
@@ -351,22 +346,21 @@ impl Engine for Postgres {
         if written.is_empty() {
             return Ok(true);
         }
-        let mut gone = Columns::default();
-        let mut put = Columns::default();
-        let mut values = Vec::new();
-        for op in last_per_key(&written) {
-            match op {
-                Op::Put { space, key, value } => {
-                    put.push(*space, key);
-                    values.push(value.clone());
-                }
-                Op::Delete { space, key } => gone.push(*space, key),
-            }
-        }
-        drop(written);
         let pool = self.pool.clone();
         let epoch = self.epoch.load(Ordering::Acquire);
         self.run(async move {
+            let mut gone = Columns::default();
+            let mut put = Columns::default();
+            let mut values: Vec<&[u8]> = Vec::new();
+            for op in last_per_key(&written) {
+                match op {
+                    Op::Put { space, key, value } => {
+                        put.push(*space, key);
+                        values.push(value);
+                    }
+                    Op::Delete { space, key } => gone.push(*space, key),
+                }
+            }
             // Sent again after a failure of the connection: the statement puts each key's
             // last value and deletes what it deletes, so a group commit the server made
             // before the connection failed is made again to the same effect.
@@ -488,11 +482,10 @@ impl Engine for Postgres {
     }
 
     fn keys(&self, space: Space) -> Result<Vec<Vec<u8>>, ReadFailure> {
-        Ok(self
-            .range_from(space, &[], &[], usize::MAX)?
-            .into_iter()
-            .map(|(key, _)| key)
-            .collect())
+        let params = Params(vec![Param::Small(space_number(space))]);
+        self.read(KEYS, params, |rows| {
+            rows.iter().map(|row| row.get::<_, Vec<u8>>(0)).collect()
+        })
     }
 
     fn scan(&self, space: Space) -> Result<Entries, ReadFailure> {
@@ -594,7 +587,7 @@ async fn query(
 /// that migrate at once: the second's transaction fails on the first's table or row,
 /// and it reads the migrations again.
 async fn migrate(pool: &Pool) -> Result<(), String> {
-    let mut client = pool.get().await.map_err(|e| describe_pool(&e))?;
+    let mut client = pool.get().await.map_err(|e| Failure::of_pool(&e).cause)?;
     for attempt in 0..3 {
         match migrate_once(&mut client).await {
             Ok(()) => return Ok(()),
@@ -679,18 +672,18 @@ async fn migrate_once(client: &mut tokio_postgres::Client) -> Result<(), tokio_p
 
 /// One column each of a group's deletes or puts.
 #[derive(Default)]
-struct Columns {
+struct Columns<'a> {
     slots: Vec<i32>,
     spaces: Vec<i16>,
-    keys: Vec<Vec<u8>>,
+    keys: Vec<&'a [u8]>,
 }
 
-impl Columns {
+impl<'a> Columns<'a> {
     /// Adds a key of `space`.
-    fn push(&mut self, space: Space, key: &[u8]) {
+    fn push(&mut self, space: Space, key: &'a [u8]) {
         self.slots.push(slot_of(space, key));
         self.spaces.push(space_number(space));
-        self.keys.push(key.to_vec());
+        self.keys.push(key);
     }
 }
 
@@ -777,14 +770,6 @@ fn describe(err: &tokio_postgres::Error) -> String {
     match std::error::Error::source(err) {
         Some(cause) => format!("{err}: {cause}"),
         None => err.to_string(),
-    }
-}
-
-/// A pool's failure to give a connection, in words.
-fn describe_pool(err: &deadpool_postgres::PoolError) -> String {
-    match err {
-        deadpool_postgres::PoolError::Backend(err) => describe(err),
-        other => format!("no connection to the database: {other}"),
     }
 }
 
