@@ -312,7 +312,7 @@ impl Drop for Logged {
 }
 
 /// The last group of the log the engine of `dir` holds (0: none).
-fn applied(dir: &Path, disk: &Disk) -> Result<u64, OpenError> {
+pub(super) fn applied(dir: &Path, disk: &Disk) -> Result<u64, OpenError> {
     let corrupt = |cause: String| OpenError::Corrupt {
         path: dir.to_path_buf(),
         cause,

@@ -807,13 +807,26 @@ fn a_torn_last_batch_never_acknowledged_opens_with_everything_acknowledged() {
 }
 
 /// The groups acknowledged since the last checkpoint are only in the change log (the
-/// engine holds none of them, not even unsynced): a reopen after a kill replays them all.
+/// engine holds none of them, not even unsynced): a reopen after a kill replays every
+/// one the engine lacks. (The open's first checkpoint, with nothing to write when it is
+/// prompt, may run late on busy cores and write the first groups into the engine: those
+/// the log need not give back.)
 #[test]
 fn groups_acknowledged_since_the_last_checkpoint_are_given_back_by_the_log() {
     let (_tmp, dir) = data_dir();
     write_events(&dir, 20);
+    let held = {
+        let disk = super::disk::Disk::open(&dir).unwrap();
+        super::logged::applied(&dir, &disk).unwrap()
+    };
+    assert!(held <= 20, "the engine holds group {held} of 20");
     let store = Store::open(&dir).unwrap_or_else(|err| panic!("{err}"));
-    assert_eq!(store.recovered().log_groups, 20, "{:?}", store.recovered());
+    assert_eq!(
+        store.recovered().log_groups,
+        20 - held,
+        "{:?}",
+        store.recovered()
+    );
     drop(store);
     let observed = opens_with_prefix_or_refuses(&dir, 20);
     assert_eq!(observed, "opened with 20 events");
