@@ -224,6 +224,10 @@ pub struct Builder {
     data_dir: Option<std::path::PathBuf>,
     /// The PostgreSQL database to keep everything in, instead of a data directory.
     postgres: Option<String>,
+    /// The node this process is among those sharing the database, if named.
+    node: Option<String>,
+    /// How long the node's leases on its slots last, if not the default.
+    lease: Option<std::time::Duration>,
     /// How many entries the durable event log keeps, if not its default.
     log_entries: Option<u64>,
     /// Cut a damaged journal at the damage rather than refuse the data directory.
@@ -250,6 +254,8 @@ impl Default for Builder {
             ids: None,
             data_dir: None,
             postgres: None,
+            node: None,
+            lease: None,
             log_entries: None,
             truncate_damaged_journal: false,
             store: None,
@@ -391,6 +397,29 @@ impl Builder {
         self
     }
 
+    /// Share the PostgreSQL database with other processes as the node named `name`
+    /// (1 to 64 letters, digits, `-`, `_` or `.`; `default` unless named, and
+    /// `PARKWAY_NODE` in the environment is read unless [`Builder::without_env`]). Each
+    /// node owns some of the slots subjects hash to, under leases it renews; a subject of
+    /// a slot another node owns is refused as
+    /// [`StoreFault::NotOwner`](crate::StoreFault::NotOwner) (`docs/postgres.md`,
+    /// "Several nodes"). One process per name: a second is refused while the first
+    /// lives. Given without a database, [`Builder::build`] refuses it.
+    pub fn node(mut self, name: impl Into<String>) -> Self {
+        self.node = Some(name.into());
+        self
+    }
+
+    /// How long a node's lease on its slots lasts (default 15 s, from 1 s to 1 h): a node
+    /// renews its leases every third of it and stops serving a slot whose lease it has
+    /// not renewed for two thirds of it, and a node that dies has its slots taken by the
+    /// others once their leases end. Given without a database, [`Builder::build`]
+    /// refuses it.
+    pub fn lease(mut self, lease: std::time::Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
     /// How many entries the durable event log keeps (default 100,000; at least 1): each
     /// event logged past it trims the oldest. A stream resumed from an id older than the
     /// log keeps is told so (`docs/durability.md`). No effect without a data directory.
@@ -466,6 +495,11 @@ impl Builder {
                 .flatten()
                 .filter(|url| !url.is_empty())
         });
+        if postgres.is_none() && (self.node.is_some() || self.lease.is_some()) {
+            return Err(BuildError::Store(
+                "a node name or a lease was given without a PostgreSQL database: nodes share a database (`Builder::postgres`)".into(),
+            ));
+        }
         let store = match (self.store, &data_dir, postgres) {
             (Some(store), _, _) => Some(store),
             (None, None, None) => None,
@@ -475,10 +509,35 @@ impl Builder {
                     dir.display()
                 )));
             }
-            (None, None, Some(url)) => Some(
-                crate::store::Store::open_postgres(&url)
-                    .map_err(|e| BuildError::Store(e.to_string()))?,
-            ),
+            (None, None, Some(url)) => {
+                let node = self.node.clone().or_else(|| {
+                    self.env
+                        .then(|| std::env::var("PARKWAY_NODE").ok())
+                        .flatten()
+                        .filter(|name| !name.is_empty())
+                });
+                if node.is_some()
+                    && self
+                        .ids
+                        .as_ref()
+                        .is_some_and(|ids| ids.high_water().is_some())
+                {
+                    return Err(BuildError::Store(
+                        "sequential ids are one process's: a runtime that shares its database as a named node makes random ids".into(),
+                    ));
+                }
+                let leasing = crate::store::owners::Leasing {
+                    node: node
+                        .unwrap_or_else(|| crate::store::owners::Leasing::DEFAULT_NODE.to_string()),
+                    lease: self
+                        .lease
+                        .unwrap_or(crate::store::owners::Leasing::DEFAULT_LEASE),
+                };
+                Some(
+                    crate::store::Store::open_postgres_as(&url, &leasing)
+                        .map_err(|e| BuildError::Store(e.to_string()))?,
+                )
+            }
             (None, Some(dir), None) => {
                 let on_damage = if self.truncate_damaged_journal {
                     crate::store::OnDamage::Truncate
@@ -515,6 +574,16 @@ impl Builder {
         if let Some(store) = &hub.services.store {
             store.set_stamp(crate::subject::durable::stamp(Arc::downgrade(&hub)));
         }
+        // On a database nodes share, the slots of other nodes start away; the changes
+        // of this one's are followed once the open has read what it owns.
+        let owners = hub.services.store.as_ref().and_then(|store| store.owners());
+        if let Some(owners) = &owners {
+            crate::subject::slots::start_away(&hub, &owners.owned).await;
+            // Timer keys are the node's: its number in their high bits.
+            hub.services
+                .keys
+                .raise(u64::from(owners.node) << crate::store::owners::NODE_SHIFT);
+        }
         let (rounds, requests) = mpsc::unbounded_channel();
         let kick = Arc::clone(&wake);
         let ticker = tokio::spawn(ticker::run(Arc::downgrade(&hub), wake, requests));
@@ -523,6 +592,7 @@ impl Builder {
                 hub,
                 rounds,
                 ticker: Mutex::new(Some(ticker)),
+                leases: Mutex::new(None),
                 supervisor: Mutex::new(Some(supervisor_task)),
                 shutdown: tokio::sync::OnceCell::new(),
             }),
@@ -537,6 +607,11 @@ impl Builder {
             return Err(BuildError::Store(format!(
                 "{store} could not be read back: {reason}"
             )));
+        }
+        if let Some(owners) = owners {
+            let follow =
+                crate::subject::slots::follow(Arc::downgrade(runtime.hub()), owners.changes);
+            *lock(&runtime.inner.leases) = Some(tokio::spawn(follow));
         }
         // The ticker may read the wake index now (an upgrade wrote it).
         runtime
@@ -554,6 +629,9 @@ struct Handle {
     rounds: mpsc::UnboundedSender<RoundRequest>,
     /// The ticker's task, until a shutdown waits for it.
     ticker: Mutex<Option<JoinHandle<()>>>,
+    /// The task that follows the changes of the slots this process owns, on a database
+    /// nodes share.
+    leases: Mutex<Option<JoinHandle<()>>>,
     /// The supervisor actor's task, until a shutdown waits for it.
     supervisor: Mutex<Option<JoinHandle<()>>>,
     /// Set once a shutdown has waited for everything; later calls wait on the first.
@@ -568,6 +646,9 @@ impl Handle {
         if let Some(ticker) = lock(&self.ticker).as_ref() {
             ticker.abort();
         }
+        if let Some(leases) = lock(&self.leases).as_ref() {
+            leases.abort();
+        }
         self.hub.registry.stop_all();
         self.hub.supervisor.stop(None);
     }
@@ -579,6 +660,10 @@ impl Handle {
         if let Some(ticker) = ticker {
             // Aborted, or ended first: either way it has ended.
             let _ = ticker.await;
+        }
+        let leases = lock(&self.leases).take();
+        if let Some(leases) = leases {
+            let _ = leases.await;
         }
         self.hub.registry.stopped().await;
         let supervisor = lock(&self.supervisor).take();

@@ -148,6 +148,11 @@ impl Away {
         taken
     }
 
+    /// Whether any slot is away.
+    pub(crate) fn any(&self) -> bool {
+        self.count.load(Ordering::Acquire) > 0
+    }
+
     /// How many times `slot` was taken back.
     pub(crate) fn taken(&self, slot: Slot) -> u32 {
         self.taken[usize::from(slot.0)].load(Ordering::Acquire)

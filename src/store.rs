@@ -58,6 +58,7 @@ mod mark;
 mod memory;
 #[cfg(feature = "disk")]
 mod overlay;
+pub(crate) mod owners;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "disk")]
@@ -622,8 +623,18 @@ impl Store {
     /// refused.
     #[cfg(feature = "postgres")]
     pub(crate) fn open_postgres(url: &str) -> Result<Store, OpenError> {
+        Store::open_postgres_as(url, &owners::Leasing::default())
+    }
+
+    /// [`Store::open_postgres`] as the node `leasing` names, holding its slots under
+    /// leases of its length.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn open_postgres_as(
+        url: &str,
+        leasing: &owners::Leasing,
+    ) -> Result<Store, OpenError> {
         let database = postgres::shown(url);
-        let engine = postgres::Postgres::open(url)?;
+        let engine = postgres::Postgres::open(url, leasing)?;
         let shared = Arc::new(Shared::new(Arc::from(database.as_str()), Arc::new(engine)));
         let refused = |cause: String| OpenError::Database {
             database: database.clone(),
@@ -646,6 +657,15 @@ impl Store {
     /// Refuses: this build has no PostgreSQL engine.
     #[cfg(not(feature = "postgres"))]
     pub(crate) fn open_postgres(_url: &str) -> Result<Store, OpenError> {
+        Err(OpenError::NoPostgres)
+    }
+
+    /// Refuses: this build has no PostgreSQL engine.
+    #[cfg(not(feature = "postgres"))]
+    pub(crate) fn open_postgres_as(
+        _url: &str,
+        _leasing: &owners::Leasing,
+    ) -> Result<Store, OpenError> {
         Err(OpenError::NoPostgres)
     }
 
@@ -821,6 +841,25 @@ impl Store {
             let _ = thread.join();
         }
         self.handle.shared.release();
+    }
+
+    /// The slots this process owns as the store opened and the changes since, once;
+    /// `None` for a store that owns every slot while open (every engine but a database
+    /// shared by nodes).
+    pub(crate) fn owners(&self) -> Option<owners::Owners> {
+        self.handle.shared.engine().owners()
+    }
+
+    /// Gives `slot` back, unloaded after [`owners::Change::Drain`], so another node may
+    /// take it.
+    pub(crate) fn release(&self, slot: crate::slot::Slot) -> Result<(), String> {
+        self.handle.shared.engine().release(slot)
+    }
+
+    /// Keeps the leases once now (tests, which cannot wait for the engine's own rounds).
+    #[cfg(test)]
+    pub(crate) fn lease_round(&self) -> Result<(), String> {
+        self.handle.shared.engine().lease_round()
     }
 
     /// The store as errors name it: its directory, its database, or `memory`.

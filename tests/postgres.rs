@@ -190,7 +190,7 @@ async fn a_runtime_outlives_its_connections_until_another_takes_the_database_ove
     assert!(refused.is_err(), "{refused:?}");
     let failure = first.store_failure().expect("the first's store stopped");
     assert!(
-        failure.contains("another process took the database over"),
+        failure.contains("another process took node default over"),
         "{failure}"
     );
     for (subject, record) in [("s0", &before), ("s1", &after)] {
@@ -204,4 +204,147 @@ async fn a_runtime_outlives_its_connections_until_another_takes_the_database_ove
     assert!(second.list("s2").await.unwrap().is_empty());
     first.shutdown().await;
     second.shutdown().await;
+}
+
+/// A runtime on `url` as node `name`, its leases `lease` long (random ids: nodes make
+/// their ids apart), with the target that asks its caller.
+async fn node(url: &str, name: &str, lease: Duration) -> Runtime {
+    let steps = Arc::new(AtomicUsize::new(0));
+    common::with_deploy(Builder::default(), &ManualClock::default(), &steps)
+        .ids(parkway::Ids::random(rand::random()))
+        .postgres(url)
+        .node(name)
+        .lease(lease)
+        .build()
+        .await
+        .expect("the node opens the database")
+}
+
+/// A subject whose slot is `slot`.
+fn subject_in(slot: u16) -> String {
+    (0..)
+        .map(|n| format!("s{n}"))
+        .find(|name| Runtime::slot_of(name) == slot)
+        .unwrap()
+}
+
+/// Waits (polling, for at most 30 s) until `node` serves `subject`, and returns what it
+/// lists there.
+async fn served(node: &Runtime, subject: &str) -> Vec<parkway::Entry> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match node.list(subject).await {
+            Ok(listed) => return listed,
+            Err(error) => {
+                assert!(error.to_string().contains("not own"), "{error}");
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{subject} was not served within 30 s: {error}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// A node that joins a running one is refused the first's subjects until they are
+/// handed over, a few slots at a time; the runs parked there are then served by the new
+/// node, resumed once, and refused by the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_joins_is_handed_its_share_with_what_is_parked_there() {
+    let url = database().await;
+    let lease = Duration::from_secs(1);
+    let a = node(&url, "a", lease).await;
+    // The highest slot is the first handed over.
+    let subject = subject_in(1023);
+    let parked = a.run(Start::new(&subject, "deploy")).await.unwrap();
+    let ask = parked.asks.unwrap()[0].id.clone();
+    let b = node(&url, "b", lease).await;
+    let listed = served(&b, &subject).await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let refused = a.list(&subject).await.unwrap_err();
+    assert!(refused.to_string().contains("not own"), "{refused}");
+    let Resumed::Outcome(done) = b.resume(&subject, &ask, json!("yes")).await.unwrap() else {
+        panic!("a single ask resumes at once")
+    };
+    assert_eq!(done.result, Some(json!({"prepared": 1, "answer": "yes"})));
+    assert!(a.resume(&subject, &ask, json!("again")).await.is_err());
+    // The lowest slot stays the first node's.
+    let kept = subject_in(0);
+    let run = a.run(Start::new(&kept, "deploy")).await.unwrap();
+    assert_eq!(run.status, RunStatus::Parked);
+    assert!(b.list(&kept).await.is_err());
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// A node that shuts down gives its slots back; another node takes them at its next
+/// round and serves what was parked there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_shuts_down_hands_its_slots_to_another() {
+    let url = database().await;
+    let lease = Duration::from_secs(1);
+    let a = node(&url, "a", lease).await;
+    let subject = subject_in(0);
+    let parked = a.run(Start::new(&subject, "deploy")).await.unwrap();
+    let ask = parked.asks.unwrap()[0].id.clone();
+    let b = node(&url, "b", lease).await;
+    a.shutdown().await;
+    let listed = served(&b, &subject).await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let Resumed::Outcome(done) = b.resume(&subject, &ask, json!("yes")).await.unwrap() else {
+        panic!("a single ask resumes at once")
+    };
+    assert_eq!(done.result, Some(json!({"prepared": 1, "answer": "yes"})));
+    b.shutdown().await;
+}
+
+/// A node paused past its leases (here: the leases ended in the database, as a pause
+/// ends them) has its slots taken by another, which serves what was parked there; the
+/// paused node's own attempt is refused, and the ask is resolved once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_past_its_leases_loses_its_slots_and_the_ask_is_resolved_once() {
+    let url = database().await;
+    let lease = Duration::from_secs(1);
+    let a = node(&url, "a", lease).await;
+    let subject = subject_in(5);
+    let parked = a.run(Start::new(&subject, "deploy")).await.unwrap();
+    let ask = parked.asks.unwrap()[0].id.clone();
+    let b = node(&url, "b", lease).await;
+    end_leases(&url, "a").await;
+    // Whichever node serves the subject once the dust settles resumes it, once.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut outcomes = 0;
+    loop {
+        for node in [&b, &a] {
+            if let Ok(Resumed::Outcome(done)) = node.resume(&subject, &ask, json!("yes")).await {
+                assert_eq!(done.result, Some(json!({"prepared": 1, "answer": "yes"})));
+                outcomes += 1;
+            }
+        }
+        if outcomes > 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never resumed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(outcomes, 1);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Ends every lease node `name` holds, in the database.
+async fn end_leases(url: &str, name: &str) {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("the test server answers");
+    tokio::spawn(connection);
+    client
+        .execute(
+            "UPDATE parkway_slots SET lease_end = now() - interval '1 second' \
+             WHERE owner = (SELECT node FROM parkway_nodes WHERE name = $1)",
+            &[&name],
+        )
+        .await
+        .expect("the leases end");
 }

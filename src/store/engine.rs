@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use super::owners::Owners;
 use super::{Batch, Entries, Space, StoreError};
 use crate::slot::Slot;
 
@@ -87,7 +88,29 @@ pub(crate) trait Engine: Send + Sync {
 
     /// Releases the engine (after the writer stopped); `flush`: first write what it
     /// holds in memory, so the next open has less to replay. Every later use fails.
+    /// An engine whose slots have owners gives back the slots it owns first.
     fn close(&self, _flush: bool) {}
+
+    /// The slots this process owns and the changes to come, once (`None` after the
+    /// first call, and from an engine that owns every slot while open: every engine but
+    /// one whose slots have owners).
+    fn owners(&self) -> Option<Owners> {
+        None
+    }
+
+    /// Gives `slot` back, once this process has unloaded it after a
+    /// [`Change::Drain`](super::owners::Change::Drain), so another node may take it. An engine that owns every slot
+    /// keeps it.
+    fn release(&self, _slot: Slot) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Keeps the leases once now, as the engine does on its own every third of a lease
+    /// (tests, which cannot wait for it).
+    #[cfg(test)]
+    fn lease_round(&self) -> Result<(), String> {
+        Ok(())
+    }
 
     /// One key's value, as written.
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure>;

@@ -88,6 +88,19 @@ impl Engine for Faulty {
         self.inner.close(flush);
     }
 
+    fn owners(&self) -> Option<super::owners::Owners> {
+        self.inner.owners()
+    }
+
+    fn release(&self, slot: crate::slot::Slot) -> Result<(), String> {
+        self.inner.release(slot)
+    }
+
+    #[cfg(test)]
+    fn lease_round(&self) -> Result<(), String> {
+        self.inner.lease_round()
+    }
+
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure> {
         self.inner.get(space, key)
     }

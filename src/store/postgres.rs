@@ -6,33 +6,33 @@
 //! `key`, `value`, keyed by the first three in that order. `space` is [`Space::index`],
 //! one table's worth of rows as a data directory's keyspace is; within it, rows are keyed
 //! by slot first: `slot` is the key's slot for a space whose keys start with one
-//! ([`Space::is_slotted`]), `-1` for the runtime's own spaces, so one slot's rows of a
-//! space are one range of the primary key, and a space reads in key order from it.
-//! [`Space::Meta`] holds the format version as in any engine. The applied migrations are
-//! rows of `parkway_migrations`.
+//! ([`Space::is_slotted`]), the node's own negative number for its log and its ids'
+//! counters, `-1` for what every node shares (the format version, the doors), so one
+//! slot's rows of a space are one range of the primary key, and a space reads in key
+//! order from it. [`Space::Meta`] holds the format version as in any engine. The
+//! applied migrations are rows of `parkway_migrations`.
 //!
-//! **One process per database**, until nodes share one by its slots' leases. An open
-//! locks `parkway_holder`'s row in a transaction it leaves open on a connection of its
-//! own, so a second process is refused while the first lives (the server releases the
-//! lock when the connection ends, however the process ends); then it moves the epoch of
-//! `parkway_fence` on and keeps it. Every group commit reads that row `FOR SHARE` and
-//! writes only if the epoch is still its own: a process that lost its hold (the server
-//! restarted, its connection was cut) and was taken over by another writes nothing more,
-//! and its store stops with an error that says so.
+//! **Nodes share the database by the slots' leases** (`leases`): a process opens it as
+//! a node (`default` unless named), one process per node, and owns the slots it holds
+//! under leases. Every group commit checks, in the statement that writes, that the
+//! node's epoch is still this process's and that it owns each slot written at the epoch
+//! it took it, its lease not ended: a group that fails the slots' check is refused for
+//! those slots (the writer writes it again without them, and the runtime gives them up),
+//! one that fails the node's stops the store with an error that says so.
 //!
-//! A group is kept at [`Engine::write`] and sent at [`Engine::sync`]: every mutation
-//! written since the last sync, each key's last, as one statement (a delete and an
-//! upsert of arrays, in one implicit transaction), so a sync is one round trip and the
-//! groups are durable together or not at all. Plain SQL throughout (no advisory lock, no
-//! `LISTEN`), so a database that speaks PostgreSQL's protocol and SQL can stand in.
+//! A group is sent at [`Engine::write`]: each key's last mutation as one statement (a
+//! delete and an upsert of arrays, in one implicit transaction), so a group commit is one
+//! round trip, durable whole or not at all, and [`Engine::sync`] has nothing left to do.
+//! Plain SQL throughout (no advisory lock, no `LISTEN`), so a database that speaks
+//! PostgreSQL's protocol and SQL can stand in.
 //!
 //! The connections live on the engine's own Tokio runtime (two threads): the writer's
 //! thread and the runtime's tasks, which call the [`Engine`] methods synchronously, wait
 //! for them there, as they wait for a disk, and a runtime of one thread is not blocked
 //! out of its own store.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -41,12 +41,20 @@ use tokio_postgres::error::SqlState;
 
 use super::batch::last_per_key;
 use super::engine::{Engine, ReadFailure, WriteFailure};
+use super::owners::Owners;
 use super::{Batch, Entries, FORMAT_VERSION, Op, OpenError, Space, VERSION_KEY};
+use crate::slot::Slot;
 use crate::sync::lock;
+
+mod leases;
+
+use super::owners::Leasing;
+use leases::Leases;
 
 /// The schema's migrations, in order: the `n`th (from 1) is applied once, in a
 /// transaction, to a database whose `parkway_migrations` lacks `n`.
-const MIGRATIONS: &[&str] = &["CREATE TABLE parkway_kv (
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE parkway_kv (
         slot int4 NOT NULL,
         space int2 NOT NULL,
         key bytea NOT NULL,
@@ -60,7 +68,31 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE parkway_kv (
         epoch int8 NOT NULL,
         taken_at timestamptz
     );
-    INSERT INTO parkway_fence VALUES (1, 0, NULL);"];
+    INSERT INTO parkway_fence VALUES (1, 0, NULL);",
+    // Nodes and the slots' leases replace the whole database's hold and fence; the log
+    // and the ids' counters become node 1's (`default`), whose they were.
+    "CREATE TABLE parkway_nodes (
+        node int4 PRIMARY KEY,
+        name text NOT NULL UNIQUE
+    );
+    CREATE TABLE parkway_holds (
+        node int4 PRIMARY KEY REFERENCES parkway_nodes (node),
+        epoch int8 NOT NULL,
+        seen_at timestamptz
+    );
+    CREATE TABLE parkway_slots (
+        slot int4 PRIMARY KEY,
+        owner int4 REFERENCES parkway_nodes (node),
+        epoch int8 NOT NULL DEFAULT 0,
+        lease_end timestamptz
+    );
+    INSERT INTO parkway_slots (slot) SELECT generate_series(0, 1023);
+    INSERT INTO parkway_nodes VALUES (1, 'default');
+    INSERT INTO parkway_holds VALUES (1, 0, NULL);
+    UPDATE parkway_kv SET slot = -2 WHERE slot = -1 AND space IN (4, 5);
+    DROP TABLE parkway_holder;
+    DROP TABLE parkway_fence;",
+];
 
 /// Connections kept open for reads and the writer.
 const POOL_SIZE: usize = 8;
@@ -86,39 +118,50 @@ const CLIENT_WAIT: Duration = Duration::from_secs(40);
 /// How long a close waits for the server to release the database's hold.
 const RELEASE_WAIT: Duration = Duration::from_secs(2);
 
-/// The slot of a row of the runtime's own spaces.
-const NO_SLOT: i32 = -1;
+/// The slot of a row of the spaces every node shares (the format version, the doors).
+const SHARED: i32 = -1;
 
-/// A group commit: the mutations of every group written since the last sync, each key's
-/// last (no key is both deleted and put), written only if the fence's epoch is still
-/// this process's (`$8`); it returns the epoch it found. The fence's row is read `FOR
-/// SHARE`, so a process that takes the database over (moving the epoch on) waits for a
-/// group commit under way, and every later one sees the new epoch and writes nothing.
-const WRITE: &str = "WITH fence AS (
-        SELECT epoch FROM parkway_fence WHERE id = 1 FOR SHARE
+/// A group commit: the mutations of a group, each key's last (no key is both deleted
+/// and put), written only if the node's epoch is still this process's (`$10`, `$11`)
+/// and this node owns each slot the group writes (`$8`) at the epoch it took it (`$9`),
+/// its lease not ended; it returns the node's epoch it found and the slots it did not
+/// own. The node's and the slots' rows are read `FOR SHARE`, so a node that takes one
+/// of them (moving its epoch on) waits for a group commit under way, and every later
+/// one sees the new epoch and writes nothing.
+const WRITE: &str = "WITH node AS (
+        SELECT epoch FROM parkway_holds WHERE node = $10 FOR SHARE
+    ), owned AS (
+        SELECT s.slot FROM parkway_slots AS s
+        JOIN unnest($8::int4[], $9::int8[]) AS w(slot, epoch)
+          ON s.slot = w.slot AND s.epoch = w.epoch
+        WHERE s.owner = $10 AND s.lease_end > now()
+        FOR SHARE OF s
+    ), ok AS (
+        SELECT (SELECT epoch FROM node) = $11
+           AND (SELECT count(*) FROM owned) = cardinality($8::int4[]) AS ok
     ), gone AS (
         DELETE FROM parkway_kv AS kv
         USING unnest($1::int4[], $2::int2[], $3::bytea[]) AS d(slot, space, key)
         WHERE kv.slot = d.slot AND kv.space = d.space AND kv.key = d.key
-          AND (SELECT epoch FROM fence) = $8
+          AND (SELECT ok FROM ok)
     ), put AS (
         INSERT INTO parkway_kv (slot, space, key, value)
         SELECT * FROM unnest($4::int4[], $5::int2[], $6::bytea[], $7::bytea[])
-        WHERE (SELECT epoch FROM fence) = $8
+        WHERE (SELECT ok FROM ok)
         ON CONFLICT (space, slot, key) DO UPDATE SET value = excluded.value
     )
-    SELECT epoch FROM fence";
-
-/// Takes the database for this process: the fence's next epoch, which its group commits
-/// carry from now on. Waits for a group commit of the process before under way.
-const TAKE: &str =
-    "UPDATE parkway_fence SET epoch = epoch + 1, taken_at = now() WHERE id = 1 RETURNING epoch";
+    SELECT (SELECT epoch FROM node),
+        array(SELECT w.slot FROM unnest($8::int4[]) AS w(slot)
+              WHERE w.slot NOT IN (SELECT slot FROM owned))";
 
 /// How many rows the store holds.
 const COUNT: &str = "SELECT count(*) FROM parkway_kv";
 
 /// A space's keys, in key order.
 const KEYS: &str = "SELECT key FROM parkway_kv WHERE space = $1 ORDER BY slot, key";
+
+/// The keys of a space of the runtime's own, this node's or shared, in key order.
+const KEYS_IN_SLOT: &str = "SELECT key FROM parkway_kv WHERE space = $1 AND slot = $2 ORDER BY key";
 
 /// One key's value.
 const GET: &str = "SELECT value FROM parkway_kv WHERE space = $1 AND slot = $2 AND key = $3";
@@ -152,29 +195,29 @@ pub(super) struct Postgres {
     handle: tokio::runtime::Handle,
     /// The connections.
     pool: Pool,
-    /// The groups written since the last sync, in order.
-    written: Mutex<Vec<Batch>>,
     /// Set by [`Engine::close`]: every later use fails.
     closed: AtomicBool,
-    /// The connection whose open transaction holds `parkway_holder`'s row locked while
-    /// the store is open, so a second process is refused the database; dropped (and
-    /// the lock released by the server) when the store is closed or the process ends.
+    /// The connection whose open transaction holds the node's row locked while the
+    /// store is open, so a second process of the same node is refused; dropped (and the
+    /// lock released by the server) when the store is closed or the process ends.
     holder: Mutex<Option<tokio_postgres::Client>>,
-    /// The fence's epoch this process took the database at: a group commit writes only
-    /// while it is the fence's.
-    epoch: std::sync::atomic::AtomicI64,
+    /// The node's hold and the slots it owns.
+    leases: Arc<Leases>,
 }
 
 impl Postgres {
-    /// Connects to the database at `url`, applies the migrations it lacks, and checks
-    /// (or, in a database with no row yet, writes) the format version. `name` is the
-    /// URL as errors show it ([`shown`]).
-    pub(super) fn open(url: &str) -> Result<Postgres, OpenError> {
+    /// Connects to the database at `url`, applies the migrations it lacks, holds the
+    /// node `leasing` names and takes its share of the slots, and checks (or, in a
+    /// database with no row yet, writes) the format version.
+    pub(super) fn open(url: &str, leasing: &Leasing) -> Result<Postgres, OpenError> {
         let database = shown(url);
         let refused = |cause: String| OpenError::Database {
             database: database.clone(),
             cause,
         };
+        if let Some(problem) = leasing.problem() {
+            return Err(refused(problem));
+        }
         let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|err| refused(format!("not a PostgreSQL URL: {}", describe(&err))))?;
@@ -215,29 +258,31 @@ impl Postgres {
             .wait_timeout(Some(POOL_WAIT))
             .build()
             .map_err(|err| refused(err.to_string()))?;
+        let handle = runtime.handle().clone();
+        let (opening, leasing) = (pool.clone(), leasing.clone());
+        let opened = wait_on(&handle, async move {
+            migrate(&opening).await?;
+            Leases::open(&opening, &config, &leasing).await
+        })
+        .and_then(|done| done);
+        let (leases, holder) = match opened {
+            Ok(opened) => opened,
+            Err(cause) => {
+                // Not dropped where it would wait: the caller may be a task.
+                runtime.shutdown_background();
+                return Err(refused(cause));
+            }
+        };
+        let leases = Arc::new(leases);
+        handle.spawn(Arc::clone(&leases).keep(pool.clone()));
         let engine = Postgres {
-            handle: runtime.handle().clone(),
+            handle,
             runtime: Mutex::new(Some(runtime)),
             pool,
-            written: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
-            holder: Mutex::new(None),
-            epoch: std::sync::atomic::AtomicI64::new(-1),
+            holder: Mutex::new(Some(holder)),
+            leases,
         };
-        let pool = engine.pool.clone();
-        engine
-            .run(async move { migrate(&pool).await })
-            .and_then(|done| done)
-            .map_err(refused)?;
-        let holder = engine
-            .run(async move { hold(&config).await })
-            .and_then(|held| held)
-            .map_err(refused)?;
-        *lock(&engine.holder) = Some(holder);
-        let epoch = engine
-            .one_number(TAKE)
-            .map_err(|cause| refused(format!("taking it for this process failed: {cause}")))?;
-        engine.epoch.store(epoch, Ordering::Release);
         engine.check_version(&database)?;
         Ok(engine)
     }
@@ -285,18 +330,12 @@ impl Postgres {
         if self.closed.load(Ordering::Acquire) {
             return Err("the store is closed".into());
         }
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.handle.spawn(async move {
-            let _ = tx.send(tokio::time::timeout(CLIENT_WAIT, work).await);
-        });
-        rx.recv()
-            .map_err(|_| "the store is closed: its connections' runtime stopped".to_string())?
-            .map_err(|_| {
-                format!(
-                    "the database did not answer within {} s",
-                    CLIENT_WAIT.as_secs()
-                )
-            })
+        wait_on(&self.handle, work)
+    }
+
+    /// The row's slot of `key` in `space` for this node ([`slot_of`]).
+    fn slot_of(&self, space: Space, key: &[u8]) -> i32 {
+        slot_of(self.leases.node, space, key)
     }
 
     /// The number a statement of one row and one `int8` column returns.
@@ -330,67 +369,124 @@ impl Postgres {
 }
 
 impl Engine for Postgres {
-    /// Keeps the group, taken, for the sync.
+    /// Sends the group as one statement, which commits it (durable at once: the sync
+    /// has nothing left to do), or refuses it whole for the slots this node does not
+    /// serve now or the database says it does not own.
     fn write(&self, group: &mut Vec<Batch>, _generation: u64) -> Result<(), WriteFailure> {
         if self.closed.load(Ordering::Acquire) {
             return Err(WriteFailure::Failed("the store is closed".into()));
         }
-        lock(&self.written).append(group);
+        let mut slots: Vec<Slot> = group.iter().filter_map(Batch::slot).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        let (mut owned, mut epochs, mut away) = (Vec::new(), Vec::new(), Vec::new());
+        for slot in slots {
+            match self.leases.serving(slot) {
+                Some(epoch) => {
+                    owned.push(i32::from(slot.number()));
+                    epochs.push(epoch);
+                }
+                None => away.push(slot),
+            }
+        }
+        if !away.is_empty() {
+            return Err(WriteFailure::NotOwner(away));
+        }
+        let pool = self.pool.clone();
+        let (node, epoch) = (self.leases.node, self.leases.epoch);
+        // The batches go to the engine's runtime and come back with the answer (the
+        // writer writes them again, without some, if a slot is refused).
+        let batches = std::mem::take(group);
+        let answer = self.run(async move {
+            let sent = async {
+                let mut gone = Columns::default();
+                let mut put = Columns::default();
+                let mut values: Vec<&[u8]> = Vec::new();
+                for op in last_per_key(&batches) {
+                    match op {
+                        Op::Put { space, key, value } => {
+                            put.push(node, *space, key);
+                            values.push(value);
+                        }
+                        Op::Delete { space, key } => gone.push(node, *space, key),
+                    }
+                }
+                // Sent again after a failure of the connection: the statement puts each
+                // key's last value and deletes what it deletes, so a group commit the
+                // server made before the connection failed is made again to the same
+                // effect.
+                let rows = query(
+                    &pool,
+                    WRITE,
+                    &[
+                        &gone.slots,
+                        &gone.spaces,
+                        &gone.keys,
+                        &put.slots,
+                        &put.spaces,
+                        &put.keys,
+                        &values,
+                        &owned,
+                        &epochs,
+                        &node,
+                        &epoch,
+                    ],
+                )
+                .await
+                .map_err(|failure| failure.cause)?;
+                let row = rows.first().ok_or("the group commit returned no row")?;
+                Ok::<_, String>((row.get::<_, Option<i64>>(0), row.get::<_, Vec<i32>>(1)))
+            }
+            .await;
+            (batches, sent)
+        });
+        let (batches, sent) = answer.map_err(WriteFailure::Failed)?;
+        *group = batches;
+        let (found, refused) = sent.map_err(WriteFailure::Failed)?;
+        if found != Some(epoch) {
+            return Err(WriteFailure::Failed(format!(
+                "another process took node {} over (its epoch is {}, this process's was \
+                 {epoch}): nothing more is written from this one",
+                self.leases.name(),
+                found.map_or("gone".to_string(), |e| e.to_string())
+            )));
+        }
+        if !refused.is_empty() {
+            let refused: Vec<Slot> = refused
+                .into_iter()
+                .filter_map(|n| Slot::numbered(u16::try_from(n).ok()?))
+                .collect();
+            tracing::warn!(slots = ?refused.iter().map(|s| s.number()).collect::<Vec<_>>(), "the database refused a write to slots this node no longer owns");
+            self.leases.lost(&refused);
+            return Err(WriteFailure::NotOwner(refused));
+        }
         Ok(())
     }
 
-    /// Sends every mutation written since the last sync as one statement, and returns
-    /// once the database has committed it.
+    /// Nothing to do: each group was committed as it was written.
     fn sync(&self) -> Result<bool, String> {
-        let written = std::mem::take(&mut *lock(&self.written));
-        if written.is_empty() {
-            return Ok(true);
+        if self.closed.load(Ordering::Acquire) {
+            return Err("the store is closed".into());
         }
-        let pool = self.pool.clone();
-        let epoch = self.epoch.load(Ordering::Acquire);
+        Ok(true)
+    }
+
+    fn owners(&self) -> Option<Owners> {
+        self.leases.owners()
+    }
+
+    fn release(&self, slot: Slot) -> Result<(), String> {
+        let (pool, leases) = (self.pool.clone(), Arc::clone(&self.leases));
+        self.run(async move { leases.release(&pool, slot).await })?
+    }
+
+    #[cfg(test)]
+    fn lease_round(&self) -> Result<(), String> {
+        let (pool, leases) = (self.pool.clone(), Arc::clone(&self.leases));
         self.run(async move {
-            let mut gone = Columns::default();
-            let mut put = Columns::default();
-            let mut values: Vec<&[u8]> = Vec::new();
-            for op in last_per_key(&written) {
-                match op {
-                    Op::Put { space, key, value } => {
-                        put.push(*space, key);
-                        values.push(value);
-                    }
-                    Op::Delete { space, key } => gone.push(*space, key),
-                }
-            }
-            // Sent again after a failure of the connection: the statement puts each key's
-            // last value and deletes what it deletes, so a group commit the server made
-            // before the connection failed is made again to the same effect.
-            let rows = query(
-                &pool,
-                WRITE,
-                &[
-                    &gone.slots,
-                    &gone.spaces,
-                    &gone.keys,
-                    &put.slots,
-                    &put.spaces,
-                    &put.keys,
-                    &values,
-                    &epoch,
-                ],
-            )
-            .await
-            .map_err(|failure| failure.cause)?;
-            let found: i64 = rows
-                .first()
-                .ok_or("the group commit returned no row")?
-                .get(0);
-            if found != epoch {
-                return Err(format!(
-                    "another process took the database over (its epoch is {found}, this \
-                     process's was {epoch}): nothing more is written from this one"
-                ));
-            }
-            Ok(true)
+            leases.round(&pool).await?;
+            leases.expire();
+            Ok(())
         })?
     }
 
@@ -399,6 +495,11 @@ impl Engine for Postgres {
     fn close(&self, _flush: bool) {
         let holder = lock(&self.holder).take();
         if let Some(holder) = holder {
+            // The slots first, so other nodes take them at once; then the node.
+            let (pool, leases) = (self.pool.clone(), Arc::clone(&self.leases));
+            let _ = self.run(async move {
+                let _ = tokio::time::timeout(RELEASE_WAIT, leases.leave(&pool)).await;
+            });
             // Released at once, so a process that opens the database next finds it free;
             // a server that does not answer releases it when it sees the connection end.
             let _ = self.run(async move {
@@ -415,7 +516,7 @@ impl Engine for Postgres {
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure> {
         let params = vec![
             Param::Small(space_number(space)),
-            Param::Int(slot_of(space, key)),
+            Param::Int(self.slot_of(space, key)),
             Param::Bytes(key.to_vec()),
         ];
         self.read(GET, Params(params), |rows| {
@@ -434,9 +535,9 @@ impl Engine for Postgres {
         let end = successor(within);
         let limit = Param::Big(i64::try_from(limit).unwrap_or(i64::MAX));
         let space_number = Param::Small(space_number(space));
-        let slot = slot_of(space, &start);
+        let slot = self.slot_of(space, &start);
         let in_one_slot = match &end {
-            Some(end) => slot_of(space, end) == slot || within.len() >= 2,
+            Some(end) => self.slot_of(space, end) == slot || within.len() >= 2,
             None => !space.is_slotted(),
         };
         let (sql, params) = match (in_one_slot, end) {
@@ -460,7 +561,7 @@ impl Engine for Postgres {
                     space_number,
                     Param::Int(slot),
                     Param::Bytes(start),
-                    Param::Int(slot_of(space, &end)),
+                    Param::Int(self.slot_of(space, &end)),
                     Param::Bytes(end),
                     limit,
                 ],
@@ -482,8 +583,16 @@ impl Engine for Postgres {
     }
 
     fn keys(&self, space: Space) -> Result<Vec<Vec<u8>>, ReadFailure> {
-        let params = Params(vec![Param::Small(space_number(space))]);
-        self.read(KEYS, params, |rows| {
+        let (sql, params) = if space.is_slotted() {
+            (KEYS, vec![Param::Small(space_number(space))])
+        } else {
+            let slot = self.slot_of(space, &[]);
+            (
+                KEYS_IN_SLOT,
+                vec![Param::Small(space_number(space)), Param::Int(slot)],
+            )
+        };
+        self.read(sql, Params(params), |rows| {
             rows.iter().map(|row| row.get::<_, Vec<u8>>(0)).collect()
         })
     }
@@ -500,12 +609,34 @@ impl Drop for Postgres {
     }
 }
 
+/// Runs `work` on the runtime of `handle` and waits for it on this thread, for at most
+/// [`CLIENT_WAIT`].
+fn wait_on<T: Send + 'static>(
+    handle: &tokio::runtime::Handle,
+    work: impl Future<Output = T> + Send + 'static,
+) -> Result<T, String> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    handle.spawn(async move {
+        let _ = tx.send(tokio::time::timeout(CLIENT_WAIT, work).await);
+    });
+    rx.recv()
+        .map_err(|_| "the store is closed: its connections' runtime stopped".to_string())?
+        .map_err(|_| {
+            format!(
+                "the database did not answer within {} s",
+                CLIENT_WAIT.as_secs()
+            )
+        })
+}
+
 /// A failed statement: in words, whether sending it again may succeed (the connection
 /// failed, not the statement), and whether the server says its data is damaged.
 struct Failure {
     cause: String,
     transient: bool,
     damaged: bool,
+    /// The statement broke a unique constraint (two nodes registering at once).
+    unique_violation: bool,
 }
 
 impl Failure {
@@ -524,6 +655,7 @@ impl Failure {
                 err.code(),
                 Some(&SqlState::DATA_CORRUPTED | &SqlState::INDEX_CORRUPTED)
             ),
+            unique_violation: err.code() == Some(&SqlState::UNIQUE_VIOLATION),
         }
     }
 
@@ -535,11 +667,13 @@ impl Failure {
                 cause: "the store is closed".into(),
                 transient: false,
                 damaged: false,
+                unique_violation: false,
             },
             other => Failure {
                 cause: format!("no connection to the database: {other}"),
                 transient: true,
                 damaged: false,
+                unique_violation: false,
             },
         }
     }
@@ -603,42 +737,6 @@ async fn migrate(pool: &Pool) -> Result<(), String> {
     Err("migrating its schema failed: another node kept migrating it".into())
 }
 
-/// Locks `parkway_holder`'s row in a transaction left open on a connection of its own,
-/// or refuses if another process holds it after 3 s (a process that was killed a moment
-/// ago is given time to be seen gone): one process per database, until nodes share one
-/// by its slots' leases. The server releases the lock when the connection ends, however
-/// the process ends.
-async fn hold(config: &tokio_postgres::Config) -> Result<tokio_postgres::Client, String> {
-    let (client, connection) = config.connect(NoTls).await.map_err(|e| describe(&e))?;
-    tokio::spawn(async move {
-        if let Err(err) = connection.await {
-            tracing::error!(
-                "the connection that holds the database for this process ended: {}; \
-                 another process may now open it",
-                describe(&err)
-            );
-        }
-    });
-    match client
-        .batch_execute(
-            "SET idle_in_transaction_session_timeout = 0; SET statement_timeout = 0; \
-             BEGIN; SET LOCAL lock_timeout = '3s'; SELECT id FROM parkway_holder FOR UPDATE",
-        )
-        .await
-    {
-        Ok(()) => Ok(client),
-        Err(err) if err.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Err(
-            "it is held by another parkway process: one process keeps its state in a \
-             database at a time"
-                .into(),
-        ),
-        Err(err) => Err(format!(
-            "holding it for this process failed: {}",
-            describe(&err)
-        )),
-    }
-}
-
 /// One pass of [`migrate`].
 async fn migrate_once(client: &mut tokio_postgres::Client) -> Result<(), tokio_postgres::Error> {
     client
@@ -679,9 +777,9 @@ struct Columns<'a> {
 }
 
 impl<'a> Columns<'a> {
-    /// Adds a key of `space`.
-    fn push(&mut self, space: Space, key: &'a [u8]) {
-        self.slots.push(slot_of(space, key));
+    /// Adds a key of `space`, written by node `node`.
+    fn push(&mut self, node: i32, space: Space, key: &'a [u8]) {
+        self.slots.push(slot_of(node, space, key));
         self.spaces.push(space_number(space));
         self.keys.push(key);
     }
@@ -715,12 +813,17 @@ impl Params {
     }
 }
 
-/// The row's slot: for a slotted space, the key's first two bytes as a big-endian number
-/// (a shorter key padded with zeros, so `(slot, key)` orders as the key does: a key
-/// before another never has a greater slot); [`NO_SLOT`] for the runtime's spaces.
-fn slot_of(space: Space, key: &[u8]) -> i32 {
+/// The row's slot of `key` in `space`, as node `node` keeps it: for a slotted space, the
+/// key's first two bytes as a big-endian number (a shorter key padded with zeros, so
+/// `(slot, key)` orders as the key does: a key before another never has a greater
+/// slot); for the log and the ids' counters, which are each node's own, `-1 - node`;
+/// [`SHARED`] for the rest (the format version, the doors).
+fn slot_of(node: i32, space: Space, key: &[u8]) -> i32 {
+    if matches!(space, Space::Events | Space::Ids) {
+        return -1 - node;
+    }
     if !space.is_slotted() {
-        return NO_SLOT;
+        return SHARED;
     }
     let high = key.first().copied().unwrap_or(0);
     let low = key.get(1).copied().unwrap_or(0);
@@ -844,15 +947,19 @@ mod tests {
 
     #[test]
     fn rows_of_a_slot_are_keyed_by_it_and_the_runtime_s_by_none() {
-        assert_eq!(slot_of(Space::Entries, &[0x01, 0x02, b'x']), 0x0102);
-        assert_eq!(slot_of(Space::Entries, &[0x01]), 0x0100);
-        assert_eq!(slot_of(Space::Entries, &[]), 0);
-        assert_eq!(slot_of(Space::Doors, &[0x01, 0x02]), NO_SLOT);
+        assert_eq!(slot_of(3, Space::Entries, &[0x01, 0x02, b'x']), 0x0102);
+        assert_eq!(slot_of(3, Space::Entries, &[0x01]), 0x0100);
+        assert_eq!(slot_of(3, Space::Entries, &[]), 0);
+        assert_eq!(slot_of(3, Space::Doors, &[0x01, 0x02]), SHARED);
+        assert_eq!(slot_of(3, Space::Meta, b"format_version"), SHARED);
+        // The log and the ids' counters are each node's own.
+        assert_eq!(slot_of(1, Space::Events, &[0x01, 0x02]), -2);
+        assert_eq!(slot_of(3, Space::Ids, b"timers"), -4);
         // `(slot, key)` orders as the key does.
         let mut keys: Vec<&[u8]> = vec![b"z", b"ab", b"", b"a", b"z\x00", b"\xff", b"a\xff\x01"];
         keys.sort();
         let mut by_slot = keys.clone();
-        by_slot.sort_by_key(|key| (slot_of(Space::Entries, key), key.to_vec()));
+        by_slot.sort_by_key(|key| (slot_of(1, Space::Entries, key), key.to_vec()));
         assert_eq!(by_slot, keys);
     }
 

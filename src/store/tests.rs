@@ -1512,8 +1512,8 @@ fn a_database_that_cannot_be_used_is_refused_naming_why() {
     assert!(!text.contains("hunter2"), "{text}");
 }
 
-/// One process per database: a second open is refused while the first store is open,
-/// and succeeds once it is closed.
+/// One process per node (the default node unless named): a second open is refused while
+/// the first store is open, and succeeds once it is closed.
 #[cfg(feature = "postgres")]
 #[test]
 fn a_database_held_by_an_open_store_is_refused_to_a_second() {
@@ -1527,21 +1527,21 @@ fn a_database_held_by_an_open_store_is_refused_to_a_second() {
     durable(&again, put(Space::Doors, b"d", b"{}")).unwrap();
 }
 
-/// A process whose database was taken over (the fence's epoch moved on, as another
-/// process's open moves it) writes nothing more: its next group commit fails, saying so,
-/// and stops the store; the group is not in the database.
+/// A process whose node was taken over (the node's epoch moved on, as another process's
+/// open of the node moves it) writes nothing more: its next group commit fails, saying
+/// so, and stops the store; the group is not in the database.
 #[cfg(feature = "postgres")]
 #[test]
-fn a_process_whose_database_was_taken_over_writes_nothing_more() {
+fn a_process_whose_node_was_taken_over_writes_nothing_more() {
     use super::postgres::test_sql;
     let url = super::postgres::test_database();
     let store = Store::open_postgres(&url).unwrap();
     durable(&store, put(Space::Doors, b"before", b"{}")).unwrap();
-    test_sql(&url, "UPDATE parkway_fence SET epoch = epoch + 1");
+    test_sql(&url, "UPDATE parkway_holds SET epoch = epoch + 1");
     let err = durable(&store, put(Space::Doors, b"after", b"{}")).unwrap_err();
     assert!(
         err.to_string()
-            .contains("another process took the database over"),
+            .contains("another process took node default over"),
         "{err}"
     );
     assert!(store.is_poisoned());

@@ -427,6 +427,11 @@ impl Shared {
         self.crash.notify_waiters();
     }
 
+    /// The engine the writer writes to.
+    pub(super) fn engine(&self) -> &Arc<dyn Engine> {
+        &self.engine
+    }
+
     /// Releases the engine (a disk's lock) after the writer stopped: every later use
     /// is refused.
     pub(super) fn release(&self) {

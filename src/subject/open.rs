@@ -22,5 +22,16 @@ pub(crate) async fn recover(hub: &Arc<Hub>) -> Result<(), String> {
     if store.format_version().map_err(|e| e.to_string())? == crate::store::UPGRADES_FROM {
         super::upgrade::upgrade(hub, &store).await?;
     }
-    super::durable::recover_subjects(hub, &store, b"").await
+    if !hub.services.away.any() {
+        return super::durable::recover_subjects(hub, &store, b"").await;
+    }
+    // Some slots are other nodes': only this process's are read, one at a time.
+    let owned: Vec<crate::slot::Slot> = crate::slot::Slot::all()
+        .filter(|slot| !hub.services.away.is_away(*slot))
+        .collect();
+    for slot in owned {
+        let prefix = crate::store::layout::slot_prefix(slot);
+        super::durable::recover_subjects(hub, &store, &prefix).await?;
+    }
+    Ok(())
 }

@@ -15,14 +15,78 @@
 //! its undelivered outcomes left waiting, and its wakes read again by the ticker. The
 //! rest of its subjects are read back when first touched.
 //!
+//! On a database that nodes share, the store tells which slots this process owns as it
+//! opens and every change after ([`crate::store::owners`]): the slots it does not own
+//! start away ([`start_away`]), and [`follow`] gives up a slot lost, takes back a slot
+//! gained, and unloads a slot to hand over before the store gives it back.
+//!
 //! [`Runtime::unload_slot`]: crate::Runtime::unload_slot
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::hub::Hub;
 use crate::slot::Slot;
+use crate::store::owners::Change;
 use crate::supervisor;
+
+/// Before the open reads the store: every slot but `owned` is away, with nothing of it
+/// loaded to withdraw.
+pub(crate) async fn start_away(hub: &Arc<Hub>, owned: &[Slot]) {
+    let owned: BTreeSet<Slot> = owned.iter().copied().collect();
+    let mut withdrawn = hub.moves.lock().await;
+    for slot in Slot::all().filter(|slot| !owned.contains(slot)) {
+        hub.services.away.leave(slot);
+        withdrawn.insert(slot);
+    }
+}
+
+/// Follows the changes of the slots this process owns, in order, until the store stops
+/// telling them or the runtime is gone: a slot lost is given up at once, a slot gained
+/// read back, and a slot to hand over unloaded and then given back.
+pub(crate) async fn follow(hub: Weak<Hub>, mut changes: UnboundedReceiver<Change>) {
+    while let Some(change) = changes.recv().await {
+        let Some(hub) = hub.upgrade() else {
+            return;
+        };
+        match change {
+            Change::Lost(slots) => {
+                for slot in slots {
+                    give_up(&hub, slot);
+                }
+            }
+            Change::Gained(slots) => {
+                for slot in slots {
+                    if let Err(error) = load(&hub, slot).await {
+                        // Given back, so it is not held unserved: a node (this one at its
+                        // next round, or another) takes it and reads it again.
+                        tracing::error!(slot = slot.number(), %error, "a slot taken could not be read back; it is given back");
+                        release(&hub, slot).await;
+                    }
+                }
+            }
+            Change::Drain(slots) => {
+                for slot in slots {
+                    unload(&hub, slot).await;
+                    release(&hub, slot).await;
+                }
+            }
+        }
+    }
+}
+
+/// Gives `slot`, unloaded, back to the store's owners.
+async fn release(hub: &Arc<Hub>, slot: Slot) {
+    let Some(store) = hub.services.store.clone() else {
+        return;
+    };
+    let released = tokio::task::spawn_blocking(move || store.release(slot)).await;
+    if let Ok(Err(error)) = released {
+        tracing::warn!(slot = slot.number(), %error, "a slot handed over could not be given back: another node takes it when its lease ends");
+    }
+}
 
 /// Give `slot` up, if the runtime owns it: from now on its subjects are refused, and a
 /// task (which a shutdown waits for) unloads them.
@@ -32,7 +96,7 @@ pub(crate) fn give_up(hub: &Arc<Hub>, slot: Slot) {
     }
     tracing::warn!(
         slot = slot.number(),
-        "the store refused a write to a slot another process owns: the slot's subjects are unloaded, the others go on"
+        "the slot is no longer this process's (the store refused a write to it, or its lease was lost): its subjects are unloaded, the others go on"
     );
     let task = tokio::spawn({
         let hub = Arc::clone(hub);

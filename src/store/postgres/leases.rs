@@ -1,0 +1,490 @@
+//! Nodes and the slots they own under leases, in the database: `parkway_nodes` (a
+//! node's number and its name), `parkway_holds` (a node's epoch and when it was last
+//! seen) and `parkway_slots` (each slot's owner, epoch and lease end).
+//!
+//! - **A node is one process at a time.** An open registers its node's name (a number
+//!   is given to a new name), locks the node's row in a transaction it leaves open on a
+//!   connection of its own (a second process with the same name is refused while the
+//!   first lives), and moves the node's epoch on: every write checks it, so a process
+//!   of the node that lost its hold and was replaced writes nothing more.
+//! - **Slots are owned under leases** kept by the database's clock only: a node takes a
+//!   slot that is free, whose lease ended, or that an earlier process of the same node
+//!   held (the slot's epoch moved on each time), renews the leases it holds every third
+//!   of a lease, and gives them back when it closes. Every group commit checks the
+//!   owner, the epoch and the lease of each slot it writes, in the statement that
+//!   writes (`super::WRITE`), so a node paused or cut off past its lease cannot commit.
+//! - **A node stops serving a slot before its lease ends**: a lease renewed by a
+//!   statement sent at `t` (the node's monotonic clock) is served until `t` plus two
+//!   thirds of the lease. The last third is the margin for a pause between the check
+//!   and the use, and for the two clocks' rates; the owner's clock and the database's
+//!   are never compared, so a clock set wrong or jumping on a node changes nothing.
+//! - **Shares.** Each node aims at an equal share of the slots among the nodes seen
+//!   within a lease. A node holding more than its share hands over a few at a time
+//!   ([`DRAIN_STEP`] a round): its runtime unloads each, then it is given back, and a
+//!   node short of its share takes it.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::Pool;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio_postgres::error::SqlState;
+
+use super::{describe, query};
+use crate::slot::Slot;
+use crate::store::owners::{Change, Leasing, Owners};
+use crate::sync::lock;
+
+/// How many slots a node hands over in one round, at most, when it holds more than its
+/// share.
+const DRAIN_STEP: usize = 32;
+
+/// The highest node number: a node's number fills the high 20 bits of its timer keys'
+/// sequence numbers.
+pub(crate) const MAX_NODE: i32 = (1 << 20) - 1;
+
+/// Registers a node's name, giving it the next number if it is new.
+const REGISTER: &str = "INSERT INTO parkway_nodes (node, name)
+    SELECT coalesce(max(node), 0) + 1, $1 FROM parkway_nodes
+    ON CONFLICT (name) DO NOTHING";
+
+/// A node's number by its name.
+const NUMBER: &str = "SELECT node FROM parkway_nodes WHERE name = $1";
+
+/// Makes the node's hold row if it has none.
+const HOLD_ROW: &str =
+    "INSERT INTO parkway_holds (node, epoch) VALUES ($1, 0) ON CONFLICT (node) DO NOTHING";
+
+/// Moves the node's epoch on for this process: every write of an earlier process of
+/// the node is refused from now on.
+const TAKE_NODE: &str = "UPDATE parkway_holds SET epoch = epoch + 1, seen_at = now()
+    WHERE node = $1 RETURNING epoch";
+
+/// Notes the node as seen now, if its epoch is still this process's.
+const SEEN: &str = "UPDATE parkway_holds SET seen_at = now() WHERE node = $1 AND epoch = $2";
+
+/// How many nodes were seen within a lease.
+const LIVE: &str = "SELECT count(*) FROM parkway_holds
+    WHERE seen_at > now() - $1::int8 * interval '1 millisecond'";
+
+/// Renews the leases of the slots listed (with the epochs they were taken at) that this
+/// process still holds, and returns them.
+const RENEW: &str = "UPDATE parkway_slots AS s
+    SET lease_end = now() + $3::int8 * interval '1 millisecond'
+    FROM unnest($4::int4[], $5::int8[]) AS h(slot, epoch)
+    WHERE s.slot = h.slot AND s.epoch = h.epoch AND s.owner = $1 AND s.lease_end > now()
+      AND (SELECT epoch FROM parkway_holds WHERE node = $1) = $2
+    RETURNING s.slot";
+
+/// Takes up to `$5` slots that are free, whose lease ended, or that an earlier process of
+/// this node held (not those listed in `$4`, which this process holds), each under its
+/// next epoch; returns them with their epochs.
+const TAKE: &str = "UPDATE parkway_slots
+    SET owner = $1, epoch = epoch + 1, lease_end = now() + $3::int8 * interval '1 millisecond'
+    WHERE slot IN (
+        SELECT slot FROM parkway_slots
+        WHERE (owner IS NULL OR lease_end IS NULL OR lease_end <= now() OR owner = $1)
+          AND NOT (slot = ANY($4::int4[]))
+        ORDER BY slot LIMIT $5
+        FOR UPDATE SKIP LOCKED
+    ) AND (SELECT epoch FROM parkway_holds WHERE node = $1) = $2
+    RETURNING slot, epoch";
+
+/// Gives back the slots listed, if this process holds them.
+const GIVE_BACK: &str = "UPDATE parkway_slots SET owner = NULL, lease_end = NULL
+    WHERE slot = ANY($3::int4[]) AND owner = $1
+      AND (SELECT epoch FROM parkway_holds WHERE node = $1) = $2";
+
+/// Gives back every slot of the node and notes it gone, if its epoch is this process's.
+const LEAVE: &str = "WITH slots AS (
+        UPDATE parkway_slots SET owner = NULL, lease_end = NULL
+        WHERE owner = $1 AND (SELECT epoch FROM parkway_holds WHERE node = $1) = $2
+    )
+    UPDATE parkway_holds SET seen_at = NULL WHERE node = $1 AND epoch = $2";
+
+/// A slot this process holds.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    /// The slot's epoch when this process took it.
+    epoch: i64,
+    /// Until when (the node's monotonic clock) it is served: two thirds of a lease after
+    /// the statement that last took or renewed it was sent.
+    until: Instant,
+    /// Being handed over: not served, still renewed until it is given back.
+    draining: bool,
+}
+
+/// The node's hold on the database and the slots it holds.
+pub(crate) struct Leases {
+    /// The node's number.
+    pub(crate) node: i32,
+    /// The node's name.
+    name: String,
+    /// The node's epoch this process took: every write checks it.
+    pub(crate) epoch: i64,
+    /// How long a lease lasts.
+    lease: Duration,
+    /// The slots held, by number.
+    held: Mutex<BTreeMap<u16, Held>>,
+    /// Where changes are told.
+    changes: UnboundedSender<Change>,
+    /// The other end, until the runtime takes it.
+    receiver: Mutex<Option<(Vec<Slot>, UnboundedReceiver<Change>)>>,
+    /// Wakes the keeper for a round at once.
+    pub(crate) wake: tokio::sync::Notify,
+    /// Set at the close: no round takes anything more.
+    stopped: AtomicBool,
+}
+
+impl Leases {
+    /// Registers the node named in `leasing`, holds it for this process on a connection
+    /// of its own (returned: the hold lasts as long as it), moves its epoch on and takes
+    /// its share of the slots.
+    pub(crate) async fn open(
+        pool: &Pool,
+        config: &tokio_postgres::Config,
+        leasing: &Leasing,
+    ) -> Result<(Leases, tokio_postgres::Client), String> {
+        let name = leasing.node.as_str();
+        let node = register(pool, name).await?;
+        let holder = hold(config, node, name).await?;
+        query(pool, HOLD_ROW, &[&node]).await.map_err(|f| f.cause)?;
+        let epoch: i64 = query(pool, TAKE_NODE, &[&node])
+            .await
+            .map_err(|f| f.cause)?
+            .first()
+            .ok_or("the node's hold has no row")?
+            .get(0);
+        let (changes, receiver) = unbounded_channel();
+        let leases = Leases {
+            node,
+            name: name.to_string(),
+            epoch,
+            lease: leasing.lease,
+            held: Mutex::new(BTreeMap::new()),
+            changes,
+            receiver: Mutex::new(None),
+            wake: tokio::sync::Notify::new(),
+            stopped: AtomicBool::new(false),
+        };
+        leases
+            .round(pool)
+            .await
+            .map_err(|cause| format!("taking its slots failed: {cause}"))?;
+        let owned = leases.served();
+        // What the first round took is the open's; the runtime reads it as it opens.
+        let mut receiver = receiver;
+        while receiver.try_recv().is_ok() {}
+        *lock(&leases.receiver) = Some((owned, receiver));
+        tracing::info!(
+            node = name,
+            number = node,
+            epoch,
+            slots = lock(&leases.held).len(),
+            "holding the database as this node"
+        );
+        Ok((leases, holder))
+    }
+
+    /// The node's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The slots served and the changes to come, once.
+    pub(crate) fn owners(&self) -> Option<Owners> {
+        let (owned, changes) = lock(&self.receiver).take()?;
+        Some(Owners {
+            node: self.node.unsigned_abs(),
+            owned,
+            changes,
+        })
+    }
+
+    /// The slots served now, in order.
+    fn served(&self) -> Vec<Slot> {
+        let now = Instant::now();
+        lock(&self.held)
+            .iter()
+            .filter(|(_, held)| !held.draining && held.until > now)
+            .filter_map(|(&number, _)| Slot::numbered(number))
+            .collect()
+    }
+
+    /// The epoch `slot` is held at, if this process may write it now: held, its lease
+    /// within its time to be served (one being handed over too, until it is given back:
+    /// its subjects' last changes land as they unload).
+    pub(crate) fn serving(&self, slot: Slot) -> Option<i64> {
+        let held = *lock(&self.held).get(&slot.number())?;
+        (held.until > Instant::now()).then_some(held.epoch)
+    }
+
+    /// `slots` are no longer this process's (the database refused a write to them):
+    /// forgotten, and the runtime told.
+    pub(crate) fn lost(&self, slots: &[Slot]) {
+        let mut held = lock(&self.held);
+        let lost: Vec<Slot> = slots
+            .iter()
+            .filter(|slot| held.remove(&slot.number()).is_some())
+            .copied()
+            .collect();
+        drop(held);
+        if !lost.is_empty() {
+            let _ = self.changes.send(Change::Lost(lost));
+        }
+    }
+
+    /// Keeps the leases while the engine is open: a round every third of a lease (or
+    /// when woken), each bounded by a third of a lease, and after each the slots whose
+    /// time to be served has passed are given up.
+    pub(crate) async fn keep(self: std::sync::Arc<Self>, pool: Pool) {
+        let every = self.lease / 3;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                () = self.wake.notified() => {}
+            }
+            if self.stopped.load(Ordering::Acquire) {
+                return;
+            }
+            match tokio::time::timeout(every, self.round(&pool)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(cause)) => {
+                    tracing::warn!(node = %self.name, %cause, "renewing the node's leases failed");
+                }
+                Err(_) => {
+                    tracing::warn!(node = %self.name, "renewing the node's leases did not finish within a third of a lease");
+                }
+            }
+            self.expire();
+        }
+    }
+
+    /// Gives up every slot whose time to be served has passed unrenewed.
+    pub(crate) fn expire(&self) {
+        let now = Instant::now();
+        let mut held = lock(&self.held);
+        let lapsed: Vec<u16> = held
+            .iter()
+            .filter(|(_, h)| h.until <= now)
+            .map(|(&n, _)| n)
+            .collect();
+        for n in &lapsed {
+            held.remove(n);
+        }
+        drop(held);
+        if !lapsed.is_empty() {
+            tracing::error!(node = %self.name, slots = lapsed.len(), "leases were not renewed in time: their slots are served no more");
+            let slots = lapsed.into_iter().filter_map(Slot::numbered).collect();
+            let _ = self.changes.send(Change::Lost(slots));
+        }
+    }
+
+    /// One round: the node noted as seen, the leases it holds renewed (those it no
+    /// longer holds given up), then its share taken or the excess handed over.
+    pub(crate) async fn round(&self, pool: &Pool) -> Result<(), String> {
+        let sent = Instant::now();
+        let until = sent + self.lease * 2 / 3;
+        let lease_ms = i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX);
+        let cause = |f: super::Failure| f.cause;
+        query(pool, SEEN, &[&self.node, &self.epoch])
+            .await
+            .map_err(cause)?;
+        let (slots, epochs): (Vec<i32>, Vec<i64>) = lock(&self.held)
+            .iter()
+            .map(|(&n, h)| (i32::from(n), h.epoch))
+            .unzip();
+        if !slots.is_empty() {
+            let renewed: Vec<i32> = query(
+                pool,
+                RENEW,
+                &[&self.node, &self.epoch, &lease_ms, &slots, &epochs],
+            )
+            .await
+            .map_err(cause)?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+            let mut held = lock(&self.held);
+            let mut lost = Vec::new();
+            for slot in &slots {
+                let number = *slot as u16;
+                if renewed.contains(slot) {
+                    if let Some(h) = held.get_mut(&number) {
+                        h.until = h.until.max(until);
+                    }
+                } else if held.remove(&number).is_some() {
+                    lost.extend(Slot::numbered(number));
+                }
+            }
+            drop(held);
+            if !lost.is_empty() {
+                tracing::warn!(node = %self.name, slots = lost.len(), "leases were taken by another node: their slots are served no more");
+                let _ = self.changes.send(Change::Lost(lost));
+            }
+        }
+        if self.stopped.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let live: i64 = query(pool, LIVE, &[&lease_ms])
+            .await
+            .map_err(cause)?
+            .first()
+            .map_or(1, |row| row.get(0));
+        let count = i64::from(Slot::COUNT);
+        let share = usize::try_from((count + live.max(1) - 1) / live.max(1)).unwrap_or(usize::MAX);
+        let holding = lock(&self.held).len();
+        if holding < share {
+            let missing = i64::try_from(share - holding).unwrap_or(i64::MAX);
+            let holding: Vec<i32> = lock(&self.held).keys().map(|&n| i32::from(n)).collect();
+            let taken: Vec<(i32, i64)> = query(
+                pool,
+                TAKE,
+                &[&self.node, &self.epoch, &lease_ms, &holding, &missing],
+            )
+            .await
+            .map_err(cause)?
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+            let mut held = lock(&self.held);
+            let gained: Vec<Slot> = taken
+                .iter()
+                .filter_map(|&(slot, epoch)| {
+                    let slot = Slot::numbered(u16::try_from(slot).ok()?)?;
+                    held.insert(
+                        slot.number(),
+                        Held {
+                            epoch,
+                            until,
+                            draining: false,
+                        },
+                    );
+                    Some(slot)
+                })
+                .collect();
+            drop(held);
+            if !gained.is_empty() {
+                let _ = self.changes.send(Change::Gained(gained));
+            }
+        } else if holding > share {
+            let mut held = lock(&self.held);
+            let draining = held.values().filter(|h| h.draining).count();
+            let more = (holding - share).saturating_sub(draining).min(DRAIN_STEP);
+            let mut drain: Vec<Slot> = held
+                .iter_mut()
+                .rev()
+                .filter(|(_, h)| !h.draining)
+                .take(more)
+                .filter_map(|(&n, h)| {
+                    h.draining = true;
+                    Slot::numbered(n)
+                })
+                .collect();
+            drain.reverse();
+            drop(held);
+            if !drain.is_empty() {
+                tracing::info!(node = %self.name, slots = drain.len(), nodes = live, "handing slots over to the nodes that joined");
+                let _ = self.changes.send(Change::Drain(drain));
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives `slot` back, unloaded after a [`Change::Drain`].
+    pub(crate) async fn release(&self, pool: &Pool, slot: Slot) -> Result<(), String> {
+        let number = [i32::from(slot.number())];
+        query(
+            pool,
+            GIVE_BACK,
+            &[&self.node, &self.epoch, &number.as_slice()],
+        )
+        .await
+        .map_err(|f| f.cause)?;
+        lock(&self.held).remove(&slot.number());
+        Ok(())
+    }
+
+    /// Gives back every slot the node holds, at the close: no round takes any again.
+    pub(crate) async fn leave(&self, pool: &Pool) {
+        self.stopped.store(true, Ordering::Release);
+        lock(&self.held).clear();
+        if let Err(failure) = query(pool, LEAVE, &[&self.node, &self.epoch]).await {
+            tracing::warn!(node = %self.name, cause = %failure.cause, "giving the node's slots back failed: other nodes take them when their leases end");
+        }
+    }
+}
+
+/// The number of the node named `name`, registered if it is new. Two new nodes that
+/// register at once may reach for the same number: the second tries again.
+async fn register(pool: &Pool, name: &str) -> Result<i32, String> {
+    for _ in 0..5 {
+        match query(pool, REGISTER, &[&name]).await {
+            Ok(_) => {}
+            Err(failure) if failure.unique_violation => continue,
+            Err(failure) => {
+                return Err(format!("registering node {name} failed: {}", failure.cause));
+            }
+        }
+        let node: i32 = query(pool, NUMBER, &[&name])
+            .await
+            .map_err(|f| f.cause)?
+            .first()
+            .ok_or_else(|| format!("node {name} has no number"))?
+            .get(0);
+        if node > MAX_NODE {
+            return Err(format!(
+                "node {name} would be node number {node}, past the last ({MAX_NODE})"
+            ));
+        }
+        return Ok(node);
+    }
+    Err(format!(
+        "registering node {name} failed: other nodes kept taking its number"
+    ))
+}
+
+/// Locks node `node`'s row in a transaction left open on a connection of its own, or
+/// refuses if another process holds it after 3 s (a process killed a moment ago is given
+/// time to be seen gone). The server releases the lock when the connection ends, however
+/// the process ends.
+async fn hold(
+    config: &tokio_postgres::Config,
+    node: i32,
+    name: &str,
+) -> Result<tokio_postgres::Client, String> {
+    let (client, connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| describe(&e))?;
+    let shown = name.to_string();
+    tokio::spawn(async move {
+        if let Err(err) = connection.await {
+            tracing::error!(
+                node = %shown,
+                "the connection that holds the node for this process ended: {}; another \
+                 process may now open the node, and this one's writes are refused",
+                describe(&err)
+            );
+        }
+    });
+    // `node` is a number: nothing of the name enters the statement.
+    let statement = format!(
+        "SET idle_in_transaction_session_timeout = 0; SET statement_timeout = 0; \
+         BEGIN; SET LOCAL lock_timeout = '3s'; \
+         SELECT node FROM parkway_nodes WHERE node = {node} FOR NO KEY UPDATE"
+    );
+    match client.batch_execute(&statement).await {
+        Ok(()) => Ok(client),
+        Err(err) if err.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Err(format!(
+            "node {name} is held by another parkway process: each process sharing a \
+             database is a node of its own name (`--node`)"
+        )),
+        Err(err) => Err(format!("holding node {name} failed: {}", describe(&err))),
+    }
+}
+
+#[cfg(test)]
+mod tests;

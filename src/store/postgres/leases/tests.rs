@@ -1,0 +1,257 @@
+//! Nodes sharing one database by the slots' leases, against the real server
+//! (`PARKWAY_TEST_POSTGRES_URL`). Rounds of the keeping are run by hand
+//! ([`Store::lease_round`]) and leases ended by hand in SQL, so nothing waits for a lease.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::slot::Slot;
+use crate::store::layout::slot_prefix;
+use crate::store::owners::{Change, Leasing, Owners};
+use crate::store::postgres::{test_database, test_sql};
+use crate::store::{Batch, OpenError, Space, Store, StoreError};
+
+/// How long a test waits for an acknowledgement.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The store of node `name` on the database at `url`.
+fn node(url: &str, name: &str) -> Store {
+    Store::open_postgres_as(url, &leasing(name)).expect("opens")
+}
+
+/// Node `name` with the default lease.
+fn leasing(name: &str) -> Leasing {
+    Leasing {
+        node: name.to_string(),
+        lease: Leasing::DEFAULT_LEASE,
+    }
+}
+
+/// A change of a subject of `slot`, written and acknowledged (or refused).
+fn write(store: &Store, slot: Slot, name: &str) -> Result<(), StoreError> {
+    let mut key = slot_prefix(slot).to_vec();
+    key.extend_from_slice(name.as_bytes());
+    let mut batch = Batch::of_slot(slot);
+    batch.put(Space::Subjects, key, b"state");
+    let (tx, rx) = mpsc::channel();
+    store.submit(
+        batch,
+        Box::new(move |result| {
+            let _ = tx.send(result.map(|_| ()));
+        }),
+    );
+    rx.recv_timeout(WAIT).expect("the ack arrives")
+}
+
+/// Every change told so far.
+fn changes(owners: &mut Owners) -> Vec<Change> {
+    std::iter::from_fn(|| owners.changes.try_recv().ok()).collect()
+}
+
+/// The slots numbered `numbers`.
+fn slots(numbers: impl IntoIterator<Item = u16>) -> Vec<Slot> {
+    numbers.into_iter().filter_map(Slot::numbered).collect()
+}
+
+/// The first node takes every slot; a second that joins takes none until the first
+/// hands some over, a few a round, each given back once unloaded; each node then writes
+/// only the slots it holds (the other's refused for those slots alone), and a node's
+/// close gives its slots back to whoever keeps its leases next.
+#[test]
+fn nodes_that_join_share_the_slots_and_each_writes_only_its_own() {
+    let url = test_database();
+    let a = node(&url, "a");
+    let mut a_owners = a.owners().expect("a database's slots have owners");
+    assert!(a.owners().is_none(), "the owners are told once");
+    assert_eq!(a_owners.owned, Slot::all().collect::<Vec<_>>());
+    let b = node(&url, "b");
+    let mut b_owners = b.owners().unwrap();
+    assert!(b_owners.owned.is_empty(), "{:?}", b_owners.owned);
+    let first = Slot::numbered(0).unwrap();
+    let last = Slot::numbered(Slot::COUNT - 1).unwrap();
+    write(&a, last, "x").expect("a writes what it holds");
+    let refused = write(&b, last, "y").unwrap_err();
+    assert!(
+        matches!(refused, StoreError::NotOwner { slot, .. } if slot == last.number()),
+        "{refused}"
+    );
+    // Two nodes seen: a's share is half, handed over from its highest slots.
+    a.lease_round().unwrap();
+    let drained = match changes(&mut a_owners).as_slice() {
+        [Change::Drain(drained)] => drained.clone(),
+        other => panic!("a hands slots over: {other:?}"),
+    };
+    assert_eq!(drained, slots(Slot::COUNT - 32..Slot::COUNT));
+    // Being handed over: still written (its subjects' last changes land as they
+    // unload) and renewed, until given back.
+    write(&a, last, "x").expect("a slot being handed over takes its last changes");
+    b.lease_round().unwrap();
+    assert!(changes(&mut b_owners).is_empty(), "nothing free yet");
+    for slot in &drained {
+        a.release(*slot).unwrap();
+    }
+    b.lease_round().unwrap();
+    assert_eq!(
+        changes(&mut b_owners),
+        vec![Change::Gained(drained.clone())]
+    );
+    write(&b, last, "y").expect("b writes what it took");
+    let refused = write(&a, last, "x").unwrap_err();
+    assert!(matches!(refused, StoreError::NotOwner { .. }), "{refused}");
+    write(&a, first, "x").expect("a goes on with the rest");
+    assert!(!a.is_poisoned() && !b.is_poisoned());
+    // a's next round hands over the next few, and so on to half each.
+    a.lease_round().unwrap();
+    assert_eq!(
+        changes(&mut a_owners),
+        vec![Change::Drain(slots(Slot::COUNT - 64..Slot::COUNT - 32))]
+    );
+    let owners = test_sql(
+        &url,
+        "SELECT n.name || ':' || count(*) FROM parkway_slots s JOIN parkway_nodes n \
+         ON s.owner = n.node GROUP BY n.name ORDER BY n.name",
+    );
+    assert_eq!(owners, ["a:992", "b:32"]);
+    // a closes: its slots are free, and b takes its share of them at its next round.
+    a.close();
+    b.lease_round().unwrap();
+    match changes(&mut b_owners).as_slice() {
+        [Change::Gained(gained)] => assert_eq!(gained.len(), 992),
+        other => panic!("b takes what a gave back: {other:?}"),
+    }
+    write(&b, first, "y").expect("b writes a slot a held");
+}
+
+/// A node whose lease ended (paused, cut off) before anyone took the slot cannot commit
+/// to it: the database refuses the write for that slot alone, the node learns it lost
+/// the slot, and another node takes it under the next epoch.
+#[test]
+fn a_node_past_its_lease_cannot_commit_and_learns_it_lost_the_slot() {
+    let url = test_database();
+    let a = node(&url, "a");
+    let mut a_owners = a.owners().unwrap();
+    let (lapsed, other) = (Slot::numbered(7).unwrap(), Slot::numbered(8).unwrap());
+    test_sql(
+        &url,
+        "UPDATE parkway_slots SET lease_end = now() - interval '1 second' WHERE slot = 7",
+    );
+    let refused = write(&a, lapsed, "x").unwrap_err();
+    assert!(
+        matches!(refused, StoreError::NotOwner { slot: 7, .. }),
+        "{refused}"
+    );
+    assert_eq!(changes(&mut a_owners), vec![Change::Lost(vec![lapsed])]);
+    write(&a, other, "x").expect("the other slots go on");
+    assert!(!a.is_poisoned());
+    let before = test_sql(&url, "SELECT epoch FROM parkway_slots WHERE slot = 7");
+    let b = node(&url, "b");
+    assert_eq!(b.owners().unwrap().owned, vec![lapsed]);
+    let after = test_sql(&url, "SELECT epoch FROM parkway_slots WHERE slot = 7");
+    assert_eq!(
+        after[0].parse::<i64>().unwrap(),
+        before[0].parse::<i64>().unwrap() + 1
+    );
+    write(&b, lapsed, "y").expect("the new owner writes");
+    // a does not take it back, though its share is larger: b's lease holds.
+    a.lease_round().unwrap();
+    assert!(
+        changes(&mut a_owners)
+            .iter()
+            .all(|change| matches!(change, Change::Drain(_))),
+        "a gains nothing"
+    );
+    assert!(write(&a, lapsed, "x").is_err());
+}
+
+/// A lease another node took (the slot's epoch moved on under another owner) is lost at
+/// the node's next round, without a write; once that owner gives it back, the node takes
+/// it again under a newer epoch.
+#[test]
+fn leases_another_node_took_are_lost_at_the_next_round() {
+    let url = test_database();
+    let a = node(&url, "a");
+    let mut a_owners = a.owners().unwrap();
+    let b = node(&url, "b");
+    test_sql(
+        &url,
+        "UPDATE parkway_slots SET epoch = epoch + 1, \
+         owner = (SELECT node FROM parkway_nodes WHERE name = 'b') WHERE slot IN (3, 4)",
+    );
+    a.lease_round().unwrap();
+    let told = changes(&mut a_owners);
+    assert_eq!(told.first(), Some(&Change::Lost(slots([3, 4]))), "{told:?}");
+    assert!(write(&a, Slot::numbered(3).unwrap(), "x").is_err());
+    b.close();
+    a.lease_round().unwrap();
+    assert_eq!(changes(&mut a_owners), vec![Change::Gained(slots([3, 4]))]);
+    write(&a, Slot::numbered(3).unwrap(), "x").unwrap();
+}
+
+/// A node's name is one process's at a time: a second open of it is refused while the
+/// first is open, naming the node; a name that is not one is refused before connecting.
+#[test]
+fn a_node_name_used_twice_or_badly_is_refused() {
+    let url = test_database();
+    let a = node(&url, "a");
+    let err = Store::open_postgres_as(&url, &leasing("a")).unwrap_err();
+    assert!(matches!(err, OpenError::Database { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("node a is held by another parkway process"),
+        "{text}"
+    );
+    a.close();
+    drop(a);
+    let again = node(&url, "a");
+    assert_eq!(
+        again.owners().unwrap().owned.len(),
+        usize::from(Slot::COUNT)
+    );
+    for bad in ["", "a b", "a'; DROP TABLE parkway_kv; --", &"n".repeat(65)] {
+        let text = Store::open_postgres_as(&url, &leasing(bad))
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("is not 1 to 64 letters"), "{bad:?}: {text}");
+    }
+    let short = Leasing {
+        node: "b".into(),
+        lease: Duration::from_millis(10),
+    };
+    let text = Store::open_postgres_as(&url, &short)
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("outside 1 s to 1 h"), "{text}");
+}
+
+/// Each node keeps its own log and ids' counters beside the others': what one writes
+/// there the other never reads.
+#[test]
+fn each_node_keeps_its_own_log() {
+    let url = test_database();
+    let a = node(&url, "a");
+    let mut batch = Batch::new();
+    batch
+        .put(Space::Ids, b"timers", 5u64.to_be_bytes())
+        .append_log("from a");
+    let (tx, rx) = mpsc::channel();
+    a.submit(
+        batch,
+        Box::new(move |r| {
+            let _ = tx.send(r.map(|_| ()));
+        }),
+    );
+    rx.recv_timeout(WAIT).unwrap().unwrap();
+    a.close();
+    drop(a);
+    let b = node(&url, "b");
+    assert_eq!(b.get(Space::Ids, b"timers").unwrap(), None);
+    assert!(b.log_from(1, 10).unwrap().is_empty());
+    b.close();
+    drop(b);
+    let a = node(&url, "a");
+    assert_eq!(
+        a.get(Space::Ids, b"timers").unwrap(),
+        Some(5u64.to_be_bytes().to_vec())
+    );
+    assert_eq!(a.log_from(1, 10).unwrap(), vec![(1, b"from a".to_vec())]);
+}
