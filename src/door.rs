@@ -18,4 +18,5 @@ pub(crate) mod outcome;
 pub(crate) mod plan;
 pub(crate) mod registry;
 pub(crate) mod saved;
+pub(crate) mod shared;
 pub(crate) mod spec;

@@ -348,3 +348,34 @@ async fn end_leases(url: &str, name: &str) {
         .await
         .expect("the leases end");
 }
+
+/// A door saved, replaced or removed on one node is taken by the others within a few
+/// seconds: they read the saved doors again every second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doors_saved_on_one_node_are_taken_by_the_others() {
+    let url = database().await;
+    let a = node(&url, "a", Duration::from_secs(1)).await;
+    let b = node(&url, "b", Duration::from_secs(1)).await;
+    let door = parkway::DoorSpec::route("d", "deploy").start_expr("null");
+    a.save_door(door.clone()).unwrap();
+    until(|| b.door("d") == Some(door.clone())).await;
+    let replaced = door.clone().kwargs(json!({"k": 1}));
+    a.save_door(replaced.clone()).unwrap();
+    until(|| b.door("d") == Some(replaced.clone())).await;
+    assert!(a.remove_door("d"));
+    until(|| b.door("d").is_none()).await;
+    // And the other way.
+    b.save_door(door.clone()).unwrap();
+    until(|| a.door("d") == Some(door.clone())).await;
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Waits (polling, for at most 30 s) until `done` holds.
+async fn until(done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "not within 30 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -32,6 +32,9 @@ use crate::slot::Slot;
 use crate::store::owners::Change;
 use crate::supervisor;
 
+/// How often the doors other nodes saved are read again.
+const DOORS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Before the open reads the store: every slot but `owned` is away, with nothing of it
 /// loaded to withdraw.
 pub(crate) async fn start_away(hub: &Arc<Hub>, owned: &[Slot]) {
@@ -46,8 +49,39 @@ pub(crate) async fn start_away(hub: &Arc<Hub>, owned: &[Slot]) {
 /// Follows the changes of the slots this process owns, in order, until the store stops
 /// telling them or the runtime is gone: a slot lost is given up at once, a slot gained
 /// read back, and a slot to hand over unloaded and then given back.
+///
+/// Every [`DOORS_EVERY`] meanwhile, the doors other nodes saved, replaced or removed are
+/// taken (`crate::door::shared`).
 pub(crate) async fn follow(hub: Weak<Hub>, mut changes: UnboundedReceiver<Change>) {
-    while let Some(change) = changes.recv().await {
+    let mut doors = crate::door::shared::Seen::default();
+    let mut tick = tokio::time::interval(DOORS_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let change = tokio::select! {
+            change = changes.recv() => change,
+            _ = tick.tick() => {
+                let Some(hub) = hub.upgrade() else {
+                    return;
+                };
+                // A read of the store: off the runtime's threads.
+                let mut seen = std::mem::take(&mut doors);
+                let read = tokio::task::spawn_blocking(move || {
+                    let refreshed = seen.refresh(&hub.services, &hub.doors);
+                    (seen, refreshed)
+                })
+                .await;
+                if let Ok((seen, refreshed)) = read {
+                    doors = seen;
+                    if let Err(error) = refreshed {
+                        tracing::warn!(%error, "the doors other nodes saved could not be read; read again in a second");
+                    }
+                }
+                continue;
+            }
+        };
+        let Some(change) = change else {
+            return;
+        };
         let Some(hub) = hub.upgrade() else {
             return;
         };

@@ -22,9 +22,19 @@ pub(crate) struct Args {
     data: Option<PathBuf>,
     /// Keep the runtime's state in this PostgreSQL database instead of a data directory
     /// (`postgres://user:password@host:port/db`; else `PARKWAY_POSTGRES_URL`;
-    /// docs/postgres.md). One process per database.
+    /// docs/postgres.md). Several processes share one as nodes of different names
+    /// (`--node`).
     #[arg(long, value_name = "URL", conflicts_with_all = ["data", "test_scenario"])]
     postgres: Option<String>,
+    /// This process's node name among those sharing the database (else `PARKWAY_NODE`,
+    /// else `default`): 1 to 64 letters, digits, `-`, `_` or `.`, one process per name
+    /// (docs/postgres.md, "Several nodes").
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["data", "test_scenario"])]
+    node: Option<String>,
+    /// How long the node's leases on its slots last (default 15s, from 1s to 1h): a node
+    /// that dies has its slots served by the others once they end.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, conflicts_with_all = ["data", "test_scenario"])]
+    lease: Option<std::time::Duration>,
     /// Cut the data directory's journal at the damage and open, if it is damaged before
     /// its end, rather than refuse (what is dropped is logged, and kept in the
     /// directory's `dropped/`; docs/durability.md, "Damaged journals").
@@ -304,6 +314,12 @@ async fn plain(args: &Args, tokens: Tokens, options: Options) -> Result<(Runtime
     }
     if let Some(url) = &args.postgres {
         builder = builder.postgres(url);
+    }
+    if let Some(node) = &args.node {
+        builder = builder.node(node);
+    }
+    if let Some(lease) = args.lease {
+        builder = builder.lease(lease);
     }
     if let Some(scripts) = &scripts {
         builder = scripts.register_with(builder, Some(remote(scripts)));
