@@ -228,6 +228,8 @@ pub struct Builder {
     node: Option<String>,
     /// How long the node's leases on its slots last, if not the default.
     lease: Option<std::time::Duration>,
+    /// Where the other nodes send requests for this node's subjects.
+    node_address: Option<String>,
     /// How many entries the durable event log keeps, if not its default.
     log_entries: Option<u64>,
     /// Cut a damaged journal at the damage rather than refuse the data directory.
@@ -256,6 +258,7 @@ impl Default for Builder {
             postgres: None,
             node: None,
             lease: None,
+            node_address: None,
             log_entries: None,
             truncate_damaged_journal: false,
             store: None,
@@ -420,6 +423,17 @@ impl Builder {
         self
     }
 
+    /// Where the other nodes sharing the database send the requests for this node's
+    /// subjects (`http://host:port`, at most 200 characters; plain HTTP, so nodes share a network
+    /// of their own): `parkway serve` gives the
+    /// address it listens on unless told another (`--advertise`). Without it, the
+    /// others refuse those requests as not theirs rather than forward them
+    /// ([`Runtime::served_at`]). Given without a database, [`Builder::build`] refuses it.
+    pub fn node_address(mut self, url: impl Into<String>) -> Self {
+        self.node_address = Some(url.into());
+        self
+    }
+
     /// How many entries the durable event log keeps (default 100,000; at least 1): each
     /// event logged past it trims the oldest. A stream resumed from an id older than the
     /// log keeps is told so (`docs/durability.md`). No effect without a data directory.
@@ -495,9 +509,11 @@ impl Builder {
                 .flatten()
                 .filter(|url| !url.is_empty())
         });
-        if postgres.is_none() && (self.node.is_some() || self.lease.is_some()) {
+        if postgres.is_none()
+            && (self.node.is_some() || self.lease.is_some() || self.node_address.is_some())
+        {
             return Err(BuildError::Store(
-                "a node name or a lease was given without a PostgreSQL database: nodes share a database (`Builder::postgres`)".into(),
+                "a node name, a lease or a node address was given without a PostgreSQL database: nodes share a database (`Builder::postgres`)".into(),
             ));
         }
         let store = match (self.store, &data_dir, postgres) {
@@ -532,6 +548,7 @@ impl Builder {
                     lease: self
                         .lease
                         .unwrap_or(crate::store::owners::Leasing::DEFAULT_LEASE),
+                    address: self.node_address.clone(),
                 };
                 Some(
                     crate::store::Store::open_postgres_as(&url, &leasing)
@@ -854,6 +871,26 @@ impl Runtime {
     /// serving").
     pub fn health(&self) -> crate::Health {
         self.hub().services.damage.health()
+    }
+
+    /// Whether the runtime shares its database with other nodes, each owning some of the
+    /// slots ([`Builder::node`]): only then may an operation be refused because another
+    /// node owns its subject's slot.
+    pub fn shares_store(&self) -> bool {
+        lock(&self.inner.leases).is_some()
+    }
+
+    /// Where the slot numbered `slot` is served, if another node sharing the database
+    /// owns it: the address that node gave ([`Builder::node_address`]), as this node
+    /// last read the slots' owners (every third of a lease). `None` on a store that
+    /// owns every slot, for a slot this node serves, and while no node's lease on it
+    /// holds (the slot changing hands). An operation refused as
+    /// [`StoreFault::NotOwner`](crate::StoreFault::NotOwner) names the slot; `parkway
+    /// serve` forwards the request there.
+    pub fn served_at(&self, slot: u16) -> Option<String> {
+        let slot = crate::slot::Slot::numbered(slot)?;
+        let store = self.hub().services.store.as_ref()?;
+        store.owner(slot).map(|address| address.to_string())
     }
 
     /// The slot of the subject `subject`: the xxh3-64 of its name modulo 1024

@@ -856,6 +856,11 @@ impl Store {
         self.handle.shared.engine().release(slot)
     }
 
+    /// Where `slot` is served, if another node owns it.
+    pub(crate) fn owner(&self, slot: crate::slot::Slot) -> Option<Arc<str>> {
+        self.handle.shared.engine().owner(slot)
+    }
+
     /// Keeps the leases once now (tests, which cannot wait for the engine's own rounds).
     #[cfg(test)]
     pub(crate) fn lease_round(&self) -> Result<(), String> {

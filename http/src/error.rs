@@ -90,6 +90,10 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let not_owner = (self.kind == "not_owner")
+            .then(|| self.extra.get("slot").and_then(Value::as_u64))
+            .flatten()
+            .and_then(|slot| u16::try_from(slot).ok());
         let mut object = Map::new();
         object.insert("kind".to_owned(), json!(self.kind));
         object.insert("message".to_owned(), json!(self.message));
@@ -99,6 +103,12 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER));
+        }
+        // Another node may own the subject's slot: the request may be sent on there.
+        if let Some(slot) = not_owner {
+            response
+                .extensions_mut()
+                .insert(crate::forward::NotOwner(slot));
         }
         response
     }

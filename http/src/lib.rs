@@ -30,6 +30,7 @@ mod auth;
 mod body;
 mod doors;
 mod error;
+mod forward;
 mod inbox;
 mod metrics;
 pub mod openapi;
@@ -175,6 +176,8 @@ pub(crate) struct Face {
     pub(crate) tokens: Tokens,
     pub(crate) options: Options,
     pub(crate) metrics: Arc<metrics::Metrics>,
+    /// The client requests for another node's subjects are sent on with.
+    pub(crate) forwarder: forward::Forwarder,
     /// The test mode's clock and notes, on a [`test_mode::test_router`] only.
     pub(crate) test: Option<test_mode::TestMode>,
 }
@@ -197,6 +200,7 @@ fn build(
         tokens,
         options,
         metrics: Arc::default(),
+        forwarder: forward::client(),
         test,
     });
     let guarded = |scope: Scope, routes: Router<Arc<Face>>| {
@@ -260,6 +264,10 @@ fn build(
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&face),
+            forward::forward,
+        ))
         .layer(middleware::from_fn(move |request: Request, next: Next| {
             uri_capped(max_uri, request, next)
         }))

@@ -27,6 +27,8 @@ pub(crate) struct Metrics {
     visits: Mutex<BTreeMap<(String, String), u64>>,
     /// Streams open now.
     subscribers: AtomicI64,
+    /// Requests sent on to the node that owns their subject's slot.
+    forwarded: std::sync::atomic::AtomicU64,
 }
 
 impl Metrics {
@@ -57,6 +59,11 @@ impl Metrics {
                 self.visit(door, known, error.kind());
             }
         }
+    }
+
+    /// Count a request sent on to another node.
+    pub(crate) fn forwarded(&self) {
+        self.forwarded.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A stream opens, if fewer than `max` are open; it is counted until the guard is
@@ -266,6 +273,17 @@ pub(crate) async fn metrics(State(face): State<Arc<Face>>) -> impl IntoResponse 
         out,
         "parkway_stream_subscribers {}",
         face.metrics.subscribers.load(Ordering::Relaxed)
+    );
+    family(
+        &mut out,
+        "parkway_forwarded_total",
+        "counter",
+        "Requests sent on to the node that owns their subject's slot.",
+    );
+    let _ = writeln!(
+        out,
+        "parkway_forwarded_total {}",
+        face.metrics.forwarded.load(Ordering::Relaxed)
     );
     connections(&mut out, &face.options);
     (

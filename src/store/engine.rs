@@ -105,6 +105,12 @@ pub(crate) trait Engine: Send + Sync {
         Ok(())
     }
 
+    /// Where `slot` is served, if another node owns it (`http://host:port`, as that node
+    /// gave it). An engine that owns every slot knows none.
+    fn owner(&self, _slot: Slot) -> Option<Arc<str>> {
+        None
+    }
+
     /// Keeps the leases once now, as the engine does on its own every third of a lease
     /// (tests, which cannot wait for it).
     #[cfg(test)]

@@ -96,6 +96,10 @@ impl Engine for Faulty {
         self.inner.release(slot)
     }
 
+    fn owner(&self, slot: crate::slot::Slot) -> Option<Arc<str>> {
+        self.inner.owner(slot)
+    }
+
     #[cfg(test)]
     fn lease_round(&self) -> Result<(), String> {
         self.inner.lease_round()

@@ -46,6 +46,9 @@ pub(crate) struct Leasing {
     pub(crate) node: String,
     /// How long a lease lasts once taken or renewed.
     pub(crate) lease: Duration,
+    /// Where the other nodes send the requests for this node's subjects
+    /// (`http://host:port`), if it takes any.
+    pub(crate) address: Option<String>,
 }
 
 impl Leasing {
@@ -71,6 +74,15 @@ impl Leasing {
                 "node name {name:?} is not 1 to 64 letters, digits, '-', '_' or '.'"
             ));
         }
+        if let Some(address) = &self.address
+            && (address.len() > 200
+                || !address.starts_with("http://")
+                || address.chars().any(|c| c.is_whitespace() || c.is_control()))
+        {
+            return Some(format!(
+                "node address {address:?} is not an http:// URL of at most 200 characters (requests are sent on to nodes over plain HTTP: a network of their own)"
+            ));
+        }
         if self.lease < Leasing::MIN_LEASE || self.lease > Duration::from_secs(3600) {
             return Some(format!(
                 "a lease of {} ms is outside 1 s to 1 h",
@@ -86,6 +98,7 @@ impl Default for Leasing {
         Leasing {
             node: Leasing::DEFAULT_NODE.to_string(),
             lease: Leasing::DEFAULT_LEASE,
+            address: None,
         }
     }
 }

@@ -78,7 +78,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE parkway_holds (
         node int4 PRIMARY KEY REFERENCES parkway_nodes (node),
         epoch int8 NOT NULL,
-        seen_at timestamptz
+        seen_at timestamptz,
+        address text
     );
     CREATE TABLE parkway_slots (
         slot int4 PRIMARY KEY,
@@ -88,7 +89,7 @@ const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO parkway_slots (slot) SELECT generate_series(0, 1023);
     INSERT INTO parkway_nodes VALUES (1, 'default');
-    INSERT INTO parkway_holds VALUES (1, 0, NULL);
+    INSERT INTO parkway_holds VALUES (1, 0, NULL, NULL);
     UPDATE parkway_kv SET slot = -2 WHERE slot = -1 AND space IN (4, 5);
     DROP TABLE parkway_holder;
     DROP TABLE parkway_fence;",
@@ -478,6 +479,10 @@ impl Engine for Postgres {
     fn release(&self, slot: Slot) -> Result<(), String> {
         let (pool, leases) = (self.pool.clone(), Arc::clone(&self.leases));
         self.run(async move { leases.release(&pool, slot).await })?
+    }
+
+    fn owner(&self, slot: Slot) -> Option<Arc<str>> {
+        self.leases.owner(slot)
     }
 
     #[cfg(test)]

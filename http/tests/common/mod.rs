@@ -62,6 +62,15 @@ impl Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("binds");
+        Server::on(listener, runtime, options).await
+    }
+
+    /// Serve `runtime` on `listener` with the test tokens and `options`.
+    pub async fn on(
+        listener: tokio::net::TcpListener,
+        runtime: Runtime,
+        options: Options,
+    ) -> Server {
         let url = format!("http://{}", listener.local_addr().expect("bound"));
         let app = router(runtime.clone(), tokens(), options.clone());
         let task = tokio::spawn(async move {

@@ -24,8 +24,8 @@
 //!   node short of its share takes it.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
@@ -59,8 +59,13 @@ const HOLD_ROW: &str =
 
 /// Moves the node's epoch on for this process: every write of an earlier process of
 /// the node is refused from now on.
-const TAKE_NODE: &str = "UPDATE parkway_holds SET epoch = epoch + 1, seen_at = now()
+const TAKE_NODE: &str = "UPDATE parkway_holds SET epoch = epoch + 1, seen_at = now(), address = $2
     WHERE node = $1 RETURNING epoch";
+
+/// Where the slots other nodes hold, their leases not ended, are served.
+const OWNERS: &str = "SELECT s.slot, h.address FROM parkway_slots AS s
+    JOIN parkway_holds AS h ON h.node = s.owner
+    WHERE s.lease_end > now() AND s.owner <> $1 AND h.address IS NOT NULL";
 
 /// Notes the node as seen now, if its epoch is still this process's.
 const SEEN: &str = "UPDATE parkway_holds SET seen_at = now() WHERE node = $1 AND epoch = $2";
@@ -132,6 +137,8 @@ pub(crate) struct Leases {
     changes: UnboundedSender<Change>,
     /// The other end, until the runtime takes it.
     receiver: Mutex<Option<(Vec<Slot>, UnboundedReceiver<Change>)>>,
+    /// Where each slot another node holds is served, as the last round read it.
+    elsewhere: Mutex<BTreeMap<u16, Arc<str>>>,
     /// Wakes the keeper for a round at once.
     pub(crate) wake: tokio::sync::Notify,
     /// Set at the close: no round takes anything more.
@@ -151,7 +158,7 @@ impl Leases {
         let node = register(pool, name).await?;
         let holder = hold(config, node, name).await?;
         query(pool, HOLD_ROW, &[&node]).await.map_err(|f| f.cause)?;
-        let epoch: i64 = query(pool, TAKE_NODE, &[&node])
+        let epoch: i64 = query(pool, TAKE_NODE, &[&node, &leasing.address])
             .await
             .map_err(|f| f.cause)?
             .first()
@@ -164,6 +171,7 @@ impl Leases {
             epoch,
             lease: leasing.lease,
             held: Mutex::new(BTreeMap::new()),
+            elsewhere: Mutex::new(BTreeMap::new()),
             changes,
             receiver: Mutex::new(None),
             wake: tokio::sync::Notify::new(),
@@ -191,6 +199,11 @@ impl Leases {
     /// The node's name.
     pub(crate) fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Where `slot` is served, if another node holds it (as the last round read).
+    pub(crate) fn owner(&self, slot: Slot) -> Option<Arc<str>> {
+        lock(&self.elsewhere).get(&slot.number()).cloned()
     }
 
     /// The slots served and the changes to come, once.
@@ -239,7 +252,7 @@ impl Leases {
     /// Keeps the leases while the engine is open: a round every third of a lease (or
     /// when woken), each bounded by a third of a lease, and after each the slots whose
     /// time to be served has passed are given up.
-    pub(crate) async fn keep(self: std::sync::Arc<Self>, pool: Pool) {
+    pub(crate) async fn keep(self: Arc<Self>, pool: Pool) {
         let every = self.lease / 3;
         loop {
             tokio::select! {
@@ -328,6 +341,16 @@ impl Leases {
         if self.stopped.load(Ordering::Acquire) {
             return Ok(());
         }
+        let elsewhere: BTreeMap<u16, Arc<str>> = query(pool, OWNERS, &[&self.node])
+            .await
+            .map_err(cause)?
+            .iter()
+            .filter_map(|row| {
+                let slot = u16::try_from(row.get::<_, i32>(0)).ok()?;
+                Some((slot, Arc::from(row.get::<_, String>(1))))
+            })
+            .collect();
+        *lock(&self.elsewhere) = elsewhere;
         let live: i64 = query(pool, LIVE, &[&lease_ms])
             .await
             .map_err(cause)?

@@ -35,6 +35,11 @@ pub(crate) struct Args {
     /// that dies has its slots served by the others once they end.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, conflicts_with_all = ["data", "test_scenario"])]
     lease: Option<std::time::Duration>,
+    /// Where the other nodes sharing the database send the requests for this node's
+    /// subjects (`http://host:port`; default: the address it listens on, unless that is
+    /// `0.0.0.0` or `::`, where this must be given for requests to be forwarded here).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["data", "test_scenario"])]
+    advertise: Option<String>,
     /// Cut the data directory's journal at the damage and open, if it is damaged before
     /// its end, rather than refuse (what is dropped is logged, and kept in the
     /// directory's `dropped/`; docs/durability.md, "Damaged journals").
@@ -280,16 +285,17 @@ async fn serve(args: Args) -> Result<(), String> {
     let options = options(&args)?;
     let tokens = tokens(args.tokens.as_ref(), args.anonymous_scopes.as_deref())?;
     let shutdown = options.shutdown.clone();
-    let (runtime, app) = match &args.test_scenario {
-        Some(path) => test_mode(&args, path, tokens, options.clone()).await?,
-        None => plain(&args, tokens, options.clone()).await?,
-    };
+    // Bound first: a node gives the others the address it listens on.
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let bound = listener
         .local_addr()
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    let (runtime, app) = match &args.test_scenario {
+        Some(path) => test_mode(&args, path, tokens, options.clone()).await?,
+        None => plain(&args, bound, tokens, options.clone()).await?,
+    };
     eprintln!("parkway serve: listening on http://{bound}");
     tokio::spawn(async move {
         stop_signal().await;
@@ -303,7 +309,12 @@ async fn serve(args: Args) -> Result<(), String> {
 }
 
 /// The runtime and router of a plain server: the data directory, the targets file.
-async fn plain(args: &Args, tokens: Tokens, options: Options) -> Result<(Runtime, Router), String> {
+async fn plain(
+    args: &Args,
+    bound: SocketAddr,
+    tokens: Tokens,
+    options: Options,
+) -> Result<(Runtime, Router), String> {
     let scripts = match &args.targets {
         None => None,
         Some(path) => Some(read(path, "the targets file", Scripts::from_json)?),
@@ -320,6 +331,18 @@ async fn plain(args: &Args, tokens: Tokens, options: Options) -> Result<(Runtime
     }
     if let Some(lease) = args.lease {
         builder = builder.lease(lease);
+    }
+    // The other nodes send this one the requests for its subjects: at the address
+    // given, else the one it listens on (unless that is every interface's, which names
+    // no host they could reach).
+    let address = args.advertise.clone().or_else(|| {
+        let database = args.postgres.is_some()
+            || (args.data.is_none()
+                && std::env::var_os("PARKWAY_POSTGRES_URL").is_some_and(|url| !url.is_empty()));
+        (database && !bound.ip().is_unspecified()).then(|| format!("http://{bound}"))
+    });
+    if let Some(address) = address {
+        builder = builder.node_address(address);
     }
     if let Some(scripts) = &scripts {
         builder = scripts.register_with(builder, Some(remote(scripts)));

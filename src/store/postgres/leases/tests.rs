@@ -24,6 +24,7 @@ fn leasing(name: &str) -> Leasing {
     Leasing {
         node: name.to_string(),
         lease: Leasing::DEFAULT_LEASE,
+        address: Some(format!("http://{name}.example:8080")),
     }
 }
 
@@ -106,6 +107,11 @@ fn nodes_that_join_share_the_slots_and_each_writes_only_its_own() {
         changes(&mut a_owners),
         vec![Change::Drain(slots(Slot::COUNT - 64..Slot::COUNT - 32))]
     );
+    // Each knows where the other's slots are served once it has read the owners.
+    assert_eq!(a.owner(last).as_deref(), Some("http://b.example:8080"));
+    assert_eq!(a.owner(first), None, "a's own");
+    assert_eq!(b.owner(first).as_deref(), Some("http://a.example:8080"));
+    assert_eq!(b.owner(last), None, "b's own");
     let owners = test_sql(
         &url,
         "SELECT n.name || ':' || count(*) FROM parkway_slots s JOIN parkway_nodes n \
@@ -214,8 +220,8 @@ fn a_node_name_used_twice_or_badly_is_refused() {
         assert!(text.contains("is not 1 to 64 letters"), "{bad:?}: {text}");
     }
     let short = Leasing {
-        node: "b".into(),
         lease: Duration::from_millis(10),
+        ..leasing("b")
     };
     let text = Store::open_postgres_as(&url, &short)
         .unwrap_err()

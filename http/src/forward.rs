@@ -1,0 +1,167 @@
+//! Any node answers: a request refused because another node sharing the database owns
+//! the subject's slot (`not_owner`) is sent on to that node, once, and its answer given
+//! back as it comes (`docs/postgres.md`, "Several nodes").
+//!
+//! The refusal changed nothing, so sending the request on is safe. The request goes on
+//! with its method, path, query, headers (the bearer token among them: nodes share
+//! their tokens) and body, marked [`FORWARDED`]; a node never sends a marked request on
+//! again, so a slot changing hands costs the client a `503` with `Retry-After`, never a
+//! loop. Where no node's lease on the slot holds, or the owner gave no address, the
+//! refusal is the answer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode, Uri, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use crate::Face;
+use crate::error::ApiError;
+
+/// The header that marks a request another node sent on.
+pub(crate) const FORWARDED: HeaderName = HeaderName::from_static("x-parkway-forwarded");
+
+/// The slot of a `not_owner` refusal, on its response, for [`forward`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NotOwner(pub(crate) u16);
+
+/// The client requests are sent on with: HTTP/1.1, connections kept for reuse.
+pub(crate) type Forwarder = Client<HttpConnector, Body>;
+
+/// A client for sending requests on.
+pub(crate) fn client() -> Forwarder {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(Duration::from_secs(5)));
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(connector)
+}
+
+/// Runs the request here; if it is refused as `not_owner` and another node serves the
+/// slot, sends it there instead. Where the runtime shares no database, the request is
+/// only run.
+pub(crate) async fn forward(
+    State(face): State<Arc<Face>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !face.runtime.shares_store() || request.headers().contains_key(&FORWARDED) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    // Kept to send on: the body is read whole here (within the body limit), as the
+    // handlers read it.
+    let body = match axum::body::to_bytes(body, face.options.max_body_bytes).await {
+        Ok(body) => body,
+        Err(_) => {
+            return ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!(
+                    "the request's body is over this server's {} bytes, or was cut off",
+                    face.options.max_body_bytes
+                ),
+            )
+            .into_response();
+        }
+    };
+    let (method, uri, headers) = (
+        parts.method.clone(),
+        parts.uri.clone(),
+        parts.headers.clone(),
+    );
+    let response = next
+        .run(Request::from_parts(parts, Body::from(body.clone())))
+        .await;
+    let Some(NotOwner(slot)) = response.extensions().get::<NotOwner>().copied() else {
+        return response;
+    };
+    let Some(address) = face.runtime.served_at(slot) else {
+        return response;
+    };
+    let Some(target) = target(&address, &uri) else {
+        tracing::warn!(
+            slot,
+            address,
+            "the owner's address is not one a request can be sent to"
+        );
+        return response;
+    };
+    let mut on = Request::builder().method(method).uri(target);
+    for (name, value) in &headers {
+        if !hop_by_hop(name) {
+            on = on.header(name, value);
+        }
+    }
+    let Ok(on) = on
+        .header(FORWARDED, HeaderValue::from_static("1"))
+        .body(Body::from(body))
+    else {
+        return response;
+    };
+    let limit = face.options.request_timeout.max(face.options.max_wait) + Duration::from_secs(5);
+    match tokio::time::timeout(limit, face.forwarder.request(on)).await {
+        Ok(Ok(answer)) => {
+            face.metrics.forwarded();
+            let (mut parts, body) = answer.into_parts();
+            let headers = std::mem::take(&mut parts.headers);
+            let mut name = None;
+            for (next, value) in headers {
+                // A name comes with the first of its values only.
+                name = next.or(name);
+                if let Some(name) = name.as_ref().filter(|name| !hop_by_hop(name)) {
+                    parts.headers.append(name.clone(), value);
+                }
+            }
+            Response::from_parts(parts, Body::new(body))
+        }
+        Ok(Err(error)) => unreachable_owner(slot, &address, &error.to_string()),
+        Err(_) => unreachable_owner(slot, &address, "it did not answer in time"),
+    }
+}
+
+/// The refusal when the node that owns `slot` could not be reached: 503, try again.
+fn unreachable_owner(slot: u16, address: &str, why: &str) -> Response {
+    tracing::warn!(
+        slot,
+        address,
+        why,
+        "a request could not be sent on to the node that owns its subject's slot"
+    );
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not_owner",
+        format!("slot {slot} is served by another node, which could not be reached: {why}"),
+    )
+    .with("slot", slot.into())
+    .into_response()
+}
+
+/// The URI of `uri`'s path and query at the node `address` (`http://host:port`).
+fn target(address: &str, uri: &Uri) -> Option<Uri> {
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    format!("{}{path}", address.trim_end_matches('/'))
+        .parse()
+        .ok()
+}
+
+/// Whether `name` is a header of one connection (RFC 9110, 7.6.1), not sent on.
+fn hop_by_hop(name: &HeaderName) -> bool {
+    name == header::CONNECTION
+        || name == header::HOST
+        || name == header::TRANSFER_ENCODING
+        || name == header::TE
+        || name == header::TRAILER
+        || name == header::UPGRADE
+        || name == header::PROXY_AUTHORIZATION
+        || name == header::PROXY_AUTHENTICATE
+        || name.as_str() == "keep-alive"
+        || name == header::CONTENT_LENGTH
+}
