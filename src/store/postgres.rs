@@ -128,7 +128,8 @@ const SHARED: i32 = -1;
 /// its lease not ended; it returns the node's epoch it found and the slots it did not
 /// own. The node's and the slots' rows are read `FOR SHARE`, so a node that takes one
 /// of them (moving its epoch on) waits for a group commit under way, and every later
-/// one sees the new epoch and writes nothing.
+/// one sees the new epoch and writes nothing. Every statement that locks rows of
+/// `parkway_slots` locks them in slot order, so none waits on another in a circle.
 const WRITE: &str = "WITH node AS (
         SELECT epoch FROM parkway_holds WHERE node = $10 FOR SHARE
     ), owned AS (
@@ -136,6 +137,7 @@ const WRITE: &str = "WITH node AS (
         JOIN unnest($8::int4[], $9::int8[]) AS w(slot, epoch)
           ON s.slot = w.slot AND s.epoch = w.epoch
         WHERE s.owner = $10 AND s.lease_end > now()
+        ORDER BY s.slot
         FOR SHARE OF s
     ), ok AS (
         SELECT (SELECT epoch FROM node) = $11
@@ -154,6 +156,17 @@ const WRITE: &str = "WITH node AS (
     SELECT (SELECT epoch FROM node),
         array(SELECT w.slot FROM unnest($8::int4[]) AS w(slot)
               WHERE w.slot NOT IN (SELECT slot FROM owned))";
+
+/// Writes the format version (`$1`, `$2`, `$3`: its space, key and value) into a table
+/// that holds no row, and returns how many rows it wrote. Of two opens at once, the
+/// second waits for the first's row and writes none.
+const VERSION_IF_EMPTY: &str = "WITH written AS (
+        INSERT INTO parkway_kv (space, slot, key, value)
+        SELECT $1, -1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM parkway_kv)
+        ON CONFLICT (space, slot, key) DO NOTHING
+        RETURNING 1
+    )
+    SELECT count(*) FROM written";
 
 /// How many rows the store holds.
 const COUNT: &str = "SELECT count(*) FROM parkway_kv";
@@ -304,21 +317,37 @@ impl Postgres {
                 String::from_utf8_lossy(&found)
             ))),
             None => {
-                let rows = self.one_number(COUNT).map_err(refused)?;
-                if rows > 0 {
-                    return Err(refused(format!(
-                        "its table parkway_kv holds {rows} rows but no format version"
-                    )));
+                // Written only into an empty table, and read again: of nodes opening a
+                // new database at once, one writes it and the others read it.
+                let pool = self.pool.clone();
+                let inserted = self
+                    .run(async move {
+                        let version = FORMAT_VERSION.to_string().into_bytes();
+                        let row = query(
+                            &pool,
+                            VERSION_IF_EMPTY,
+                            &[&space_number(Space::Meta), &VERSION_KEY, &version],
+                        )
+                        .await
+                        .map_err(|failure| failure.cause)?;
+                        Ok::<i64, String>(row.first().map_or(0, |row| row.get(0)))
+                    })
+                    .and_then(|done| done)
+                    .map_err(refused)?;
+                if inserted == 1 {
+                    return Ok(());
                 }
-                let mut batch = Batch::new();
-                batch.put(Space::Meta, VERSION_KEY, FORMAT_VERSION.to_string());
-                let mut group = vec![batch];
-                self.write(&mut group, 0).map_err(|failure| match failure {
-                    WriteFailure::Failed(cause) => refused(cause),
-                    WriteFailure::NotOwner(_) => refused("a slot is not this node's".into()),
-                })?;
-                self.sync().map_err(refused)?;
-                Ok(())
+                if self
+                    .get(Space::Meta, VERSION_KEY)
+                    .map_err(|e| refused(e.cause))?
+                    .is_some()
+                {
+                    return self.check_version(database);
+                }
+                let rows = self.one_number(COUNT).map_err(refused)?;
+                Err(refused(format!(
+                    "its table parkway_kv holds {rows} rows but no format version"
+                )))
             }
         }
     }
@@ -646,7 +675,9 @@ struct Failure {
 
 impl Failure {
     /// A client's error: transient if the connection closed, failed to read or write,
-    /// or the server is going away or starting (SQLSTATE classes `08`, `57P01`-`57P03`).
+    /// the server is going away or starting (SQLSTATE classes `08`, `57P01`-`57P03`),
+    /// or it rolled the statement back to break a deadlock or a serialization conflict
+    /// (`40P01`, `40001`): every statement of the engine has the same effect sent again.
     fn of(err: &tokio_postgres::Error) -> Failure {
         let code = err.code().map(SqlState::code).unwrap_or("");
         let io = std::error::Error::source(err).is_some_and(|cause| cause.is::<std::io::Error>());
@@ -655,7 +686,7 @@ impl Failure {
             transient: err.is_closed()
                 || io
                 || code.starts_with("08")
-                || matches!(code, "57P01" | "57P02" | "57P03"),
+                || matches!(code, "57P01" | "57P02" | "57P03" | "40P01" | "40001"),
             damaged: matches!(
                 err.code(),
                 Some(&SqlState::DATA_CORRUPTED | &SqlState::INDEX_CORRUPTED)
@@ -727,15 +758,26 @@ async fn query(
 /// and it reads the migrations again.
 async fn migrate(pool: &Pool) -> Result<(), String> {
     let mut client = pool.get().await.map_err(|e| Failure::of_pool(&e).cause)?;
-    for attempt in 0..3 {
+    for attempt in 0..10 {
         match migrate_once(&mut client).await {
             Ok(()) => return Ok(()),
             Err(err)
-                if attempt < 2
+                if attempt < 9
                     && matches!(
                         err.code(),
-                        Some(&SqlState::UNIQUE_VIOLATION | &SqlState::DUPLICATE_TABLE)
-                    ) => {}
+                        Some(
+                            &SqlState::UNIQUE_VIOLATION
+                                | &SqlState::DUPLICATE_TABLE
+                                | &SqlState::DUPLICATE_OBJECT
+                                | &SqlState::T_R_DEADLOCK_DETECTED
+                        )
+                    ) =>
+            {
+                // Another node migrates at the same moment: read the migrations again
+                // after a pause, different for each node.
+                let pause = 20 + rand::random::<u64>() % 100;
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+            }
             Err(err) => return Err(format!("migrating its schema failed: {}", describe(&err))),
         }
     }

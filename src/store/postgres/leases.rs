@@ -75,12 +75,19 @@ const LIVE: &str = "SELECT count(*) FROM parkway_holds
     WHERE seen_at > now() - $1::int8 * interval '1 millisecond'";
 
 /// Renews the leases of the slots listed (with the epochs they were taken at) that this
-/// process still holds, and returns them.
-const RENEW: &str = "UPDATE parkway_slots AS s
-    SET lease_end = now() + $3::int8 * interval '1 millisecond'
-    FROM unnest($4::int4[], $5::int8[]) AS h(slot, epoch)
-    WHERE s.slot = h.slot AND s.epoch = h.epoch AND s.owner = $1 AND s.lease_end > now()
-      AND (SELECT epoch FROM parkway_holds WHERE node = $1) = $2
+/// process still holds, and returns them. The rows are locked in slot order first, as
+/// every statement that locks them does.
+const RENEW: &str = "WITH held AS (
+        SELECT s.slot FROM parkway_slots AS s
+        JOIN unnest($4::int4[], $5::int8[]) AS h(slot, epoch)
+          ON s.slot = h.slot AND s.epoch = h.epoch
+        WHERE s.owner = $1 AND s.lease_end > now()
+          AND (SELECT epoch FROM parkway_holds WHERE node = $1) = $2
+        ORDER BY s.slot
+        FOR UPDATE OF s
+    )
+    UPDATE parkway_slots AS s SET lease_end = now() + $3::int8 * interval '1 millisecond'
+    FROM held WHERE s.slot = held.slot
     RETURNING s.slot";
 
 /// Takes up to `$5` slots that are free, whose lease ended, or that an earlier process of
@@ -98,14 +105,25 @@ const TAKE: &str = "UPDATE parkway_slots
     RETURNING slot, epoch";
 
 /// Gives back the slots listed, if this process holds them.
-const GIVE_BACK: &str = "UPDATE parkway_slots SET owner = NULL, lease_end = NULL
-    WHERE slot = ANY($3::int4[]) AND owner = $1
-      AND (SELECT epoch FROM parkway_holds WHERE node = $1) = $2";
+const GIVE_BACK: &str = "WITH held AS (
+        SELECT slot FROM parkway_slots
+        WHERE slot = ANY($3::int4[]) AND owner = $1
+          AND (SELECT epoch FROM parkway_holds WHERE node = $1) = $2
+        ORDER BY slot
+        FOR UPDATE
+    )
+    UPDATE parkway_slots AS s SET owner = NULL, lease_end = NULL
+    FROM held WHERE s.slot = held.slot";
 
 /// Gives back every slot of the node and notes it gone, if its epoch is this process's.
-const LEAVE: &str = "WITH slots AS (
-        UPDATE parkway_slots SET owner = NULL, lease_end = NULL
+const LEAVE: &str = "WITH held AS (
+        SELECT slot FROM parkway_slots
         WHERE owner = $1 AND (SELECT epoch FROM parkway_holds WHERE node = $1) = $2
+        ORDER BY slot
+        FOR UPDATE
+    ), slots AS (
+        UPDATE parkway_slots AS s SET owner = NULL, lease_end = NULL
+        FROM held WHERE s.slot = held.slot
     )
     UPDATE parkway_holds SET seen_at = NULL WHERE node = $1 AND epoch = $2";
 

@@ -261,3 +261,26 @@ fn each_node_keeps_its_own_log() {
     );
     assert_eq!(a.log_from(1, 10).unwrap(), vec![(1, b"from a".to_vec())]);
 }
+
+/// Nodes that open a new database at the same moment all open it: one makes the schema
+/// and writes the format version, the others wait for it and read it.
+#[test]
+fn nodes_opening_a_new_database_at_once_all_open_it() {
+    let url = test_database();
+    let opened: Vec<Store> = std::thread::scope(|scope| {
+        let opening: Vec<_> = ["a", "b", "c", "d"]
+            .into_iter()
+            .map(|name| {
+                let url = &url;
+                scope.spawn(move || Store::open_postgres_as(url, &leasing(name)))
+            })
+            .collect();
+        opening
+            .into_iter()
+            .map(|open| open.join().unwrap().expect("each node opens"))
+            .collect()
+    });
+    assert_eq!(opened.len(), 4);
+    let versions = test_sql(&url, "SELECT count(*) FROM parkway_kv WHERE space = 0");
+    assert_eq!(versions, ["1"]);
+}
