@@ -67,6 +67,10 @@ pub(crate) enum Ack {
     },
 }
 
+/// How long a subject whose slot is handed over waits for its running activations to
+/// park or end before it unloads anyway (they are then replayed by the slot's next owner).
+pub(crate) const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What a subject's mailbox takes.
 #[derive(Debug)]
 // Operations are nearly every message; boxing them would cost an allocation each.
@@ -94,6 +98,11 @@ pub(crate) enum Msg {
     /// The runtime gave up the subject's slot: unload once nothing written is pending
     /// (`subject::slots`).
     Unload,
+    /// The runtime hands the subject's slot over to another node: as [`Msg::Unload`],
+    /// but the subject's running activations may first park or end (their messages
+    /// are taken, and what they change written), for at most [`DRAIN_WAIT`]; then it
+    /// unloads, as told by a [`Msg::Unload`] it sends itself.
+    Drain,
     /// More subjects hold an actor than `max_live_subjects` and this one has been idle
     /// the longest: passivate if still idle (`Registry::evict_idlest`).
     Evict,
@@ -104,6 +113,22 @@ impl Msg {
     /// acknowledgement, or the supervisor's walk.
     pub(crate) fn is_answer(&self) -> bool {
         matches!(self, Msg::Durable(..) | Msg::Op(Op::Walked { .. }, _))
+    }
+
+    /// Whether the message is one of the subject's own activations': a run parking an
+    /// ask, ending, or calling a child (a chain never leaves its subject).
+    pub(crate) fn is_from_activation(&self) -> bool {
+        matches!(
+            self,
+            Msg::Op(Op::Ask { .. } | Op::Ended(_), _)
+                | Msg::Op(
+                    Op::Start {
+                        parent: crate::run::port::Parent::Run { .. },
+                        ..
+                    },
+                    _
+                )
+        )
     }
 
     /// An operation that names no channel.

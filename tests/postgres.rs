@@ -379,3 +379,79 @@ async fn until(done: impl Fn() -> bool) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A slot handed over while a run of it is executing: the node lets the run reach its
+/// end before it unloads the subject, so the visitor that resumed it gets its outcome
+/// (not a refusal of a visit that was applied), and the next owner finds it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_handed_over_lets_a_running_activation_end_first() {
+    let url = database().await;
+    let lease = Duration::from_secs(1);
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let a = {
+        let (gate, entered) = (Arc::clone(&gate), Arc::clone(&entered));
+        Builder::default()
+            .without_env()
+            .ids(parkway::Ids::random(rand::random()))
+            .postgres(&url)
+            .node("a")
+            .lease(lease)
+            .register("slow", &[], move |ctx, _, _| {
+                let (gate, entered) = (Arc::clone(&gate), Arc::clone(&entered));
+                async move {
+                    let answer = ctx.ask(parkway::Ask::caller("go?").expiry_at("1h")).await?;
+                    entered.notify_one();
+                    let _held = gate.acquire().await;
+                    Ok(json!({ "answer": answer }))
+                }
+            })
+            .build()
+            .await
+            .unwrap()
+    };
+    // The highest slot is the first handed over.
+    let subject = subject_in(1023);
+    let parked = a.run(Start::new(&subject, "slow")).await.unwrap();
+    let ask = parked.asks.unwrap()[0].id.clone();
+    let resuming = tokio::spawn({
+        let (a, subject) = (a.clone(), subject.clone());
+        async move { a.resume(&subject, &ask, json!("yes")).await }
+    });
+    entered.notified().await;
+    let b = Builder::default()
+        .without_env()
+        .ids(parkway::Ids::random(rand::random()))
+        .postgres(&url)
+        .node("b")
+        .lease(lease)
+        .register("slow", &[], |_, _, _| async move { Ok(json!("replayed")) })
+        .build()
+        .await
+        .unwrap();
+    // Handed over: a refuses the subject from now on, its run still executing.
+    until_async(|| async { a.list(&subject).await.is_err() }).await;
+    assert!(!resuming.is_finished());
+    gate.add_permits(1);
+    let Resumed::Outcome(done) = resuming.await.unwrap().unwrap() else {
+        panic!("the resume's outcome arrives")
+    };
+    assert_eq!(done.result, Some(json!({"answer": "yes"})));
+    let listed = served(&b, &subject).await;
+    assert!(listed.is_empty(), "{listed:?}");
+    assert_eq!(
+        b.record(&parked.run_id).await.map(|r| r.status),
+        Some(RunStatus::Succeeded)
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Waits (polling, for at most 30 s) until `done` yields true.
+async fn until_async<F: std::future::Future<Output = bool>>(done: impl Fn() -> F) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done().await {
+        assert!(std::time::Instant::now() < deadline, "not within 30 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

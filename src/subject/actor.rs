@@ -87,6 +87,9 @@ struct Tasks {
     /// Set when the subject is to unload: its slot was given up. Its messages are then
     /// refused, but for the answers to what it started.
     unload: bool,
+    /// Set with `unload` when the slot is handed over: its own activations' messages
+    /// are taken too, and it unloads once none is running (or when told again).
+    drain: bool,
 }
 
 impl ractor::Actor for Active {
@@ -118,6 +121,7 @@ impl ractor::Actor for Active {
                 queued: VecDeque::new(),
                 channels,
                 unload: false,
+                drain: false,
             },
         })
     }
@@ -151,10 +155,24 @@ impl ractor::Actor for Active {
             Msg::Unload => {
                 handled += 1;
                 held.tasks.unload = true;
+                held.tasks.drain = false;
+            }
+            Msg::Drain => {
+                handled += 1;
+                if !held.tasks.unload {
+                    held.tasks.unload = true;
+                    held.tasks.drain = true;
+                    // Unloads at the latest then, whatever still runs.
+                    drop(myself.send_after(crate::subject::DRAIN_WAIT, || Msg::Unload));
+                }
             }
             // Unloading: refused, its channels dropped (their senders are told the slot
-            // is not this runtime's); the supervisor's answer to a walk still lands.
-            msg if held.tasks.unload && !msg.is_answer() => {
+            // is not this runtime's); the supervisor's answer to a walk still lands, and
+            // while the slot is handed over, its own activations' messages too.
+            msg if held.tasks.unload
+                && !msg.is_answer()
+                && !(held.tasks.drain && msg.is_from_activation()) =>
+            {
                 handled += 1;
                 drop(msg);
             }
@@ -176,7 +194,10 @@ impl ractor::Actor for Active {
         if let (true, Some(stages), Some(began)) = (submitted, &hub.services.stages, began) {
             stages.since(crate::stages::Stage::Turn, began);
         }
-        if held.tasks.unload && state.unacked.is_empty() {
+        if held.tasks.unload
+            && state.unacked.is_empty()
+            && !(held.tasks.drain && state.executing_at_stop())
+        {
             // Nothing written is pending: the store holds the subject as it stands.
             Work::new(&hub, &myself, &mut held.tasks).unload();
             let name = Arc::clone(&state.name);
@@ -357,6 +378,11 @@ impl<'a> Work<'a> {
                 Touch::Ack
             }
             Msg::Unload => {
+                self.tasks.unload = true;
+                self.tasks.drain = false;
+                Touch::Ack
+            }
+            Msg::Drain => {
                 self.tasks.unload = true;
                 Touch::Ack
             }

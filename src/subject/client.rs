@@ -47,10 +47,15 @@ impl Hub {
             self.services.inflight.add();
             return Ok(());
         };
-        self.services
-            .away
-            .check(subject)
-            .map_err(Undelivered::Store)?;
+        // A subject of a slot away takes nothing new; its own activations' messages
+        // still reach an actor that drains (a slot handed over), and are refused by
+        // one that unloads, or where no actor is left (its read-back is refused).
+        if !msg.is_from_activation() {
+            self.services
+                .away
+                .check(subject)
+                .map_err(Undelivered::Store)?;
+        }
         self.registry.send(self, subject, msg).await
     }
 

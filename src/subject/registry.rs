@@ -393,6 +393,7 @@ impl Registry {
         hub: &Arc<S>,
         subject: &Arc<str>,
         told: &mut HashMap<Arc<str>, ActorId>,
+        leaving: super::slots::Leaving,
     ) {
         let actor = {
             let PlaceEntry::Occupied(place) = self.places.entry(Arc::clone(subject)) else {
@@ -418,7 +419,11 @@ impl Registry {
         // which drops every subject anyway. An actor told may still stop without
         // unloading (it was passivating, with a change pending): its place then turns
         // passive, and the next look tells the next actor.
-        if self.send(hub, subject, Msg::Unload).await.is_ok()
+        let msg = match leaving {
+            super::slots::Leaving::Now => Msg::Unload,
+            super::slots::Leaving::Drained => Msg::Drain,
+        };
+        if self.send(hub, subject, msg).await.is_ok()
             && let Some(actor) = actor
         {
             told.insert(Arc::clone(subject), actor);
@@ -430,7 +435,12 @@ impl Registry {
     ///
     /// The places are scanned once: no place of a slot away is made after (a message's
     /// read-back is refused, and its `Busy` place removed by the same call).
-    pub(crate) async fn unload_slot<S: Spawner>(&self, hub: &Arc<S>, slot: Slot) {
+    pub(crate) async fn unload_slot<S: Spawner>(
+        &self,
+        hub: &Arc<S>,
+        slot: Slot,
+        leaving: super::slots::Leaving,
+    ) {
         let mut told = HashMap::new();
         let mut left = self.subjects_in(slot);
         loop {
@@ -442,7 +452,7 @@ impl Registry {
                 return;
             }
             for subject in &left {
-                self.unload(hub, subject, &mut told).await;
+                self.unload(hub, subject, &mut told, leaving).await;
             }
             left.retain(|subject| self.places.contains_key(subject));
             if !left.is_empty() {

@@ -103,7 +103,7 @@ pub(crate) async fn follow(hub: Weak<Hub>, mut changes: UnboundedReceiver<Change
             }
             Change::Drain(slots) => {
                 for slot in slots {
-                    unload(&hub, slot).await;
+                    hand_over(&hub, slot).await;
                     release(&hub, slot).await;
                 }
             }
@@ -111,12 +111,17 @@ pub(crate) async fn follow(hub: Weak<Hub>, mut changes: UnboundedReceiver<Change
     }
 }
 
-/// Gives `slot`, unloaded, back to the store's owners.
+/// Gives `slot`, unloaded, back to the store's owners, once what its subjects queued
+/// without waiting for it (an outcome's delivery noted) is written.
 async fn release(hub: &Arc<Hub>, slot: Slot) {
     let Some(store) = hub.services.store.clone() else {
         return;
     };
-    let released = tokio::task::spawn_blocking(move || store.release(slot)).await;
+    let released = tokio::task::spawn_blocking(move || {
+        store.sync_now();
+        store.release(slot)
+    })
+    .await;
     if let Ok(Err(error)) = released {
         tracing::warn!(slot = slot.number(), %error, "a slot handed over could not be given back: another node takes it when its lease ends");
     }
@@ -136,7 +141,7 @@ pub(crate) fn give_up(hub: &Arc<Hub>, slot: Slot) {
         let hub = Arc::clone(hub);
         async move {
             let mut withdrawn = hub.moves.lock().await;
-            withdraw(&hub, slot, &mut withdrawn).await;
+            withdraw(&hub, slot, &mut withdrawn, Leaving::Now).await;
         }
     });
     hub.services.tasks.push(task);
@@ -147,17 +152,36 @@ pub(crate) fn give_up(hub: &Arc<Hub>, slot: Slot) {
 pub(crate) async fn unload(hub: &Arc<Hub>, slot: Slot) {
     hub.services.away.leave(slot);
     let mut withdrawn = hub.moves.lock().await;
-    withdraw(hub, slot, &mut withdrawn).await;
+    withdraw(hub, slot, &mut withdrawn, Leaving::Now).await;
+}
+
+/// Hand `slot` over to another node: as [`unload`], but each subject's running
+/// activations first park or end, for at most [`crate::subject::DRAIN_WAIT`], so a
+/// visitor waiting on one gets its outcome rather than a refusal.
+async fn hand_over(hub: &Arc<Hub>, slot: Slot) {
+    hub.services.away.leave(slot);
+    let mut withdrawn = hub.moves.lock().await;
+    withdraw(hub, slot, &mut withdrawn, Leaving::Drained).await;
+}
+
+/// How a slot's subjects leave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leaving {
+    /// Once nothing they wrote is pending (`Msg::Unload`).
+    Now,
+    /// Once their running activations have parked or ended as well, or the wait ran
+    /// out (`Msg::Drain`).
+    Drained,
 }
 
 /// Unload every subject of `slot`, given up, then withdraw what they fed, unless that
 /// is done (`withdrawn`, held under the lock of the runtime's slot moves: one at a
 /// time) or the slot was taken back meanwhile.
-async fn withdraw(hub: &Arc<Hub>, slot: Slot, withdrawn: &mut BTreeSet<Slot>) {
+async fn withdraw(hub: &Arc<Hub>, slot: Slot, withdrawn: &mut BTreeSet<Slot>, leaving: Leaving) {
     if !hub.services.away.is_away(slot) || withdrawn.contains(&slot) {
         return;
     }
-    hub.registry.unload_slot(hub, slot).await;
+    hub.registry.unload_slot(hub, slot, leaving).await;
     let s = &hub.services;
     s.timers.leave(slot);
     for run in hub.records.leave(slot) {
@@ -173,7 +197,7 @@ async fn withdraw(hub: &Arc<Hub>, slot: Slot, withdrawn: &mut BTreeSet<Slot>) {
 /// the slot given up again) when the store cannot be read.
 pub(crate) async fn load(hub: &Arc<Hub>, slot: Slot) -> Result<(), String> {
     let mut withdrawn = hub.moves.lock().await;
-    withdraw(hub, slot, &mut withdrawn).await;
+    withdraw(hub, slot, &mut withdrawn, Leaving::Now).await;
     if !hub.services.away.is_away(slot) {
         return Ok(());
     }
@@ -198,7 +222,7 @@ pub(crate) async fn load(hub: &Arc<Hub>, slot: Slot) -> Result<(), String> {
     if let Err(error) = super::durable::recover_subjects(hub, &store, &prefix).await {
         // What was read back is withdrawn again.
         hub.services.away.leave(slot);
-        withdraw(hub, slot, &mut withdrawn).await;
+        withdraw(hub, slot, &mut withdrawn, Leaving::Now).await;
         return Err(error);
     }
     // Its wakes are read again (`super::index::Pager`).
