@@ -122,12 +122,22 @@ pub(crate) async fn forward(
             }
             Response::from_parts(parts, Body::new(body))
         }
-        Ok(Err(error)) => unreachable_owner(slot, &address, &error.to_string()),
-        Err(_) => unreachable_owner(slot, &address, "it did not answer in time"),
+        // Not connected: nothing was sent, so nothing changed.
+        Ok(Err(error)) if error.is_connect() => {
+            unreachable_owner(slot, &address, &error.to_string())
+        }
+        Ok(Err(error)) => owner_failed(StatusCode::BAD_GATEWAY, slot, &address, &error.to_string()),
+        Err(_) => owner_failed(
+            StatusCode::GATEWAY_TIMEOUT,
+            slot,
+            &address,
+            "it did not answer in time",
+        ),
     }
 }
 
-/// The refusal when the node that owns `slot` could not be reached: 503, try again.
+/// The refusal when the node that owns `slot` could not be connected to: 503, try
+/// again; nothing was sent.
 fn unreachable_owner(slot: u16, address: &str, why: &str) -> Response {
     tracing::warn!(
         slot,
@@ -139,6 +149,28 @@ fn unreachable_owner(slot: u16, address: &str, why: &str) -> Response {
         StatusCode::SERVICE_UNAVAILABLE,
         "not_owner",
         format!("slot {slot} is served by another node, which could not be reached: {why}"),
+    )
+    .with("slot", slot.into())
+    .into_response()
+}
+
+/// The answer when the request was sent on and no answer came back (the owner failed or
+/// the connection broke: 502; it took too long: 504), kind `owner_failed`: the request
+/// may have been applied there, as when a server fails before it answers.
+fn owner_failed(status: StatusCode, slot: u16, address: &str, why: &str) -> Response {
+    tracing::warn!(
+        slot,
+        address,
+        why,
+        "a request sent on to the node that owns its subject's slot got no answer"
+    );
+    ApiError::new(
+        status,
+        "owner_failed",
+        format!(
+            "the request was sent on to the node that serves slot {slot}, which gave no \
+             answer ({why}): it may have been applied there"
+        ),
     )
     .with("slot", slot.into())
     .into_response()

@@ -227,11 +227,35 @@ async fn list(http: &Arc<Http>, config: &LoadConfig) -> Left {
     .await
 }
 
+/// How long a subject refused as `not_owner` (its slot changing hands between nodes
+/// sharing a database) is read again before it counts as unread.
+const SETTLE_OWNER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `read(n)`, read again every 100 ms while it is refused as `not_owner`, for at most
+/// [`SETTLE_OWNER`]: a cluster still handing slots over answers for them shortly.
+async fn read_settled<F, Fut>(read: &F, n: usize) -> Result<Vec<http::EntryReply>, Failure>
+where
+    F: Fn(usize) -> Fut + Sync,
+    Fut: std::future::Future<Output = Result<Vec<http::EntryReply>, Failure>>,
+{
+    let deadline = tokio::time::Instant::now() + SETTLE_OWNER;
+    loop {
+        match read(n).await {
+            Err(Failure::Status { kind, .. })
+                if kind == "not_owner" && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            done => return done,
+        }
+    }
+}
+
 /// What `read` finds on the subjects `0..count`, `concurrency` reads at a time: the
 /// entries left, and the subjects that could not be read, with the first reason.
 async fn left_on<F, Fut>(count: usize, concurrency: usize, read: F) -> Left
 where
-    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    F: Fn(usize) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<Vec<http::EntryReply>, Failure>> + Send,
 {
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -245,7 +269,7 @@ where
                 if n >= count {
                     break left;
                 }
-                match read(n).await {
+                match read_settled(&read, n).await {
                     Ok(entries) => left.add(entries),
                     Err(failure) => {
                         left.unread += 1;
