@@ -14,6 +14,11 @@ use parkway::{
 };
 use serde_json::{Map, Value, json};
 
+/// The slot of a `not_owner` refusal, on its response, for `crate::forward`: another
+/// node may own it, and the request be sent on there.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NotOwner(pub(crate) u16);
+
 /// Seconds a client is told to wait before trying a runtime that cannot take work.
 const RETRY_AFTER: &str = "5";
 
@@ -106,9 +111,7 @@ impl IntoResponse for ApiError {
         }
         // Another node may own the subject's slot: the request may be sent on there.
         if let Some(slot) = not_owner {
-            response
-                .extensions_mut()
-                .insert(crate::forward::NotOwner(slot));
+            response.extensions_mut().insert(NotOwner(slot));
         }
         response
     }

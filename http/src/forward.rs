@@ -22,14 +22,10 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::Face;
-use crate::error::ApiError;
+use crate::error::{ApiError, NotOwner};
 
 /// The header that marks a request another node sent on.
 pub(crate) const FORWARDED: HeaderName = HeaderName::from_static("x-parkway-forwarded");
-
-/// The slot of a `not_owner` refusal, on its response, for [`forward`].
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct NotOwner(pub(crate) u16);
 
 /// The client requests are sent on with: HTTP/1.1, connections kept for reuse.
 pub(crate) type Forwarder = Client<HttpConnector, Body>;

@@ -51,6 +51,16 @@ enum Passive {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stopped;
 
+/// How a slot's subjects leave (`super::slots`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leaving {
+    /// Once nothing they wrote is pending (`Msg::Unload`).
+    Now,
+    /// Once their running activations have parked or ended as well, or the wait ran
+    /// out (`Msg::Drain`).
+    Drained,
+}
+
 /// Why a message was not delivered to its subject.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Undelivered {
@@ -393,7 +403,7 @@ impl Registry {
         hub: &Arc<S>,
         subject: &Arc<str>,
         told: &mut HashMap<Arc<str>, ActorId>,
-        leaving: super::slots::Leaving,
+        leaving: Leaving,
     ) {
         let actor = {
             let PlaceEntry::Occupied(place) = self.places.entry(Arc::clone(subject)) else {
@@ -420,8 +430,8 @@ impl Registry {
         // unloading (it was passivating, with a change pending): its place then turns
         // passive, and the next look tells the next actor.
         let msg = match leaving {
-            super::slots::Leaving::Now => Msg::Unload,
-            super::slots::Leaving::Drained => Msg::Drain,
+            Leaving::Now => Msg::Unload,
+            Leaving::Drained => Msg::Drain,
         };
         if self.send(hub, subject, msg).await.is_ok()
             && let Some(actor) = actor
@@ -435,12 +445,7 @@ impl Registry {
     ///
     /// The places are scanned once: no place of a slot away is made after (a message's
     /// read-back is refused, and its `Busy` place removed by the same call).
-    pub(crate) async fn unload_slot<S: Spawner>(
-        &self,
-        hub: &Arc<S>,
-        slot: Slot,
-        leaving: super::slots::Leaving,
-    ) {
+    pub(crate) async fn unload_slot<S: Spawner>(&self, hub: &Arc<S>, slot: Slot, leaving: Leaving) {
         let mut told = HashMap::new();
         let mut left = self.subjects_in(slot);
         loop {

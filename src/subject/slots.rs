@@ -28,6 +28,7 @@ use std::sync::{Arc, Weak};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::hub::Hub;
+use super::registry::Leaving;
 use crate::slot::Slot;
 use crate::store::owners::Change;
 use crate::supervisor;
@@ -162,16 +163,6 @@ async fn hand_over(hub: &Arc<Hub>, slot: Slot) {
     hub.services.away.leave(slot);
     let mut withdrawn = hub.moves.lock().await;
     withdraw(hub, slot, &mut withdrawn, Leaving::Drained).await;
-}
-
-/// How a slot's subjects leave.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Leaving {
-    /// Once nothing they wrote is pending (`Msg::Unload`).
-    Now,
-    /// Once their running activations have parked or ended as well, or the wait ran
-    /// out (`Msg::Drain`).
-    Drained,
 }
 
 /// Unload every subject of `slot`, given up, then withdraw what they fed, unless that
