@@ -873,9 +873,9 @@ impl Runtime {
         self.hub().services.damage.health()
     }
 
-    /// Whether the runtime shares its database with other nodes, each owning some of the
-    /// slots ([`Builder::node`]): only then may an operation be refused because another
-    /// node owns its subject's slot.
+    /// Whether the runtime keeps its state in a database whose slots have owners
+    /// (PostgreSQL, where other nodes may join: [`Builder::node`]): only then may an
+    /// operation be refused because another node owns its subject's slot.
     pub fn shares_store(&self) -> bool {
         lock(&self.inner.leases).is_some()
     }

@@ -52,21 +52,21 @@ pub(crate) async fn forward(
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    // Kept to send on: the body is read whole here (within the body limit), as the
-    // handlers read it.
-    let body = match axum::body::to_bytes(body, face.options.max_body_bytes).await {
-        Ok(body) => body,
-        Err(_) => {
+    // Kept to send on: the body is read whole here, as the handlers read it, within the
+    // body limit and the request's time (a client that trickles its body is cut off as
+    // the router's timeout cuts off a handler).
+    let read = axum::body::to_bytes(body, face.options.max_body_bytes);
+    let body = match tokio::time::timeout(face.options.request_timeout, read).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(_)) => {
             return ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
-                format!(
-                    "the request's body is over this server's {} bytes, or was cut off",
-                    face.options.max_body_bytes
-                ),
+                "body_too_large",
+                "the request body is larger than this server accepts",
             )
             .into_response();
         }
+        Err(_) => return StatusCode::REQUEST_TIMEOUT.into_response(),
     };
     let (method, uri, headers) = (
         parts.method.clone(),

@@ -37,6 +37,11 @@ async fn database() -> String {
 
 /// Node `name` on `url`, served on a port of its own, which it gives the others.
 async fn node(url: &str, name: &str) -> Server {
+    node_with(url, name, Options::default()).await
+}
+
+/// [`node`], served with `options`.
+async fn node_with(url: &str, name: &str, options: Options) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binds");
@@ -50,7 +55,7 @@ async fn node(url: &str, name: &str) -> Server {
         .build()
         .await
         .expect("the node opens the database");
-    Server::on(listener, runtime, Options::default()).await
+    Server::on(listener, runtime, options).await
 }
 
 /// A subject whose slot is `slot`.
@@ -135,4 +140,32 @@ async fn a_request_for_another_node_s_subject_is_answered_by_that_node() {
     assert!(marked.headers().contains_key("retry-after"));
     a.stop().await;
     b.stop().await;
+}
+
+/// A node reads a request's body whole before it knows whether to send it on: a client
+/// that sends its head and then trickles nothing is cut off with a 408 at the request's
+/// time, as everywhere else, and holds nothing past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_never_comes_is_cut_off_at_the_request_s_time() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let url = database().await;
+    let mut options = Options::default();
+    options.request_timeout = Duration::from_secs(1);
+    let a = node_with(&url, "a", options).await;
+    let address = a.url.trim_start_matches("http://").to_string();
+    let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let head = format!(
+        "POST /v1/subjects/s/parked/i-1/resume HTTP/1.1\r\nHost: {address}\r\n\
+         Authorization: Bearer {VISIT}\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n{{"
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(20), socket.read(&mut answer))
+        .await
+        .expect("answered within the bound")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]).to_string();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    a.stop().await;
 }

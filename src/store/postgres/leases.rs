@@ -328,7 +328,7 @@ impl Leases {
             .map(|(&n, h)| (i32::from(n), h.epoch))
             .unzip();
         if !slots.is_empty() {
-            let renewed: Vec<i32> = query(
+            let renewed = query(
                 pool,
                 RENEW,
                 &[&self.node, &self.epoch, &lease_ms, &slots, &epochs],
@@ -337,7 +337,7 @@ impl Leases {
             .map_err(cause)?
             .iter()
             .map(|row| row.get(0))
-            .collect();
+            .collect::<std::collections::BTreeSet<i32>>();
             let mut held = lock(&self.held);
             let mut lost = Vec::new();
             for slot in &slots {
@@ -352,7 +352,7 @@ impl Leases {
             }
             drop(held);
             if !lost.is_empty() {
-                tracing::warn!(node = %self.name, slots = lost.len(), "leases were taken by another node: their slots are served no more");
+                tracing::warn!(node = %self.name, slots = lost.len(), "leases could not be renewed (another node took them, or they had ended): their slots are served no more");
                 let _ = self.changes.send(Change::Lost(lost));
             }
         }
