@@ -230,6 +230,8 @@ pub struct Builder {
     lease: Option<std::time::Duration>,
     /// Where the other nodes send requests for this node's subjects.
     node_address: Option<String>,
+    /// Whether each group commit is audited in the database.
+    write_audit: bool,
     /// How many entries the durable event log keeps, if not its default.
     log_entries: Option<u64>,
     /// Cut a damaged journal at the damage rather than refuse the data directory.
@@ -259,6 +261,7 @@ impl Default for Builder {
             node: None,
             lease: None,
             node_address: None,
+            write_audit: false,
             log_entries: None,
             truncate_damaged_journal: false,
             store: None,
@@ -434,6 +437,18 @@ impl Builder {
         self
     }
 
+    /// Audit every write in the PostgreSQL database: each group commit adds a row per
+    /// slot it writes to `parkway_audit` (the slot's epoch it claimed, the node, whether
+    /// it was applied), numbered in the order the commits took their locks, so a test can
+    /// check that no slot was ever written by two owners at once (`parkway cluster`
+    /// does; `docs/postgres.md`, "The write audit"). It costs a row per slot written:
+    /// for tests, not production. Given without a database, [`Builder::build`] refuses
+    /// it.
+    pub fn write_audit(mut self, on: bool) -> Self {
+        self.write_audit = on;
+        self
+    }
+
     /// How many entries the durable event log keeps (default 100,000; at least 1): each
     /// event logged past it trims the oldest. A stream resumed from an id older than the
     /// log keeps is told so (`docs/durability.md`). No effect without a data directory.
@@ -510,10 +525,13 @@ impl Builder {
                 .filter(|url| !url.is_empty())
         });
         if postgres.is_none()
-            && (self.node.is_some() || self.lease.is_some() || self.node_address.is_some())
+            && (self.node.is_some()
+                || self.lease.is_some()
+                || self.node_address.is_some()
+                || self.write_audit)
         {
             return Err(BuildError::Store(
-                "a node name, a lease or a node address was given without a PostgreSQL database: nodes share a database (`Builder::postgres`)".into(),
+                "a node name, a lease, a node address or a write audit was given without a PostgreSQL database: nodes share a database (`Builder::postgres`)".into(),
             ));
         }
         let store = match (self.store, &data_dir, postgres) {
@@ -549,6 +567,7 @@ impl Builder {
                         .lease
                         .unwrap_or(crate::store::owners::Leasing::DEFAULT_LEASE),
                     address: self.node_address.clone(),
+                    audit: self.write_audit,
                 };
                 Some(
                     crate::store::Store::open_postgres_as(&url, &leasing)

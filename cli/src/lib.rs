@@ -5,6 +5,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod cluster;
 pub mod crash;
 pub mod load;
 pub mod replay;

@@ -49,6 +49,10 @@ pub(crate) struct Leasing {
     /// Where the other nodes send the requests for this node's subjects
     /// (`http://host:port`), if it takes any.
     pub(crate) address: Option<String>,
+    /// Whether every group commit adds a row per slot it writes to `parkway_audit`: the
+    /// epoch it claimed, the node and whether it was applied (`parkway cluster` reads
+    /// them to check that no slot was written under two owners at once).
+    pub(crate) audit: bool,
 }
 
 impl Leasing {
@@ -99,6 +103,7 @@ impl Default for Leasing {
             node: Leasing::DEFAULT_NODE.to_string(),
             lease: Leasing::DEFAULT_LEASE,
             address: None,
+            audit: false,
         }
     }
 }

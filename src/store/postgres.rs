@@ -93,6 +93,17 @@ const MIGRATIONS: &[&str] = &[
     UPDATE parkway_kv SET slot = -2 WHERE slot = -1 AND space IN (4, 5);
     DROP TABLE parkway_holder;
     DROP TABLE parkway_fence;",
+    // The write audit (`Leasing::audit`): a row per slot of each group commit sent, in
+    // the order the statements took their locks.
+    "CREATE TABLE parkway_audit (
+        seq bigserial PRIMARY KEY,
+        slot int4 NOT NULL,
+        epoch int8 NOT NULL,
+        node int4 NOT NULL,
+        node_epoch int8 NOT NULL,
+        applied bool NOT NULL,
+        at timestamptz NOT NULL DEFAULT now()
+    );",
 ];
 
 /// Connections kept open for reads and the writer.
@@ -130,6 +141,9 @@ const SHARED: i32 = -1;
 /// of them (moving its epoch on) waits for a group commit under way, and every later
 /// one sees the new epoch and writes nothing. Every statement that locks rows of
 /// `parkway_slots` locks them in slot order, so none waits on another in a circle.
+/// With `$12` (the write audit), each slot written adds a row to `parkway_audit`, with
+/// the epoch the group claimed and whether it was applied, numbered once the locks
+/// are taken.
 const WRITE: &str = "WITH node AS (
         SELECT epoch FROM parkway_holds WHERE node = $10 FOR SHARE
     ), owned AS (
@@ -152,6 +166,11 @@ const WRITE: &str = "WITH node AS (
         SELECT * FROM unnest($4::int4[], $5::int2[], $6::bytea[], $7::bytea[])
         WHERE (SELECT ok FROM ok)
         ON CONFLICT (space, slot, key) DO UPDATE SET value = excluded.value
+    ), audit AS (
+        INSERT INTO parkway_audit (slot, epoch, node, node_epoch, applied)
+        SELECT w.slot, w.epoch, $10, $11, (SELECT ok FROM ok)
+        FROM unnest($8::int4[], $9::int8[]) AS w(slot, epoch)
+        WHERE $12
     )
     SELECT (SELECT epoch FROM node),
         array(SELECT w.slot FROM unnest($8::int4[]) AS w(slot)
@@ -217,6 +236,8 @@ pub(super) struct Postgres {
     holder: Mutex<Option<tokio_postgres::Client>>,
     /// The node's hold and the slots it owns.
     leases: Arc<Leases>,
+    /// Whether each group commit adds its rows to `parkway_audit` ([`Leasing::audit`]).
+    audit: bool,
 }
 
 impl Postgres {
@@ -273,6 +294,7 @@ impl Postgres {
             .build()
             .map_err(|err| refused(err.to_string()))?;
         let handle = runtime.handle().clone();
+        let audit = leasing.audit;
         let (opening, leasing) = (pool.clone(), leasing.clone());
         let opened = wait_on(&handle, async move {
             migrate(&opening).await?;
@@ -296,6 +318,7 @@ impl Postgres {
             closed: AtomicBool::new(false),
             holder: Mutex::new(Some(holder)),
             leases,
+            audit,
         };
         engine.check_version(&database)?;
         Ok(engine)
@@ -423,7 +446,7 @@ impl Engine for Postgres {
             return Err(WriteFailure::NotOwner(away));
         }
         let pool = self.pool.clone();
-        let (node, epoch) = (self.leases.node, self.leases.epoch);
+        let (node, epoch, audit) = (self.leases.node, self.leases.epoch, self.audit);
         // The batches go to the engine's runtime and come back with the answer (the
         // writer writes them again, without some, if a slot is refused).
         let batches = std::mem::take(group);
@@ -460,6 +483,7 @@ impl Engine for Postgres {
                         &epochs,
                         &node,
                         &epoch,
+                        &audit,
                     ],
                 )
                 .await

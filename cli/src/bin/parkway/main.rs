@@ -38,6 +38,7 @@ fn keep_freed_memory() {
 }
 
 mod check;
+mod cluster;
 mod crash;
 mod load;
 mod log;
@@ -65,6 +66,11 @@ enum Command {
     /// Kill a child process driving a workload on a data directory with SIGKILL, again
     /// and again, and check after each kill that everything it had acknowledged is there.
     Crash(crash::Args),
+    /// Run several `parkway serve` nodes on one PostgreSQL database under a client that
+    /// records every answer, while nodes are killed, frozen and cut off and the database
+    /// restarts; then check every ask resolved exactly once and no slot written by two
+    /// owners at once.
+    Cluster(cluster::Args),
     /// Serve every door over HTTP: doors, visits, runs, parked sets, the inbox and its
     /// stream, and platform events, behind bearer tokens with scopes.
     Serve(serve::Args),
@@ -86,6 +92,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim::main(args),
         Command::Load(args) => load::main(args),
         Command::Crash(args) => crash::main(args),
+        Command::Cluster(args) => cluster::main(args),
         Command::Serve(args) => serve::main(args),
         Command::Check(args) => check::main(args),
         Command::Mcp(args) => mcp::main(args),

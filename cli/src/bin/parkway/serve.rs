@@ -40,6 +40,11 @@ pub(crate) struct Args {
     /// `0.0.0.0` or `::`, where this must be given for requests to be forwarded here).
     #[arg(long, value_name = "URL", conflicts_with_all = ["data", "test_scenario"])]
     advertise: Option<String>,
+    /// Audit every write in the database: a row per slot of each group commit in
+    /// `parkway_audit`, which `parkway cluster` reads to check that no slot was written
+    /// by two owners at once. For tests: it costs a row per slot written.
+    #[arg(long, requires = "postgres")]
+    audit_writes: bool,
     /// Cut the data directory's journal at the damage and open, if it is damaged before
     /// its end, rather than refuse (what is dropped is logged, and kept in the
     /// directory's `dropped/`; docs/durability.md, "Damaged journals").
@@ -331,6 +336,9 @@ async fn plain(
     }
     if let Some(lease) = args.lease {
         builder = builder.lease(lease);
+    }
+    if args.audit_writes {
+        builder = builder.write_audit(true);
     }
     // The other nodes send this one the requests for its subjects: at the address
     // given, else the one it listens on (unless that is every interface's, which names

@@ -25,6 +25,7 @@ fn leasing(name: &str) -> Leasing {
         node: name.to_string(),
         lease: Leasing::DEFAULT_LEASE,
         address: Some(format!("http://{name}.example:8080")),
+        audit: false,
     }
 }
 
