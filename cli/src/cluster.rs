@@ -404,14 +404,17 @@ async fn finish(
                             .iter()
                             .flatten()
                             .any(|e| e.id == id && e.status == parkway::EntryStatus::Asking);
-                        if asking {
-                            let payload = format!("{}{k}-{tries}", ledger::END);
-                            let answer = client.resume(node, subject, &id, &payload).await;
-                            let acked = answer == Answer::Acked;
-                            attempts.push(Attempt { payload, answer });
-                            if acked {
-                                break;
-                            }
+                        if !asking {
+                            // Its run parked on another ask: not this workload's.
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                            continue;
+                        }
+                        let payload = format!("{}{k}-{tries}", ledger::END);
+                        let answer = client.resume(node, subject, &id, &payload).await;
+                        let acked = answer == Answer::Acked;
+                        attempts.push(Attempt { payload, answer });
+                        if acked {
+                            break;
                         }
                     }
                     Ok(record) if record.status == parkway::RunStatus::Running => {}

@@ -233,7 +233,7 @@ pub(super) struct Postgres {
     /// The connection whose open transaction holds the node's row locked while the
     /// store is open, so a second process of the same node is refused; dropped (and the
     /// lock released by the server) when the store is closed or the process ends.
-    holder: Mutex<Option<tokio_postgres::Client>>,
+    holder: Mutex<Option<Arc<leases::Hold>>>,
     /// The node's hold and the slots it owns.
     leases: Arc<Leases>,
     /// Whether each group commit adds its rows to `parkway_audit` ([`Leasing::audit`]).
@@ -443,6 +443,11 @@ impl Engine for Postgres {
             }
         }
         if !away.is_empty() {
+            // Given up here as the runtime gives them up: a slot the runtime no longer
+            // serves and the leases still renewed would be this node's in the database
+            // and refused by it for good. Forgotten, it is taken again under its next
+            // epoch (or by another node once its lease ends).
+            self.leases.lost(&away);
             return Err(WriteFailure::NotOwner(away));
         }
         let pool = self.pool.clone();
@@ -560,9 +565,7 @@ impl Engine for Postgres {
             });
             // Released at once, so a process that opens the database next finds it free;
             // a server that does not answer releases it when it sees the connection end.
-            let _ = self.run(async move {
-                let _ = tokio::time::timeout(RELEASE_WAIT, holder.batch_execute("ROLLBACK")).await;
-            });
+            let _ = self.run(async move { holder.release(RELEASE_WAIT).await });
         }
         self.closed.store(true, Ordering::Release);
         self.pool.close();

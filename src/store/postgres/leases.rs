@@ -165,13 +165,13 @@ pub(crate) struct Leases {
 
 impl Leases {
     /// Registers the node named in `leasing`, holds it for this process on a connection
-    /// of its own (returned: the hold lasts as long as it), moves its epoch on and takes
-    /// its share of the slots.
+    /// of its own (returned: the hold lasts until released), moves its epoch on and
+    /// takes its share of the slots.
     pub(crate) async fn open(
         pool: &Pool,
         config: &tokio_postgres::Config,
         leasing: &Leasing,
-    ) -> Result<(Leases, tokio_postgres::Client), String> {
+    ) -> Result<(Leases, Arc<Hold>), String> {
         let name = leasing.node.as_str();
         let node = register(pool, name).await?;
         let holder = hold(config, node, name).await?;
@@ -487,29 +487,77 @@ async fn register(pool: &Pool, name: &str) -> Result<i32, String> {
     ))
 }
 
+/// The connection that holds the node for this process, held again whenever it ends
+/// (a restart of the database ends every connection), until released.
+pub(crate) struct Hold {
+    client: Mutex<Option<tokio_postgres::Client>>,
+    released: AtomicBool,
+}
+
+impl Hold {
+    /// Release the hold: the node's row is unlocked at once (`ROLLBACK`, within `wait`)
+    /// and the hold is not taken again.
+    pub(crate) async fn release(&self, wait: Duration) {
+        self.released.store(true, Ordering::Release);
+        let client = lock(&self.client).take();
+        if let Some(client) = client {
+            let _ = tokio::time::timeout(wait, client.batch_execute("ROLLBACK")).await;
+        }
+    }
+}
+
+/// How long a node waits before it tries to hold its row again once the connection
+/// that held it ended.
+const HOLD_AGAIN_AFTER: Duration = Duration::from_secs(1);
+
 /// Locks node `node`'s row in a transaction left open on a connection of its own, or
 /// refuses if another process holds it after 3 s (a process killed a moment ago is given
 /// time to be seen gone). The server releases the lock when the connection ends, however
-/// the process ends.
+/// the process ends; when the connection ends and the process lives on, the row is
+/// locked again (`hold_again`).
 async fn hold(
     config: &tokio_postgres::Config,
     node: i32,
     name: &str,
+) -> Result<Arc<Hold>, String> {
+    let hold = Arc::new(Hold {
+        client: Mutex::new(None),
+        released: AtomicBool::new(false),
+    });
+    let client = connect_and_lock(config, node, name, &hold).await?;
+    *lock(&hold.client) = Some(client);
+    Ok(hold)
+}
+
+/// One connection locking the node's row, watched: when it ends, the row is held again.
+async fn connect_and_lock(
+    config: &tokio_postgres::Config,
+    node: i32,
+    name: &str,
+    hold: &Arc<Hold>,
 ) -> Result<tokio_postgres::Client, String> {
     let (client, connection) = config
         .connect(tokio_postgres::NoTls)
         .await
         .map_err(|e| describe(&e))?;
-    let shown = name.to_string();
+    let (again, config, shown) = (Arc::downgrade(hold), config.clone(), name.to_string());
     tokio::spawn(async move {
-        if let Err(err) = connection.await {
-            tracing::error!(
-                node = %shown,
-                "the connection that holds the node for this process ended: {}; another \
-                 process may now open the node, and this one's writes are refused",
-                describe(&err)
-            );
+        let ended = connection.await;
+        let Some(hold) = again.upgrade() else { return };
+        if hold.released.load(Ordering::Acquire) {
+            return;
         }
+        let why = match ended {
+            Err(err) => describe(&err),
+            Ok(()) => "closed".to_string(),
+        };
+        tracing::warn!(
+            node = %shown,
+            "the connection that holds the node for this process ended ({why}): holding it \
+             again (until then a second process of the node could open it, and would fence \
+             this one's writes with the node's epoch)"
+        );
+        hold_again(config, node, shown, hold);
     });
     // `node` is a number: nothing of the name enters the statement.
     let statement = format!(
@@ -525,6 +573,40 @@ async fn hold(
         )),
         Err(err) => Err(format!("holding node {name} failed: {}", describe(&err))),
     }
+}
+
+/// Lock the node's row again, every [`HOLD_AGAIN_AFTER`] until it is locked, the hold is
+/// released, or another process holds the node (which then fences this one's writes).
+fn hold_again(config: tokio_postgres::Config, node: i32, name: String, hold: Arc<Hold>) {
+    let again = Arc::downgrade(&hold);
+    drop(hold);
+    tokio::spawn(Box::pin(async move {
+        loop {
+            tokio::time::sleep(HOLD_AGAIN_AFTER).await;
+            let Some(hold) = again.upgrade() else { return };
+            if hold.released.load(Ordering::Acquire) {
+                return;
+            }
+            match connect_and_lock(&config, node, &name, &hold).await {
+                Ok(client) => {
+                    if hold.released.load(Ordering::Acquire) {
+                        return;
+                    }
+                    *lock(&hold.client) = Some(client);
+                    tracing::info!(node = %name, "holding the node for this process again");
+                    return;
+                }
+                Err(why) if why.contains("held by another parkway process") => {
+                    tracing::error!(
+                        node = %name,
+                        "another process holds the node now: its epoch refuses this one's writes"
+                    );
+                    return;
+                }
+                Err(_) => {}
+            }
+        }
+    }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>);
 }
 
 #[cfg(test)]
