@@ -867,6 +867,13 @@ impl Store {
         self.handle.shared.engine().lease_round()
     }
 
+    /// Ends the time `slot` is served here, as a renewal that came back too late does
+    /// (tests).
+    #[cfg(test)]
+    pub(crate) fn lapse_served(&self, slot: crate::slot::Slot) {
+        self.handle.shared.engine().lapse_served(slot);
+    }
+
     /// The store as errors name it: its directory, its database, or `memory`.
     pub(crate) fn name(&self) -> &str {
         self.handle.shared.name()

@@ -516,7 +516,7 @@ impl Database {
         let host_start = authority.rfind('@').map_or(0, |at| at + 1);
         let host = &authority[host_start..];
         let (name, port) = host.rsplit_once(':').ok_or_else(refused)?;
-        if name.is_empty() || name.starts_with('/') || port.parse::<u16>().is_err() {
+        if name.is_empty() || name.starts_with(['/', '%']) || port.parse::<u16>().is_err() {
             return Err(refused());
         }
         Ok(Database {

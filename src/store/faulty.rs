@@ -105,6 +105,11 @@ impl Engine for Faulty {
         self.inner.lease_round()
     }
 
+    #[cfg(test)]
+    fn lapse_served(&self, slot: crate::slot::Slot) {
+        self.inner.lapse_served(slot);
+    }
+
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure> {
         self.inner.get(space, key)
     }

@@ -553,6 +553,11 @@ impl Engine for Postgres {
         })?
     }
 
+    #[cfg(test)]
+    fn lapse_served(&self, slot: Slot) {
+        self.leases.lapse_served(slot);
+    }
+
     /// Closes the connections and stops their runtime (without waiting: it may be
     /// called on a task of another runtime).
     fn close(&self, _flush: bool) {

@@ -252,7 +252,16 @@ impl Leases {
         (held.until > Instant::now()).then_some(held.epoch)
     }
 
-    /// `slots` are no longer this process's (the database refused a write to them):
+    /// Ends the time `slot` is served here (tests).
+    #[cfg(test)]
+    pub(crate) fn lapse_served(&self, slot: Slot) {
+        if let Some(held) = lock(&self.held).get_mut(&slot.number()) {
+            held.until = Instant::now();
+        }
+    }
+
+    /// `slots` are no longer this process's (the database refused a write to them, or
+    /// a write found their time to be served here passed):
     /// forgotten, and the runtime told.
     pub(crate) fn lost(&self, slots: &[Slot]) {
         let mut held = lock(&self.held);

@@ -170,6 +170,35 @@ fn a_node_past_its_lease_cannot_commit_and_learns_it_lost_the_slot() {
     assert!(write(&a, lapsed, "x").is_err());
 }
 
+/// A slot whose time to be served here passed (a renewal that came back too late) is
+/// given up by the write that finds it so, in the leases as in the runtime, and taken
+/// again under its next epoch at the next round: were the leases to go on renewing it,
+/// the database would hold it as this node's while the runtime refused it for good.
+#[test]
+fn a_slot_no_longer_served_here_is_given_up_then_taken_again() {
+    let url = test_database();
+    let a = node(&url, "a");
+    let mut owners = a.owners().unwrap();
+    let slot = Slot::numbered(9).unwrap();
+    a.lapse_served(slot);
+    let refused = write(&a, slot, "x").unwrap_err();
+    assert!(
+        matches!(refused, StoreError::NotOwner { slot: 9, .. }),
+        "{refused}"
+    );
+    assert_eq!(changes(&mut owners), vec![Change::Lost(vec![slot])]);
+    let epoch = |url: &str| {
+        test_sql(url, "SELECT epoch FROM parkway_slots WHERE slot = 9")[0]
+            .parse::<i64>()
+            .unwrap()
+    };
+    let before = epoch(&url);
+    a.lease_round().unwrap();
+    assert_eq!(changes(&mut owners), vec![Change::Gained(vec![slot])]);
+    assert_eq!(epoch(&url), before + 1);
+    write(&a, slot, "x").expect("served again");
+}
+
 /// A lease another node took (the slot's epoch moved on under another owner) is lost at
 /// the node's next round, without a write; once that owner gives it back, the node takes
 /// it again under a newer epoch.
