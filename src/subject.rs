@@ -89,6 +89,9 @@ pub(crate) enum Msg {
         reply: Option<ReplyId>,
         /// The reply's channel.
         brought: Brought,
+        /// For a schedule's fire, the boundary it was armed for: a boundary the subject
+        /// fired already (another process's fire of it) is not applied.
+        fire: Option<chrono::DateTime<chrono::Utc>>,
     },
     /// The store's acknowledgement of the oldest change not yet durable: its effects are
     /// released, or, on a failure, the runtime stops (or, when the store refused the

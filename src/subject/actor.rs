@@ -347,7 +347,14 @@ impl<'a> Work<'a> {
                 input,
                 reply,
                 brought,
+                fire,
             } => {
+                if let (Some(boundary), Some(interval)) = (fire, door.interval)
+                    && !state.admit_fire(door.name(), boundary, interval)
+                {
+                    tracing::debug!(door = door.name(), subject = %state.name, %boundary, "a schedule's boundary fired here already is not fired again");
+                    return Touch::Active;
+                }
                 let brought = self.tasks.channels.bring(brought);
                 let s = &self.hub.services;
                 let limits = Limits {

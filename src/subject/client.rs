@@ -388,6 +388,7 @@ impl Hub {
             input,
             reply: Some(reply),
             brought: Brought::none().with(reply, Channel::Reply(tx)),
+            fire: None,
         };
         self.send(subject, msg)
             .await
@@ -476,6 +477,11 @@ impl Hub {
         else {
             return;
         };
+        // The node that owns the subject's slot fires it; the others have nothing to
+        // refuse.
+        if self.services.away.is_away(crate::slot::Slot::of(&subject)) {
+            return;
+        }
         let now = self.services.clock.now();
         let input = json!({
             "schedule": name,
@@ -491,6 +497,7 @@ impl Hub {
             input,
             reply: None,
             brought: Brought::none(),
+            fire: Some(at),
         };
         // A runtime that is stopping drops its timers; nobody waits for them then.
         let _ = self.send(&subject, msg).await;

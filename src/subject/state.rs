@@ -25,7 +25,7 @@
 //! - `tracked` and `parts`: the tables that mark what a change touched, and the state as
 //!   keys in the store.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -46,6 +46,7 @@ use crate::run::stored::Stored;
 use crate::supervisor::TimerKey;
 
 mod asks;
+mod fires;
 mod memory;
 mod parts;
 mod passivation;
@@ -254,6 +255,14 @@ pub(crate) struct State {
     /// (`super::durable`). Never set in a runtime without a store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) wake: Option<DateTime<Utc>>,
+    /// Each schedule door's last fire applied on the subject, by the boundary it was
+    /// armed for (`fires`): kept with the subject so that a process that takes its slot
+    /// does not fire that boundary again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    fired: BTreeMap<Arc<str>, DateTime<Utc>>,
+    /// Whether `fired` changed since it was last written.
+    #[serde(skip)]
+    fired_dirty: bool,
     /// The head and the rest as last written, so a change that leaves them as they are
     /// does not write them again (`None`: not known, written at the next change).
     #[serde(skip)]
@@ -382,6 +391,8 @@ impl State {
             memory_written: Some((0, 0)),
             written: Written::default(),
             wake: None,
+            fired: BTreeMap::new(),
+            fired_dirty: false,
             live: 0,
             idle_timer: None,
             last_active: None,
@@ -411,7 +422,10 @@ impl State {
     /// Whether the subject holds nothing at all, so passivating can forget it: no entry,
     /// no run, and no resolution remembered.
     pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty() && self.runs.is_empty() && self.memory.is_empty()
+        self.entries.is_empty()
+            && self.runs.is_empty()
+            && self.memory.is_empty()
+            && self.fired.is_empty()
     }
 
     /// The parked set as the door contract sees it, oldest first.

@@ -524,11 +524,7 @@ const HOLD_AGAIN_AFTER: Duration = Duration::from_secs(1);
 /// time to be seen gone). The server releases the lock when the connection ends, however
 /// the process ends; when the connection ends and the process lives on, the row is
 /// locked again (`hold_again`).
-async fn hold(
-    config: &tokio_postgres::Config,
-    node: i32,
-    name: &str,
-) -> Result<Arc<Hold>, String> {
+async fn hold(config: &tokio_postgres::Config, node: i32, name: &str) -> Result<Arc<Hold>, String> {
     let hold = Arc::new(Hold {
         client: Mutex::new(None),
         released: AtomicBool::new(false),
@@ -615,7 +611,8 @@ fn hold_again(config: tokio_postgres::Config, node: i32, name: String, hold: Arc
                 Err(_) => {}
             }
         }
-    }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>);
+    })
+        as std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>);
 }
 
 #[cfg(test)]

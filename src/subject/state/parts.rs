@@ -7,7 +7,7 @@
 //! big-endian), so one subject's keys are a range no other subject's name can enter,
 //! then the entry's or run's id, or the resolution's place (eight bytes, big-endian).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -25,6 +25,8 @@ struct Rest {
     memory_base: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     wake: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    fired: BTreeMap<Arc<str>, DateTime<Utc>>,
 }
 
 impl State {
@@ -34,6 +36,7 @@ impl State {
             || self.runs.is_dirty()
             || self.groups.is_dirty()
             || self.memory_diff().is_some()
+            || self.fired_dirty
     }
 
     /// Forget what changed (a runtime without a store writes nothing).
@@ -42,6 +45,7 @@ impl State {
         self.runs.clear_dirty();
         self.groups.clear_dirty();
         self.memory_written = None;
+        self.fired_dirty = false;
     }
 
     /// The remembered resolutions' places written and now, if they differ.
@@ -78,6 +82,7 @@ impl State {
             }
         }
         self.memory_written = Some((self.memory_base, self.memory.len()));
+        self.fired_dirty = false;
         if self.is_empty() {
             batch.delete(Space::Subjects, layout::subject_key(&name));
             self.written.rest = None;
@@ -85,6 +90,7 @@ impl State {
             let rest = serde_json::to_vec(&Rest {
                 memory_base: self.memory_base,
                 wake: self.wake,
+                fired: self.fired.clone(),
             })?;
             if self.written.rest.as_ref() != Some(&rest) {
                 batch.put(Space::Subjects, layout::subject_key(&name), rest.clone());
@@ -143,6 +149,7 @@ impl State {
         state.memory_base = rest.memory_base;
         state.groups = Tracked::from_items(groups);
         state.wake = rest.wake;
+        state.fired = rest.fired;
         state.slot_epoch = Some(epoch);
         Ok(Some(state))
     }

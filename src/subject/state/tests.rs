@@ -24,6 +24,7 @@ use crate::subject::reply::Answer;
 use crate::supervisor::{Timer, TimerKey, TimerKeys};
 use crate::target::{Target, Targets};
 
+mod fires;
 mod recovery;
 mod rules;
 mod visits;
