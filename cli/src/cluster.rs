@@ -192,8 +192,7 @@ pub async fn run(config: &ClusterConfig) -> Result<ClusterReport, String> {
         return Err("the fault restart-database needs --restart-database COMMAND".into());
     }
     let began = Instant::now();
-    std::fs::create_dir_all(&config.dir)
-        .map_err(|e| format!("{}: {e}", config.dir.display()))?;
+    std::fs::create_dir_all(&config.dir).map_err(|e| format!("{}: {e}", config.dir.display()))?;
     let targets = config.dir.join("targets.json");
     std::fs::write(&targets, client::targets().to_string())
         .map_err(|e| format!("{}: {e}", targets.display()))?;
@@ -380,7 +379,10 @@ async fn finish(
     ledger: &mut Ledger,
     subjects: usize,
     problems: &mut Vec<String>,
-) -> (BTreeMap<usize, HashMap<String, Listed>>, HashMap<String, Final>) {
+) -> (
+    BTreeMap<usize, HashMap<String, Listed>>,
+    HashMap<String, Final>,
+) {
     let deadline = tokio::time::Instant::now() + FINISH_TIMEOUT;
     let nodes = client.nodes.len();
     let pending: Vec<(String, usize, String)> = ledger
@@ -440,7 +442,10 @@ async fn finish(
             let mut tries = 0usize;
             loop {
                 tries += 1;
-                match client.record((k + tries) % nodes, &run, Duration::from_secs(2)).await {
+                match client
+                    .record((k + tries) % nodes, &run, Duration::from_secs(2))
+                    .await
+                {
                     Ok(record) if record.status != parkway::RunStatus::Running => {
                         let fin = Final {
                             status: record.status.as_str().to_owned(),

@@ -106,15 +106,16 @@ impl Client {
             .post(url)
             .json(&json!({"subject": self::subject(subject)}));
         let (answer, body) = self.send(request).await;
-        let parked = match (&answer, body) {
-            (Answer::Acked, Some(body)) => serde_json::from_value::<RunRecord>(body)
-                .ok()
-                .and_then(|record| {
-                    let ask = record.asks.as_ref()?.first()?.id.clone();
-                    Some((record.run_id, ask))
-                }),
-            _ => None,
-        };
+        let parked =
+            match (&answer, body) {
+                (Answer::Acked, Some(body)) => serde_json::from_value::<RunRecord>(body)
+                    .ok()
+                    .and_then(|record| {
+                        let ask = record.asks.as_ref()?.first()?.id.clone();
+                        Some((record.run_id, ask))
+                    }),
+                _ => None,
+            };
         Started { answer, parked }
     }
 

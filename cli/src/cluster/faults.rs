@@ -78,9 +78,8 @@ impl Schedule {
             return done;
         }
         let mut rng = SmallRng::seed_from_u64(self.seed.wrapping_mul(0x5851_F42D_4C95_7F2D));
-        let leases = |rng: &mut SmallRng, from: f64, to: f64| {
-            self.lease.mul_f64(rng.random_range(from..to))
-        };
+        let leases =
+            |rng: &mut SmallRng, from: f64, to: f64| self.lease.mul_f64(rng.random_range(from..to));
         loop {
             let pause = leases(&mut rng, 1.0, 3.0);
             if tokio::time::Instant::now() + pause >= until {
@@ -90,7 +89,8 @@ impl Schedule {
             tokio::time::sleep(pause).await;
             let fault = self.faults[rng.random_range(0..self.faults.len())];
             let mut all = nodes.lock().await;
-            done.problems.extend(ended(&mut all, &self.setup, &client).await);
+            done.problems
+                .extend(ended(&mut all, &self.setup, &client).await);
             let index = rng.random_range(0..all.len());
             let at = began.elapsed().as_secs_f64();
             let node = &mut all[index];

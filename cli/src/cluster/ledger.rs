@@ -54,7 +54,6 @@ impl Ask {
     pub(crate) fn acked(&self) -> Option<&Attempt> {
         self.attempts.iter().find(|a| a.answer == Answer::Acked)
     }
-
 }
 
 /// Everything the client was told.
@@ -173,10 +172,8 @@ pub(crate) fn account(
             _ => {}
         }
         let Some(record) = finals.get(&ask.run) else {
-            out.violations.push(format!(
-                "run {} (ask {id}) has no final record",
-                ask.run
-            ));
+            out.violations
+                .push(format!("run {} (ask {id}) has no final record", ask.run));
             continue;
         };
         if record.status != "succeeded" {

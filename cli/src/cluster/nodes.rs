@@ -85,7 +85,10 @@ impl Node {
             .arg("serve")
             .args(["--postgres", &self.database])
             .args(["--node", &self.name])
-            .args(["--lease", &humantime::format_duration(setup.lease).to_string()])
+            .args([
+                "--lease",
+                &humantime::format_duration(setup.lease).to_string(),
+            ])
             .args(["--listen", &self.listen])
             .arg("--targets")
             .arg(&setup.targets)

@@ -52,8 +52,19 @@ fn every_way_an_ask_ends_balances() {
     let ledger = ledger(&[
         ("a", 0, vec![attempt("p-1", Answer::Acked)]),
         ("b", 0, vec![attempt("p-2", unknown())]),
-        ("c", 1, vec![attempt("p-3", unknown()), attempt("end-1", Answer::Acked)]),
-        ("d", 1, vec![attempt("p-4", Answer::Refused("404".into())), attempt("p-5", unknown())]),
+        (
+            "c",
+            1,
+            vec![attempt("p-3", unknown()), attempt("end-1", Answer::Acked)],
+        ),
+        (
+            "d",
+            1,
+            vec![
+                attempt("p-4", Answer::Refused("404".into())),
+                attempt("p-5", unknown()),
+            ],
+        ),
     ]);
     let finals = HashMap::from([
         finished("a", "p-1"),
@@ -85,7 +96,11 @@ fn a_lost_a_doubled_and_a_wrong_resolution_show() {
     let ledger = ledger(&[
         ("lost", 0, vec![attempt("p-1", Answer::Acked)]),
         ("twice", 0, vec![attempt("p-2", Answer::Acked)]),
-        ("wrong", 0, vec![attempt("p-3", Answer::Refused("503 not_owner".into()))]),
+        (
+            "wrong",
+            0,
+            vec![attempt("p-3", Answer::Refused("503 not_owner".into()))],
+        ),
         ("open", 0, vec![attempt("p-4", Answer::Acked)]),
     ]);
     let mut twice = finished("twice", "p-2");
@@ -155,7 +170,11 @@ fn entries_no_start_names_are_allowed_only_for_lost_starts() {
     let a = ledger::account(&ledger, &listed, &HashMap::new());
     assert_eq!(a.unnamed_entries, 1);
     assert_eq!(a.violations.len(), 1, "{:?}", a.violations);
-    assert!(a.violations[0].starts_with("subject 1"), "{:?}", a.violations);
+    assert!(
+        a.violations[0].starts_with("subject 1"),
+        "{:?}",
+        a.violations
+    );
 }
 
 fn written(seq: i64, slot: i32, epoch: i64, node: i32, node_epoch: i64) -> Written {
@@ -199,7 +218,8 @@ fn the_audit_finds_an_epoch_going_back_and_a_term_written_twice() {
 
 #[test]
 fn the_database_url_is_sent_through_a_proxy_whole() {
-    let db = Database::new("postgres://postgres:secret@db.example:5433/app?options=-c%20x").unwrap();
+    let db =
+        Database::new("postgres://postgres:secret@db.example:5433/app?options=-c%20x").unwrap();
     assert_eq!(db.upstream, "db.example:5433");
     assert_eq!(
         db.through(4000),
