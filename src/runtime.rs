@@ -619,6 +619,16 @@ impl Builder {
             hub.services
                 .keys
                 .raise(u64::from(owners.node) << crate::store::owners::NODE_SHIFT);
+            // The ceilings are the cluster's: the leases publish this node's counts and
+            // read the others'.
+            let counted = Arc::downgrade(&hub);
+            owners.counted.count_with(Box::new(move || {
+                counted.upgrade().map_or((0, 0), |hub| {
+                    let (caller, user, _) = hub.services.caps.totals();
+                    (caller, user)
+                })
+            }));
+            let _ = hub.services.cluster.set(Arc::clone(&owners.counted));
         }
         let (rounds, requests) = mpsc::unbounded_channel();
         let kick = Arc::clone(&wake);

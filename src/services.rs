@@ -247,6 +247,8 @@ pub(crate) struct Services {
     pub(crate) damage: crate::health::Damage,
     /// The durable path's stages, when measured (`Builder::measure_stages`).
     pub(crate) stages: Option<Arc<dyn crate::StageSink>>,
+    /// On a database nodes share, what the other nodes hold under the ceilings.
+    pub(crate) cluster: std::sync::OnceLock<Arc<crate::store::owners::Counted>>,
 }
 
 impl Services {
@@ -275,6 +277,7 @@ impl Services {
             store: None,
             damage: crate::health::Damage::default(),
             stages: None,
+            cluster: std::sync::OnceLock::new(),
         }
     }
 
@@ -345,8 +348,20 @@ impl Services {
         );
     }
 
+    /// What this node admits of a ceiling of `limit`: all of it alone; on a database
+    /// nodes share, its share by the slots it owns, and no more than the other nodes
+    /// left of it as last read (`docs/postgres.md`, "Ceilings across nodes").
+    fn node_limit(&self, to: To, limit: usize) -> usize {
+        let Some(cluster) = self.cluster.get() else {
+            return limit;
+        };
+        let owned = usize::from(crate::slot::Slot::COUNT).saturating_sub(self.away.count());
+        crate::store::owners::share_of(limit, owned).min(limit.saturating_sub(cluster.others(to)))
+    }
+
     /// Admit one ask of `to` on `subject` under its ceiling, atomically; refused at the
-    /// cap. The admission is given back unless it is handed on.
+    /// cap (on a database nodes share, at this node's part of it). The admission is
+    /// given back unless it is handed on.
     pub(crate) fn admit(
         &self,
         subject: &str,
@@ -359,6 +374,7 @@ impl Services {
             ),
             To::User => (self.settings.max_concurrent, settings::MAX_CONCURRENT),
         };
+        let limit = self.node_limit(to, limit);
         if let Some(admitted) = self.caps.admit(crate::slot::Slot::of(subject), to, limit) {
             Ok(admitted)
         } else {

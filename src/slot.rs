@@ -148,6 +148,11 @@ impl Away {
         taken
     }
 
+    /// How many slots are away.
+    pub(crate) fn count(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
     /// Whether any slot is away.
     pub(crate) fn any(&self) -> bool {
         self.count.load(Ordering::Acquire) > 0

@@ -455,3 +455,82 @@ async fn until_async<F: std::future::Future<Output = bool>>(done: impl Fn() -> F
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The ceilings are the cluster's: a node that admitted up to the ceiling while it held
+/// every slot keeps what it holds, and a node that joins admits nothing of that ceiling
+/// until the first's asks end, once it has read what the first holds (each node
+/// publishes its counts at each round of its leases and reads the others').
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ceiling_holds_across_nodes() {
+    let url = database().await;
+    let lease = Duration::from_secs(1);
+    let capped = |name: &'static str| {
+        let url = url.clone();
+        async move {
+            let steps = Arc::new(AtomicUsize::new(0));
+            let mut settings = parkway::Settings::default();
+            settings.max_concurrent_caller = 4;
+            common::with_deploy(Builder::default(), &ManualClock::default(), &steps)
+                .settings(settings)
+                .ids(parkway::Ids::random(rand::random()))
+                .postgres(&url)
+                .node(name)
+                .lease(lease)
+                .build()
+                .await
+                .expect("the node opens the database")
+        }
+    };
+    let a = capped("a").await;
+    // The lowest slots stay the first node's when another joins.
+    for slot in 0..4 {
+        let parked = a.run(Start::new(subject_in(slot), "deploy")).await.unwrap();
+        assert_eq!(parked.status, RunStatus::Parked);
+    }
+    let refused = refusal(a.run(Start::new(subject_in(4), "deploy")).await);
+    assert!(refused.contains("limit is 4"), "{refused}");
+
+    let b = capped("b").await;
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("the test server answers");
+    tokio::spawn(connection);
+    let seen = |name: &'static str| {
+        let client = &client;
+        async move {
+            client
+                .query_one(
+                    "SELECT h.caller, extract(epoch FROM h.seen_at)::float8 FROM parkway_holds AS h \
+                     JOIN parkway_nodes AS n ON n.node = h.node WHERE n.name = $1",
+                    &[&name],
+                )
+                .await
+                .map(|row| (row.get::<_, i64>(0), row.get::<_, f64>(1)))
+                .expect("reads the node's row")
+        }
+    };
+    // Once a has published its four, two rounds of b later b has read them.
+    until_async(|| async { seen("a").await.0 == 4 }).await;
+    let published = seen("a").await.1;
+    until_async(|| async { seen("b").await.1 > published }).await;
+    let once = seen("b").await.1;
+    until_async(|| async { seen("b").await.1 > once }).await;
+
+    let high = subject_in(1023);
+    assert!(served(&b, &high).await.is_empty());
+    let refused = refusal(b.run(Start::new(&high, "deploy")).await);
+    assert!(
+        refused.contains("limit is 0"),
+        "b admits nothing of the ceiling a holds: {refused}"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Why a start did not park: its error, or its run's.
+fn refusal(started: Result<parkway::RunRecord, parkway::StartError>) -> String {
+    match started {
+        Ok(record) => format!("{:?}: {}", record.status, record.error.unwrap_or_default()),
+        Err(error) => error.to_string(),
+    }
+}

@@ -3,11 +3,15 @@
 //!
 //! Every other engine owns every slot for as long as it is open and tells nothing.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use crate::entry::To;
 use crate::slot::Slot;
+use crate::sync::lock;
 
 /// Where a node's number starts in the sequence numbers of its timer keys: the low 44
 /// bits are the node's own counter.
@@ -37,6 +41,69 @@ pub(crate) struct Owners {
     pub(crate) owned: Vec<Slot>,
     /// Every change since, in the order they were made.
     pub(crate) changes: UnboundedReceiver<Change>,
+    /// What this node and the others hold under the ceilings.
+    pub(crate) counted: Arc<Counted>,
+}
+
+/// Counts behind the ceilings across nodes (`docs/postgres.md`, "Ceilings across
+/// nodes"): this node's, which each round of the leases publishes, and the other live
+/// nodes', as the last round read them.
+#[derive(Default)]
+pub(crate) struct Counted {
+    /// Reads this node's caller asks and open user asks (the runtime's totals).
+    source: Mutex<Option<Counter>>,
+    /// The other live nodes' caller asks and open user asks.
+    others: [AtomicUsize; 2],
+}
+
+/// What reads a node's caller asks and open user asks.
+type Counter = Box<dyn Fn() -> (usize, usize) + Send + Sync>;
+
+impl std::fmt::Debug for Counted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counted")
+            .field("others", &self.others)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Counted {
+    /// Read this node's counts with `counter` from now on.
+    pub(crate) fn count_with(&self, counter: Counter) {
+        *lock(&self.source) = Some(counter);
+    }
+
+    /// This node's caller asks and open user asks, as published.
+    pub(crate) fn mine(&self) -> (i64, i64) {
+        let counted = lock(&self.source).as_ref().map_or((0, 0), |count| count());
+        let wide = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        (wide(counted.0), wide(counted.1))
+    }
+
+    /// The other live nodes' counts, as read.
+    pub(crate) fn set_others(&self, caller: i64, user: i64) {
+        let narrow = |n: i64| usize::try_from(n).unwrap_or(0);
+        self.others[0].store(narrow(caller), Ordering::Release);
+        self.others[1].store(narrow(user), Ordering::Release);
+    }
+
+    /// What the other live nodes hold of `to`, as last read.
+    pub(crate) fn others(&self, to: To) -> usize {
+        let i = match to {
+            To::Caller => 0,
+            To::User => 1,
+        };
+        self.others[i].load(Ordering::Acquire)
+    }
+}
+
+/// The part of a ceiling of `limit` a node owning `owned` of the slots admits on its
+/// own: that fraction of it, rounded up, so the nodes' parts sum to at most the ceiling
+/// plus one less than the nodes.
+pub(crate) fn share_of(limit: usize, owned: usize) -> usize {
+    let count = u128::from(Slot::COUNT);
+    let share = (limit as u128 * owned as u128).div_ceil(count);
+    usize::try_from(share).unwrap_or(usize::MAX)
 }
 
 /// How a node holds its slots: its name and the length of a lease.
@@ -105,5 +172,22 @@ impl Default for Leasing {
             address: None,
             audit: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share_of;
+
+    /// A node's share of a ceiling is its slots' part of it, rounded up: the nodes'
+    /// shares sum to at most the ceiling plus one less than the nodes.
+    #[test]
+    fn shares_of_a_ceiling_round_up_and_do_not_overflow() {
+        assert_eq!(share_of(10, 1024), 10);
+        assert_eq!(share_of(10, 512), 5);
+        assert_eq!(share_of(10, 342) + share_of(10, 341) * 2, 12);
+        assert_eq!(share_of(10, 0), 0);
+        assert_eq!(share_of(0, 1024), 0);
+        assert_eq!(share_of(usize::MAX, 1024), usize::MAX);
     }
 }

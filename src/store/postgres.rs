@@ -94,7 +94,8 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE parkway_holder;
     DROP TABLE parkway_fence;",
     // The write audit (`Leasing::audit`): a row per slot of each group commit sent, in
-    // the order the statements took their locks.
+    // the order the statements took their locks; and what each node holds under the
+    // ceilings, published at each round.
     "CREATE TABLE parkway_audit (
         seq bigserial PRIMARY KEY,
         slot int4 NOT NULL,
@@ -103,7 +104,10 @@ const MIGRATIONS: &[&str] = &[
         node_epoch int8 NOT NULL,
         applied bool NOT NULL,
         at timestamptz NOT NULL DEFAULT now()
-    );",
+    );
+    ALTER TABLE parkway_holds
+        ADD COLUMN caller int8 NOT NULL DEFAULT 0,
+        ADD COLUMN user_asks int8 NOT NULL DEFAULT 0;",
 ];
 
 /// Connections kept open for reads and the writer.

@@ -34,7 +34,7 @@ use tokio_postgres::error::SqlState;
 
 use super::{describe, query};
 use crate::slot::Slot;
-use crate::store::owners::{Change, Leasing, Owners};
+use crate::store::owners::{Change, Counted, Leasing, Owners};
 use crate::sync::lock;
 
 /// How many slots a node hands over in one round, at most, when it holds more than its
@@ -68,10 +68,16 @@ const OWNERS: &str = "SELECT s.slot, h.address FROM parkway_slots AS s
     WHERE s.lease_end > now() AND s.owner <> $1 AND h.address IS NOT NULL";
 
 /// Notes the node as seen now, if its epoch is still this process's.
-const SEEN: &str = "UPDATE parkway_holds SET seen_at = now() WHERE node = $1 AND epoch = $2";
+/// With what it holds under the ceilings (`$3`, `$4`).
+const SEEN: &str = "UPDATE parkway_holds SET seen_at = now(), caller = $3, user_asks = $4
+    WHERE node = $1 AND epoch = $2";
 
-/// How many nodes were seen within a lease.
-const LIVE: &str = "SELECT count(*) FROM parkway_holds
+/// How many nodes were seen within a lease, and what the others (not `$2`) among them
+/// hold under the ceilings.
+const LIVE: &str = "SELECT count(*),
+        coalesce(sum(caller) FILTER (WHERE node <> $2), 0)::int8,
+        coalesce(sum(user_asks) FILTER (WHERE node <> $2), 0)::int8
+    FROM parkway_holds
     WHERE seen_at > now() - $1::int8 * interval '1 millisecond'";
 
 /// Renews the leases of the slots listed (with the epochs they were taken at) that this
@@ -161,6 +167,8 @@ pub(crate) struct Leases {
     pub(crate) wake: tokio::sync::Notify,
     /// Set at the close: no round takes anything more.
     stopped: AtomicBool,
+    /// What this node and the others hold under the ceilings.
+    counted: Arc<Counted>,
 }
 
 impl Leases {
@@ -194,6 +202,7 @@ impl Leases {
             receiver: Mutex::new(None),
             wake: tokio::sync::Notify::new(),
             stopped: AtomicBool::new(false),
+            counted: Arc::default(),
         };
         leases
             .round(pool)
@@ -231,6 +240,7 @@ impl Leases {
             node: self.node.unsigned_abs(),
             owned,
             changes,
+            counted: Arc::clone(&self.counted),
         })
     }
 
@@ -329,7 +339,8 @@ impl Leases {
         let until = sent + self.lease * 2 / 3;
         let lease_ms = i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX);
         let cause = |f: super::Failure| f.cause;
-        query(pool, SEEN, &[&self.node, &self.epoch])
+        let (caller, user) = self.counted.mine();
+        query(pool, SEEN, &[&self.node, &self.epoch, &caller, &user])
             .await
             .map_err(cause)?;
         let (slots, epochs): (Vec<i32>, Vec<i64>) = lock(&self.held)
@@ -378,11 +389,12 @@ impl Leases {
             })
             .collect();
         *lock(&self.elsewhere) = elsewhere;
-        let live: i64 = query(pool, LIVE, &[&lease_ms])
+        let (live, others): (i64, (i64, i64)) = query(pool, LIVE, &[&lease_ms, &self.node])
             .await
             .map_err(cause)?
             .first()
-            .map_or(1, |row| row.get(0));
+            .map_or((1, (0, 0)), |row| (row.get(0), (row.get(1), row.get(2))));
+        self.counted.set_others(others.0, others.1);
         let count = i64::from(Slot::COUNT);
         let share = usize::try_from((count + live.max(1) - 1) / live.max(1)).unwrap_or(usize::MAX);
         let holding = lock(&self.held).len();

@@ -5,6 +5,7 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::entry::To;
 use crate::slot::Slot;
 use crate::store::layout::slot_prefix;
 use crate::store::owners::{Change, Leasing, Owners};
@@ -197,6 +198,32 @@ fn a_slot_no_longer_served_here_is_given_up_then_taken_again() {
     assert_eq!(changes(&mut owners), vec![Change::Gained(vec![slot])]);
     assert_eq!(epoch(&url), before + 1);
     write(&a, slot, "x").expect("served again");
+}
+
+/// Each round publishes what the node holds under the ceilings and reads what the other
+/// live nodes hold; a node that left is not counted.
+#[test]
+fn nodes_publish_their_counts_and_read_the_others() {
+    let url = test_database();
+    let a = node(&url, "a");
+    let b = node(&url, "b");
+    let (a_owners, b_owners) = (a.owners().unwrap(), b.owners().unwrap());
+    a_owners.counted.count_with(Box::new(|| (7, 2)));
+    b_owners.counted.count_with(Box::new(|| (1, 0)));
+    a.lease_round().unwrap();
+    b.lease_round().unwrap();
+    assert_eq!(
+        (
+            b_owners.counted.others(To::Caller),
+            b_owners.counted.others(To::User)
+        ),
+        (7, 2)
+    );
+    a.lease_round().unwrap();
+    assert_eq!(a_owners.counted.others(To::Caller), 1);
+    a.close();
+    b.lease_round().unwrap();
+    assert_eq!(b_owners.counted.others(To::Caller), 0, "a left");
 }
 
 /// A lease another node took (the slot's epoch moved on under another owner) is lost at
