@@ -200,6 +200,44 @@ fn a_slot_no_longer_served_here_is_given_up_then_taken_again() {
     write(&a, slot, "x").expect("served again");
 }
 
+/// The connection that holds a node for its process is held again when it ends (as a
+/// restart of the database ends it): a second process of the node is still refused.
+#[test]
+fn a_node_is_held_again_when_its_holding_connection_ends() {
+    let url = test_database();
+    let a = node(&url, "a");
+    let holder = || {
+        test_sql(
+            &url,
+            "SELECT pid FROM pg_locks WHERE relation = 'parkway_nodes'::regclass \
+             AND mode = 'RowShareLock' AND granted",
+        )
+    };
+    let first = holder();
+    assert_eq!(first.len(), 1, "{first:?}");
+    test_sql(&url, &format!("SELECT pg_terminate_backend({})", first[0]));
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let now = holder();
+        if now.len() == 1 && now != first {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not held again: {now:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = Store::open_postgres_as(&url, &leasing("a"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("node a is held by another parkway process"),
+        "{text}"
+    );
+    write(&a, Slot::numbered(3).unwrap(), "x").expect("a goes on");
+}
+
 /// Each round publishes what the node holds under the ceilings and reads what the other
 /// live nodes hold; a node that left is not counted.
 #[test]
