@@ -113,6 +113,12 @@ const MIGRATIONS: &[&str] = &[
 /// Connections kept open for reads and the writer.
 const POOL_SIZE: usize = 8;
 
+/// Connections of the leases' own: a renewal never waits behind reads and group commits
+/// for a connection (a storm of expiries on 1M parks kept all eight busy, and the
+/// renewals missed their third of a lease, so the nodes gave their slots up and took
+/// them again without end).
+const LEASE_POOL_SIZE: usize = 2;
+
 /// How long a connection may take to open when the URL does not say
 /// (`connect_timeout`): a database that does not answer is refused, not waited on.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -240,6 +246,8 @@ pub(super) struct Postgres {
     holder: Mutex<Option<Arc<leases::Hold>>>,
     /// The node's hold and the slots it owns.
     leases: Arc<Leases>,
+    /// The leases' own connections.
+    lease_pool: Pool,
     /// Whether each group commit adds its rows to `parkway_audit` ([`Leasing::audit`]).
     audit: bool,
 }
@@ -284,22 +292,26 @@ impl Postgres {
             .enable_all()
             .build()
             .map_err(|err| refused(format!("cannot start its connections' threads: {err}")))?;
-        let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .wait_timeout(Some(POOL_WAIT))
-            .build()
-            .map_err(|err| refused(err.to_string()))?;
+        let pooled = |size: usize| {
+            let manager = Manager::from_config(
+                config.clone(),
+                NoTls,
+                ManagerConfig {
+                    recycling_method: RecyclingMethod::Fast,
+                },
+            );
+            Pool::builder(manager)
+                .max_size(size)
+                .runtime(deadpool_postgres::Runtime::Tokio1)
+                .wait_timeout(Some(POOL_WAIT))
+                .build()
+                .map_err(|err| refused(err.to_string()))
+        };
+        let pool = pooled(POOL_SIZE)?;
+        let lease_pool = pooled(LEASE_POOL_SIZE)?;
         let handle = runtime.handle().clone();
         let audit = leasing.audit;
-        let (opening, leasing) = (pool.clone(), leasing.clone());
+        let (opening, leasing) = (lease_pool.clone(), leasing.clone());
         let opened = wait_on(&handle, async move {
             migrate(&opening).await?;
             Leases::open(&opening, &config, &leasing).await
@@ -314,7 +326,7 @@ impl Postgres {
             }
         };
         let leases = Arc::new(leases);
-        handle.spawn(Arc::clone(&leases).keep(pool.clone()));
+        handle.spawn(Arc::clone(&leases).keep(lease_pool.clone()));
         let engine = Postgres {
             handle,
             runtime: Mutex::new(Some(runtime)),
@@ -322,6 +334,7 @@ impl Postgres {
             closed: AtomicBool::new(false),
             holder: Mutex::new(Some(holder)),
             leases,
+            lease_pool,
             audit,
         };
         engine.check_version(&database)?;
@@ -539,7 +552,7 @@ impl Engine for Postgres {
     }
 
     fn release(&self, slot: Slot) -> Result<(), String> {
-        let (pool, leases) = (self.pool.clone(), Arc::clone(&self.leases));
+        let (pool, leases) = (self.lease_pool.clone(), Arc::clone(&self.leases));
         self.run(async move { leases.release(&pool, slot).await })?
     }
 
@@ -549,7 +562,7 @@ impl Engine for Postgres {
 
     #[cfg(test)]
     fn lease_round(&self) -> Result<(), String> {
-        let (pool, leases) = (self.pool.clone(), Arc::clone(&self.leases));
+        let (pool, leases) = (self.lease_pool.clone(), Arc::clone(&self.leases));
         self.run(async move {
             leases.round(&pool).await?;
             leases.expire();
@@ -568,7 +581,7 @@ impl Engine for Postgres {
         let holder = lock(&self.holder).take();
         if let Some(holder) = holder {
             // The slots first, so other nodes take them at once; then the node.
-            let (pool, leases) = (self.pool.clone(), Arc::clone(&self.leases));
+            let (pool, leases) = (self.lease_pool.clone(), Arc::clone(&self.leases));
             let _ = self.run(async move {
                 let _ = tokio::time::timeout(RELEASE_WAIT, leases.leave(&pool)).await;
             });
@@ -578,6 +591,7 @@ impl Engine for Postgres {
         }
         self.closed.store(true, Ordering::Release);
         self.pool.close();
+        self.lease_pool.close();
         if let Some(runtime) = lock(&self.runtime).take() {
             runtime.shutdown_background();
         }
