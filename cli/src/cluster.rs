@@ -95,6 +95,8 @@ pub struct ClusterReport {
     pub seconds: f64,
     /// Requests by kind and how they ended.
     pub requests: BTreeMap<String, u64>,
+    /// The first answer of each way a request was not acknowledged, in full.
+    pub first_answers: BTreeMap<String, String>,
     /// The faults, in order, each with its node and when it began (seconds from the
     /// start of the load).
     pub faults: Vec<String>,
@@ -138,6 +140,10 @@ impl std::fmt::Display for ClusterReport {
                 .collect::<Vec<_>>()
                 .join(", ")
         )?;
+        for (kind, first) in &self.first_answers {
+            let first: String = first.chars().take(200).collect();
+            writeln!(f, "    first {kind}: {first}")?;
+        }
         writeln!(
             f,
             "  asks acknowledged: {} (resolved by an acknowledged resume {}, by one whose answer was lost {}, open at the end and resolved then {}); entries from starts whose answer was lost: {}; outcomes delivered and left waiting as well: {}",
@@ -275,6 +281,7 @@ pub async fn run(config: &ClusterConfig) -> Result<ClusterReport, String> {
         seed: config.seed,
         seconds: began.elapsed().as_secs_f64(),
         requests: ledger.counts,
+        first_answers: ledger.first,
         faults: done.happened,
         account,
         audit,

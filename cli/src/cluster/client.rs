@@ -79,21 +79,23 @@ impl Client {
         };
         let status = response.status();
         let body: Option<Value> = response.json().await.ok();
-        let kind = body
-            .as_ref()
-            .and_then(|b| b.pointer("/error/kind").or_else(|| b.get("kind")))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
+        let field = |name: &str| {
+            body.as_ref()
+                .and_then(|b| b.pointer(&format!("/error/{name}")))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        let (kind, message) = (field("kind"), field("message"));
         let answer = if status.is_success() {
             Answer::Acked
         } else if status.is_client_error()
             // `docs/http.md`: a subject whose slot is moving is refused, nothing changed.
             || (status == StatusCode::SERVICE_UNAVAILABLE && kind == "not_owner")
         {
-            Answer::Refused(format!("{status} {kind}"))
+            Answer::Refused(format!("{status} {kind}: {message}"))
         } else {
-            Answer::Unknown(format!("{status} {kind}"))
+            Answer::Unknown(format!("{status} {kind}: {message}"))
         };
         (answer, body)
     }

@@ -65,6 +65,8 @@ pub(crate) struct Ledger {
     pub(crate) unknown_starts: HashMap<usize, u64>,
     /// Requests by kind and how they ended: `start acked`, `resume unknown`, …
     pub(crate) counts: BTreeMap<String, u64>,
+    /// The first answer of each way a request was not acknowledged, in full.
+    pub(crate) first: BTreeMap<String, String>,
     /// What was found wrong while the load ran (a second acknowledged resume of one ask).
     pub(crate) violations: Vec<String>,
 }
@@ -73,11 +75,14 @@ impl Ledger {
     /// Count a request of `kind` that ended as `answer`, by how and (when not
     /// acknowledged) why: `start refused (503 not_owner)`, `resume unknown (no answer)`.
     pub(crate) fn count(&mut self, kind: &str, answer: &Answer) {
-        let key = match answer {
-            Answer::Acked => format!("{kind} acked"),
-            Answer::Refused(why) => format!("{kind} refused ({})", short(why)),
-            Answer::Unknown(why) => format!("{kind} unknown ({})", short(why)),
+        let (key, why) = match answer {
+            Answer::Acked => (format!("{kind} acked"), None),
+            Answer::Refused(why) => (format!("{kind} refused ({})", short(why)), Some(why)),
+            Answer::Unknown(why) => (format!("{kind} unknown ({})", short(why)), Some(why)),
         };
+        if let Some(why) = why {
+            self.first.entry(key.clone()).or_insert_with(|| why.clone());
+        }
         *self.counts.entry(key).or_default() += 1;
     }
 
