@@ -360,7 +360,10 @@ async fn drive(
         sent += 1;
         let payload = format!("p-{task}-{sent}");
         let answer = client.resume(node, subject, &ask, &payload).await;
-        let refused_unknown = matches!(&answer, Answer::Refused(why) if why.starts_with("404"));
+        // Refused as unknown, or as an outcome already waiting: resolved by an earlier
+        // resume whose answer was lost.
+        let refused_unknown = matches!(&answer, Answer::Refused(why)
+            if why.starts_with("404") || why.contains("(status: finished)") || why.contains("(status: failed)"));
         let acked = answer == Answer::Acked;
         ledger
             .lock()
