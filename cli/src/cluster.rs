@@ -2,11 +2,11 @@
 //!
 //! [`run`] starts `nodes` `parkway serve` processes on one PostgreSQL database (a schema
 //! that holds no store yet), each reaching it through a TCP proxy of its own
-//! ([`proxy`]), and drives them over HTTP with a client that keeps a ledger of every
-//! request and its answer ([`ledger`]): runs started on a few dozen subjects, each asking
+//! (`proxy.rs`), and drives them over HTTP with a client that keeps a ledger of every
+//! request and its answer (`ledger.rs`): runs started on a few dozen subjects, each asking
 //! its caller once, and resumes of their asks, each with a payload of its own, sent
 //! through any node (a node that does not own the subject's slot sends the request on).
-//! Meanwhile a seeded schedule, one fault at a time ([`faults`]):
+//! Meanwhile a seeded schedule, one fault at a time (`faults.rs`):
 //!
 //! - kills a node with `SIGKILL` and starts it again after a while;
 //! - freezes one with `SIGSTOP` past its lease, then thaws it;
