@@ -438,6 +438,19 @@ impl Postgres {
     }
 }
 
+impl Postgres {
+    /// Stop keeping the leases after a failure that stopped the store: every slot is
+    /// given back (if the node's epoch is still this process's) and none taken again.
+    fn stop_leasing(&self) {
+        if self.leases.is_stopped() {
+            return;
+        }
+        tracing::error!(node = %self.leases.name(), "the store stopped: the node gives its slots back to the other nodes and takes none");
+        let (pool, leases) = (self.lease_pool.clone(), Arc::clone(&self.leases));
+        self.handle.spawn(async move { leases.leave(&pool).await });
+    }
+}
+
 impl Engine for Postgres {
     /// Sends the group as one statement, which commits it (durable at once: the sync
     /// has nothing left to do), or refuses it whole for the slots this node does not
@@ -516,11 +529,17 @@ impl Engine for Postgres {
             .await;
             (batches, sent)
         });
-        let (batches, sent) = answer.map_err(WriteFailure::Failed)?;
+        // A failed group commit stops the store: the node gives its slots back at once,
+        // so the other nodes serve them rather than wait for a node that serves none.
+        let failed = |cause: String| {
+            self.stop_leasing();
+            WriteFailure::Failed(cause)
+        };
+        let (batches, sent) = answer.map_err(failed)?;
         *group = batches;
-        let (found, refused) = sent.map_err(WriteFailure::Failed)?;
+        let (found, refused) = sent.map_err(failed)?;
         if found != Some(epoch) {
-            return Err(WriteFailure::Failed(format!(
+            return Err(failed(format!(
                 "another process took node {} over (its epoch is {}, this process's was \
                  {epoch}): nothing more is written from this one",
                 self.leases.name(),

@@ -469,7 +469,13 @@ impl Leases {
         Ok(())
     }
 
-    /// Gives back every slot the node holds, at the close: no round takes any again.
+    /// Whether the leases are no longer kept (the store closed or stopped).
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// Gives back every slot the node holds, at the close or once the store stopped: no
+    /// round takes any again.
     pub(crate) async fn leave(&self, pool: &Pool) {
         self.stopped.store(true, Ordering::Release);
         lock(&self.held).clear();

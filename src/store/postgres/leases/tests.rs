@@ -238,6 +238,59 @@ fn a_node_is_held_again_when_its_holding_connection_ends() {
     write(&a, Slot::numbered(3).unwrap(), "x").expect("a goes on");
 }
 
+/// A group commit that fails for the database's own reasons stops the store, and the
+/// node gives every slot back at once and takes none again, so the other nodes serve
+/// them (a node whose store had stopped kept taking slots it could not serve, and a
+/// third of a cluster's subjects were refused for good).
+#[test]
+fn a_failed_group_commit_gives_the_slots_back() {
+    let url = test_database();
+    let a = node(&url, "a");
+    let b = node(&url, "b");
+    let slot = a.owners().unwrap().owned[0];
+    // Every statement of a's connections fails from now on for the row it writes.
+    test_sql(
+        &url,
+        "ALTER TABLE parkway_kv ADD CONSTRAINT no_more CHECK (value <> 'y')",
+    );
+    let mut key = slot_prefix(slot).to_vec();
+    key.extend_from_slice(b"y");
+    let mut batch = Batch::of_slot(slot);
+    batch.put(Space::Subjects, key, b"y");
+    let (tx, rx) = mpsc::channel();
+    a.submit(
+        batch,
+        Box::new(move |result| {
+            let _ = tx.send(result.map(|_| ()));
+        }),
+    );
+    assert!(rx.recv_timeout(WAIT).expect("the ack arrives").is_err());
+    assert!(a.is_poisoned());
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let left = test_sql(
+            &url,
+            "SELECT count(*) FROM parkway_slots WHERE owner = \
+             (SELECT node FROM parkway_nodes WHERE name = 'a')",
+        );
+        if left[0] == "0" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a kept {left:?} slots"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    b.lease_round().unwrap();
+    let taken = test_sql(
+        &url,
+        "SELECT count(*) FROM parkway_slots WHERE owner = \
+         (SELECT node FROM parkway_nodes WHERE name = 'b')",
+    );
+    assert_ne!(taken[0], "0", "b takes what a gave back");
+}
+
 /// Each round publishes what the node holds under the ceilings and reads what the other
 /// live nodes hold; a node that left is not counted.
 #[test]
