@@ -564,10 +564,15 @@ async fn connect_and_lock(
         .await
         .map_err(|e| describe(&e))?;
     let (again, config, shown) = (Arc::downgrade(hold), config.clone(), name.to_string());
+    // Set once this connection holds the row: one that never did (its lock refused or
+    // failed) ends without a second attempt of its own, or every refused attempt would
+    // start another.
+    let holding = Arc::new(AtomicBool::new(false));
+    let held = Arc::clone(&holding);
     tokio::spawn(async move {
         let ended = connection.await;
         let Some(hold) = again.upgrade() else { return };
-        if hold.released.load(Ordering::Acquire) {
+        if hold.released.load(Ordering::Acquire) || !held.load(Ordering::Acquire) {
             return;
         }
         let why = match ended {
@@ -589,7 +594,10 @@ async fn connect_and_lock(
          SELECT node FROM parkway_nodes WHERE node = {node} FOR NO KEY UPDATE"
     );
     match client.batch_execute(&statement).await {
-        Ok(()) => Ok(client),
+        Ok(()) => {
+            holding.store(true, Ordering::Release);
+            Ok(client)
+        }
         Err(err) if err.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => Err(format!(
             "node {name} is held by another parkway process: each process sharing a \
              database is a node of its own name (`--node`)"
