@@ -4,9 +4,16 @@
 //! behind loses the oldest events and is told so by the channel (`Lagged`). Events are
 //! facts that already happened; nothing waits for a subscriber.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::entry::To;
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast;
+use tokio::sync::{Notify, broadcast};
+
+mod tail;
+
+pub(crate) use tail::follow;
 
 /// How an ask was resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -241,6 +248,19 @@ pub(crate) struct Events {
     tx: broadcast::Sender<Event>,
     /// The events of the durable log, as they are shown, with their numbers.
     logged: broadcast::Sender<Logged>,
+    /// On a log every node sharing the database writes: the logged events are shown by
+    /// the task that reads them back in order ([`follow`]), every node's, and a commit
+    /// here only wakes it.
+    shared: Arc<Shared>,
+}
+
+/// Whether the log is shared, and how the task that reads it back is woken.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    /// Set once, before the runtime serves.
+    on: AtomicBool,
+    /// Notified at each commit of this node's.
+    wake: Notify,
 }
 
 impl Events {
@@ -249,6 +269,27 @@ impl Events {
         Self {
             tx: broadcast::Sender::new(capacity),
             logged: broadcast::Sender::new(capacity),
+            shared: Arc::new(Shared::default()),
+        }
+    }
+
+    /// The logged events are every node's, read back from the log they share: this
+    /// node's commits are shown by [`follow`], which they wake, as the others' are.
+    pub(crate) fn share_log(&self) -> Arc<Shared> {
+        self.shared.on.store(true, Ordering::Release);
+        Arc::clone(&self.shared)
+    }
+
+    /// Whether anyone follows the logged events.
+    pub(crate) fn followed(&self) -> bool {
+        self.logged.receiver_count() > 0
+    }
+
+    /// Shows `logged`, read back from a shared log, to the subscribers of the logged
+    /// events.
+    pub(crate) fn show_logged(&self, logged: Logged) {
+        if self.followed() {
+            let _ = self.logged.send(logged);
         }
     }
 
@@ -259,7 +300,9 @@ impl Events {
 
     /// Publish `event`, number `seq` of the durable log.
     pub(crate) fn publish_logged(&self, seq: u64, event: Event) {
-        if self.logged.receiver_count() > 0 {
+        if self.shared.on.load(Ordering::Acquire) {
+            self.shared.wake.notify_one();
+        } else if self.logged.receiver_count() > 0 {
             let _ = self.logged.send(Logged {
                 seq,
                 event: event.clone(),

@@ -630,6 +630,16 @@ impl Builder {
             }));
             let _ = hub.services.cluster.set(Arc::clone(&owners.counted));
         }
+        // A log every node writes: the logged events shown are read back from it.
+        let tail = hub
+            .services
+            .store
+            .as_ref()
+            .filter(|store| store.shares_log())
+            .map(|_| {
+                let shared = hub.services.events.share_log();
+                tokio::spawn(crate::event::follow(Arc::downgrade(&hub), shared))
+            });
         let (rounds, requests) = mpsc::unbounded_channel();
         let kick = Arc::clone(&wake);
         let ticker = tokio::spawn(ticker::run(Arc::downgrade(&hub), wake, requests));
@@ -639,6 +649,7 @@ impl Builder {
                 rounds,
                 ticker: Mutex::new(Some(ticker)),
                 leases: Mutex::new(None),
+                tail: Mutex::new(tail),
                 supervisor: Mutex::new(Some(supervisor_task)),
                 shutdown: tokio::sync::OnceCell::new(),
             }),
@@ -678,6 +689,9 @@ struct Handle {
     /// The task that follows the changes of the slots this process owns, on a database
     /// nodes share.
     leases: Mutex<Option<JoinHandle<()>>>,
+    /// The task that reads back a log every node sharing the database writes, to show
+    /// its events (`crate::event::follow`).
+    tail: Mutex<Option<JoinHandle<()>>>,
     /// The supervisor actor's task, until a shutdown waits for it.
     supervisor: Mutex<Option<JoinHandle<()>>>,
     /// Set once a shutdown has waited for everything; later calls wait on the first.
@@ -695,6 +709,9 @@ impl Handle {
         if let Some(leases) = lock(&self.leases).as_ref() {
             leases.abort();
         }
+        if let Some(tail) = lock(&self.tail).as_ref() {
+            tail.abort();
+        }
         self.hub.registry.stop_all();
         self.hub.supervisor.stop(None);
     }
@@ -710,6 +727,10 @@ impl Handle {
         let leases = lock(&self.leases).take();
         if let Some(leases) = leases {
             let _ = leases.await;
+        }
+        let tail = lock(&self.tail).take();
+        if let Some(tail) = tail {
+            let _ = tail.await;
         }
         self.hub.registry.stopped().await;
         let supervisor = lock(&self.supervisor).take();
@@ -1433,7 +1454,8 @@ impl Runtime {
     /// Up to `limit` entries of the durable event log, from sequence number `from` on
     /// (numbers start at 1 and have no gaps; the log keeps the last 100,000 and trims
     /// older ones), in order: what was durable, whether or not it was shown before a
-    /// crash. A runtime in memory keeps no log.
+    /// crash. A runtime in memory keeps no log. On a database nodes share, the log is
+    /// every node's, numbered in commit order, and every node reads the same.
     pub fn event_log(
         &self,
         from: u64,
@@ -1462,12 +1484,15 @@ impl Runtime {
     }
 
     /// Subscribe to the logged events shown from now on, with their numbers in the
-    /// durable log ([`Runtime::event_log`]); a runtime in memory shows none.
+    /// durable log ([`Runtime::event_log`]); a runtime in memory shows none. On a
+    /// database nodes share, every node's, read back from the log in order: this
+    /// node's at once, the others' within a poll (100 ms).
     pub fn logged_events(&self) -> broadcast::Receiver<crate::Logged> {
         self.hub().services.events.subscribe_logged()
     }
 
-    /// Subscribe to the platform events published from now on.
+    /// Subscribe to the platform events published from now on (on a database nodes
+    /// share, this node's own).
     pub fn events(&self) -> broadcast::Receiver<Event> {
         self.hub().services.events.subscribe()
     }

@@ -107,7 +107,8 @@ pub(crate) type Ack = Box<dyn FnOnce(Result<Receipt, StoreError>) + Send>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Receipt {
     /// The sequence number of its first log entry (the next ones follow it); if it
-    /// appended none, the number the next entry would have had.
+    /// appended none, the number the next entry would have had (0 where the engine
+    /// numbers a log other processes write too).
     pub(crate) log: u64,
     /// When the acknowledgement was given, on the store's thread.
     pub(crate) at: std::time::Instant,
@@ -822,6 +823,18 @@ impl Store {
         self.handle.shared.log_from(from, limit)
     }
 
+    /// Whether the engine numbers the log as it commits: a log every node sharing the
+    /// database writes, whose entries a node reads back to show them
+    /// (`crate::event::tail`).
+    pub(crate) fn shares_log(&self) -> bool {
+        self.handle.shared.shares_log()
+    }
+
+    /// The number of the log's last entry durable and kept, 0 if it has none.
+    pub(crate) fn log_last(&self) -> Result<u64, StoreError> {
+        self.handle.shared.log_last()
+    }
+
     /// Whether a writer thread commits (rather than `sync_now` or each submitter).
     pub(crate) fn has_writer(&self) -> bool {
         crate::sync::lock(&self.handle.thread).is_some()
@@ -872,6 +885,13 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn lapse_served(&self, slot: crate::slot::Slot) {
         self.handle.shared.engine().lapse_served(slot);
+    }
+
+    /// Sends the next group commit twice, running `between` (SQL) between the two
+    /// (tests).
+    #[cfg(test)]
+    pub(crate) fn send_next_twice(&self, between: &'static str) {
+        self.handle.shared.engine().send_next_twice(between);
     }
 
     /// The store as errors name it: its directory, its database, or `memory`.

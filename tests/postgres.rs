@@ -534,3 +534,69 @@ fn refusal(started: Result<parkway::RunRecord, parkway::StartError>) -> String {
         Err(error) => error.to_string(),
     }
 }
+
+/// Receives the logged events `rx` shows until `done` holds of them (at most 30 s).
+async fn shown_until(
+    rx: &mut tokio::sync::broadcast::Receiver<parkway::Logged>,
+    done: impl Fn(&[parkway::Logged]) -> bool,
+) -> Vec<parkway::Logged> {
+    let mut shown = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !done(&shown) {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Ok(logged)) => shown.push(logged),
+            Ok(Err(error)) => panic!("the logged events stopped: {error}"),
+            Err(_) => panic!("not shown within 30 s: {shown:?}"),
+        }
+    }
+    shown
+}
+
+/// Every node shows every node's logged events, in one order with no gap and no
+/// duplicate, under the numbers each node's event log reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_node_shows_every_node_s_events_in_one_order() {
+    let url = database().await;
+    let lease = Duration::from_secs(1);
+    let a = node(&url, "a", lease).await;
+    let b = node(&url, "b", lease).await;
+    let (on_a, on_b) = (subject_in(0), subject_in(1023));
+    served(&b, &on_b).await;
+    let (mut shown_a, mut shown_b) = (a.logged_events(), b.logged_events());
+    let mut runs = Vec::new();
+    for (node, subject) in [(&a, &on_a), (&b, &on_b)] {
+        let parked = node.run(Start::new(subject, "deploy")).await.unwrap();
+        let ask = parked.asks.unwrap()[0].id.clone();
+        node.resume(subject, &ask, json!("yes")).await.unwrap();
+        runs.push(parked.run_id.clone());
+    }
+    let both_finished = |shown: &[parkway::Logged]| {
+        runs.iter().all(|run| {
+            shown
+                .iter()
+                .any(|l| matches!(&l.event, parkway::Event::RunFinished { run: r, .. } if r == run))
+        })
+    };
+    let seen_a = shown_until(&mut shown_a, both_finished).await;
+    let seen_b = shown_until(&mut shown_b, both_finished).await;
+    for seen in [&seen_a, &seen_b] {
+        let numbers: Vec<u64> = seen.iter().map(|l| l.seq).collect();
+        let first = numbers[0];
+        assert_eq!(
+            numbers,
+            (first..first + numbers.len() as u64).collect::<Vec<_>>(),
+            "no gap, no duplicate"
+        );
+        let read = a.event_log(first, numbers.len()).unwrap();
+        assert_eq!(&read, seen, "shown as the log reads back");
+        assert_eq!(b.event_log(first, numbers.len()).unwrap(), read);
+    }
+    // Both show the same entries where they overlap (each started at its own poll).
+    let from = seen_a[0].seq.max(seen_b[0].seq);
+    let tail = |seen: &[parkway::Logged]| -> Vec<parkway::Logged> {
+        seen.iter().filter(|l| l.seq >= from).cloned().collect()
+    };
+    assert_eq!(tail(&seen_a), tail(&seen_b));
+    a.shutdown().await;
+    b.shutdown().await;
+}

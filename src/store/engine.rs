@@ -45,7 +45,38 @@ pub(crate) trait Engine: Send + Sync {
     /// [`WriteFailure::NotOwner`] refuses the whole group for slots this process does
     /// not own ([`Batch::slot`]): nothing of it is written and `group` is left as it was,
     /// and the writer writes it again without those slots' batches.
-    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), WriteFailure>;
+    ///
+    /// An engine that numbers the log ([`Engine::numbers_log`]) answers the number it
+    /// gave the group's first log entry (`None` for a group without one); every other
+    /// engine answers `None`.
+    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<Option<u64>, WriteFailure>;
+
+    /// Whether the engine numbers the log itself, as it commits each group: a log that
+    /// several processes write, whose numbers only the database can hand out in commit
+    /// order. The writer then puts a group's log entries under the chunk key of `(0, n)`
+    /// in its head batch, the engine keeps them under the number it gives (answered by
+    /// [`Engine::write`]) and trims the log itself ([`Engine::keep_log`]), and the log
+    /// is read with [`Engine::log_chunks`].
+    fn numbers_log(&self) -> bool {
+        false
+    }
+
+    /// How many entries a log the engine numbers keeps: a chunk all of whose entries
+    /// are further back than this from its end is deleted.
+    fn keep_log(&self, _entries: u64) {}
+
+    /// Of a log the engine numbers, the number its next entry gets (1 for an engine
+    /// that does not number the log).
+    fn log_next(&self) -> Result<u64, ReadFailure> {
+        Ok(1)
+    }
+
+    /// Of a log the engine numbers, the chunks holding entries from `from` on, oldest
+    /// first, at most `limit` of them past the one holding `from`: each its first
+    /// number, its count and its value. An engine that does not number the log has none.
+    fn log_chunks(&self, _from: u64, _limit: usize) -> Result<Vec<LogChunk>, ReadFailure> {
+        Ok(Vec::new())
+    }
 
     /// Makes every group written since the last sync durable; `Ok(false)` if a simulated
     /// crash since the groups were taken lost them (nothing of them is kept, and no one
@@ -123,6 +154,12 @@ pub(crate) trait Engine: Send + Sync {
     #[cfg(test)]
     fn lapse_served(&self, _slot: crate::slot::Slot) {}
 
+    /// Sends the next group commit twice, running `between` (SQL) between the two, as
+    /// a connection that failed after the server made the commit has it sent again
+    /// (tests).
+    #[cfg(test)]
+    fn send_next_twice(&self, _between: &'static str) {}
+
     /// One key's value, as written.
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure>;
 
@@ -146,6 +183,9 @@ pub(crate) trait Engine: Send + Sync {
     /// A space's contents, as written, in key order.
     fn scan(&self, space: Space) -> Result<Entries, ReadFailure>;
 }
+
+/// A chunk of a log the engine numbers: its first entry's number, its count, its value.
+pub(crate) type LogChunk = (u64, u32, Vec<u8>);
 
 /// Why a group was not written.
 #[derive(Debug, Clone, PartialEq, Eq)]

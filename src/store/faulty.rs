@@ -40,7 +40,7 @@ impl Faulty {
 impl Engine for Faulty {
     /// Refuses a group with a batch of a slot [`Faults::not_owner`] holds, before the
     /// engine wrapped sees it; otherwise writes it.
-    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), WriteFailure> {
+    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<Option<u64>, WriteFailure> {
         if let Some(not_owned) = &self.faults.not_owner {
             let refused = not_owned.among(group);
             if !refused.is_empty() {
@@ -65,6 +65,26 @@ impl Engine for Faulty {
 
     fn pipelined(&self) -> bool {
         self.inner.pipelined()
+    }
+
+    fn numbers_log(&self) -> bool {
+        self.inner.numbers_log()
+    }
+
+    fn keep_log(&self, entries: u64) {
+        self.inner.keep_log(entries);
+    }
+
+    fn log_next(&self) -> Result<u64, ReadFailure> {
+        self.inner.log_next()
+    }
+
+    fn log_chunks(
+        &self,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<super::engine::LogChunk>, ReadFailure> {
+        self.inner.log_chunks(from, limit)
     }
 
     fn activity(&self, system: bool) -> Vec<String> {
@@ -108,6 +128,11 @@ impl Engine for Faulty {
     #[cfg(test)]
     fn lapse_served(&self, slot: crate::slot::Slot) {
         self.inner.lapse_served(slot);
+    }
+
+    #[cfg(test)]
+    fn send_next_twice(&self, between: &'static str) {
+        self.inner.send_next_twice(between);
     }
 
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure> {

@@ -176,6 +176,14 @@ impl Log {
         self.next
     }
 
+    /// The number of the last entry durable and kept, 0 if there is none.
+    pub(super) fn last(&self) -> u64 {
+        if self.durable <= self.floor(self.durable) {
+            return 0;
+        }
+        self.durable - 1
+    }
+
     /// Everything numbered before `end` is durable.
     pub(super) fn made_durable(&mut self, end: u64) {
         self.durable = self.durable.max(end);
@@ -200,6 +208,30 @@ impl Log {
         let &(first, count) = self.chunks.get(at)?;
         Some((chunk_key(first, count), start.max(first)..self.durable))
     }
+}
+
+/// Puts the log entries of a group's `batches` as one chunk into `head` under the key of
+/// `(0, n)`, for an engine that numbers the log as it commits ([`super::engine::Engine::
+/// numbers_log`]): each batch's first number and the number after the last, counted
+/// from 0, to be moved to where the engine put the chunk.
+pub(super) fn unnumbered(batches: &[Batch], head: &mut Batch) -> (Vec<u64>, u64) {
+    let mut firsts = Vec::with_capacity(batches.len());
+    let mut next = 0u64;
+    for batch in batches {
+        firsts.push(next);
+        next += batch.log().len() as u64;
+    }
+    if next > 0 {
+        // A group's batches are far fewer than 4 billion entries.
+        let count = u32::try_from(next).unwrap_or(u32::MAX);
+        let entries = batches.iter().flat_map(|batch| batch.log().iter());
+        head.put(
+            Space::Events,
+            chunk_key(0, count),
+            encode(entries.map(Vec::as_slice)),
+        );
+    }
+    (firsts, next)
 }
 
 /// Converts the older versions' log (a key per entry, [`sequence_key`]) into chunks of

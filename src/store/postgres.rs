@@ -31,7 +31,7 @@
 //! for them there, as they wait for a disk, and a runtime of one thread is not blocked
 //! out of its own store.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,7 +40,8 @@ use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
 
 use super::batch::last_per_key;
-use super::engine::{Engine, ReadFailure, WriteFailure};
+use super::engine::{Engine, LogChunk, ReadFailure, WriteFailure};
+use super::layout::chunk_of;
 use super::owners::Owners;
 use super::{Batch, Entries, FORMAT_VERSION, Op, OpenError, Space, VERSION_KEY};
 use crate::slot::Slot;
@@ -108,6 +109,36 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE parkway_holds
         ADD COLUMN caller int8 NOT NULL DEFAULT 0,
         ADD COLUMN user_asks int8 NOT NULL DEFAULT 0;",
+    // One event log for every node, numbered in commit order from one counter row
+    // (`docs/durability.md`): the nodes' own logs move into it, node 1's (`default`)
+    // first and keeping its numbers, each other node's after it, numbered on. Each
+    // node's row keeps the token of its last group commit and where that put its log,
+    // so a group commit sent again after its connection failed is known as made.
+    "CREATE TABLE parkway_log (
+        seq int8 PRIMARY KEY,
+        n int4 NOT NULL,
+        chunk bytea NOT NULL
+    );
+    WITH old AS (
+        SELECT slot, value,
+            ('x' || encode(substring(key from 1 for 8), 'hex'))::bit(64)::int8 AS seq,
+            ('x' || encode(substring(key from 9 for 4), 'hex'))::bit(32)::int4 AS n
+        FROM parkway_kv WHERE space = 4 AND length(key) = 12
+    ), base AS (
+        SELECT coalesce((SELECT min(seq) FROM old WHERE slot = -2), 1) AS first
+    )
+    INSERT INTO parkway_log (seq, n, chunk)
+    SELECT (SELECT first FROM base)
+            + coalesce(sum(n) OVER (ORDER BY slot DESC, seq
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0),
+        n, value
+    FROM old;
+    DELETE FROM parkway_kv WHERE space = 4;
+    CREATE TABLE parkway_log_head (id int4 PRIMARY KEY, next int8 NOT NULL);
+    INSERT INTO parkway_log_head SELECT 1, coalesce(max(seq + n), 1) FROM parkway_log;
+    ALTER TABLE parkway_holds
+        ADD COLUMN last_group int8,
+        ADD COLUMN last_seq int8;",
 ];
 
 /// Connections kept open for reads and the writer.
@@ -154,8 +185,23 @@ const SHARED: i32 = -1;
 /// With `$12` (the write audit), each slot written adds a row to `parkway_audit`, with
 /// the epoch the group claimed and whether it was applied, numbered once the locks
 /// are taken.
+///
+/// The group's log (`$14`, a chunk of `$13` entries; none if `$13` is 0) takes its
+/// numbers from the one counter row every node's group commits share, which it holds
+/// locked until it commits: numbers are given in commit order, a group refused or
+/// rolled back gives none, so the log has no gap, and a reader never meets a number
+/// that a slower commit fills in later. It deletes the chunks then wholly further back
+/// than `$15` entries from the log's end, and answers the first number it took.
+///
+/// `$16` is the group commit's token, new for each statement the node sends: a
+/// statement sent again after its connection failed, which the server had made,
+/// finds its token in the node's row and answers as it did, writing nothing again.
 const WRITE: &str = "WITH node AS (
-        SELECT epoch FROM parkway_holds WHERE node = $10 FOR SHARE
+        SELECT epoch, last_group, last_seq FROM parkway_holds WHERE node = $10
+        FOR NO KEY UPDATE
+    ), made AS (
+        SELECT coalesce((SELECT epoch FROM node) = $11
+            AND (SELECT last_group FROM node) = $16, false) AS made
     ), owned AS (
         SELECT s.slot FROM parkway_slots AS s
         JOIN unnest($8::int4[], $9::int8[]) AS w(slot, epoch)
@@ -164,7 +210,8 @@ const WRITE: &str = "WITH node AS (
         ORDER BY s.slot
         FOR SHARE OF s
     ), ok AS (
-        SELECT (SELECT epoch FROM node) = $11
+        SELECT NOT (SELECT made FROM made)
+           AND (SELECT epoch FROM node) = $11
            AND (SELECT count(*) FROM owned) = cardinality($8::int4[]) AS ok
     ), gone AS (
         DELETE FROM parkway_kv AS kv
@@ -180,11 +227,38 @@ const WRITE: &str = "WITH node AS (
         INSERT INTO parkway_audit (slot, epoch, node, node_epoch, applied)
         SELECT w.slot, w.epoch, $10, $11, (SELECT ok FROM ok)
         FROM unnest($8::int4[], $9::int8[]) AS w(slot, epoch)
-        WHERE $12
+        WHERE $12 AND NOT (SELECT made FROM made)
+    ), head AS (
+        UPDATE parkway_log_head SET next = next + $13
+        WHERE id = 1 AND $13 > 0 AND (SELECT ok FROM ok)
+        RETURNING next - $13 AS seq, next
+    ), logged AS (
+        INSERT INTO parkway_log (seq, n, chunk) SELECT seq, $13, $14 FROM head
+    ), trimmed AS (
+        DELETE FROM parkway_log
+        WHERE seq < (SELECT next FROM head) - $15
+          AND seq + n <= (SELECT next FROM head) - $15
+    ), marked AS (
+        UPDATE parkway_holds SET last_group = $16, last_seq = (SELECT seq FROM head)
+        WHERE node = $10 AND (SELECT ok FROM ok)
     )
     SELECT (SELECT epoch FROM node),
-        array(SELECT w.slot FROM unnest($8::int4[]) AS w(slot)
-              WHERE w.slot NOT IN (SELECT slot FROM owned))";
+        CASE WHEN (SELECT made FROM made) THEN '{}'::int4[] ELSE
+            array(SELECT w.slot FROM unnest($8::int4[]) AS w(slot)
+                  WHERE w.slot NOT IN (SELECT slot FROM owned)) END,
+        CASE WHEN (SELECT made FROM made) THEN (SELECT last_seq FROM node)
+            ELSE (SELECT seq FROM head) END";
+
+/// The number the log's next entry gets.
+const LOG_NEXT: &str = "SELECT next FROM parkway_log_head WHERE id = 1";
+
+/// The chunks of the log holding entries from `$1` on: the one holding `$1`, if kept,
+/// then up to `$2` after it, in order.
+const LOG_CHUNKS: &str = "(SELECT seq, n, chunk FROM parkway_log WHERE seq <= $1
+        ORDER BY seq DESC LIMIT 1)
+    UNION ALL
+    (SELECT seq, n, chunk FROM parkway_log WHERE seq > $1 ORDER BY seq LIMIT $2)
+    ORDER BY seq";
 
 /// Writes the format version (`$1`, `$2`, `$3`: its space, key and value) into a table
 /// that holds no row, and returns how many rows it wrote. Of two opens at once, the
@@ -250,6 +324,14 @@ pub(super) struct Postgres {
     lease_pool: Pool,
     /// Whether each group commit adds its rows to `parkway_audit` ([`Leasing::audit`]).
     audit: bool,
+    /// How many entries the log keeps ([`Engine::keep_log`]).
+    log_kept: AtomicU64,
+    /// The token of the next group commit: from a random start, so no token of an
+    /// earlier process of the node is met again.
+    token: AtomicU64,
+    /// The next group commit is sent twice, this SQL run between (tests).
+    #[cfg(test)]
+    twice: Mutex<Option<&'static str>>,
 }
 
 impl Postgres {
@@ -336,6 +418,11 @@ impl Postgres {
             leases,
             lease_pool,
             audit,
+            log_kept: AtomicU64::new(super::LOG_CAPACITY),
+            // Positive in `int8`.
+            token: AtomicU64::new(rand::random::<u64>() >> 2),
+            #[cfg(test)]
+            twice: Mutex::new(None),
         };
         engine.check_version(&database)?;
         Ok(engine)
@@ -455,7 +542,7 @@ impl Engine for Postgres {
     /// Sends the group as one statement, which commits it (durable at once: the sync
     /// has nothing left to do), or refuses it whole for the slots this node does not
     /// serve now or the database says it does not own.
-    fn write(&self, group: &mut Vec<Batch>, _generation: u64) -> Result<(), WriteFailure> {
+    fn write(&self, group: &mut Vec<Batch>, _generation: u64) -> Result<Option<u64>, WriteFailure> {
         if self.closed.load(Ordering::Acquire) {
             return Err(WriteFailure::Failed("the store is closed".into()));
         }
@@ -482,6 +569,12 @@ impl Engine for Postgres {
         }
         let pool = self.pool.clone();
         let (node, epoch, audit) = (self.leases.node, self.leases.epoch, self.audit);
+        let kept = i64::try_from(self.log_kept.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+        let token = i64::try_from(self.token.fetch_add(1, Ordering::Relaxed)).unwrap_or(0);
+        #[cfg(test)]
+        let twice = lock(&self.twice).take();
+        #[cfg(not(test))]
+        let twice: Option<&'static str> = None;
         // The batches go to the engine's runtime and come back with the answer (the
         // writer writes them again, without some, if a slot is refused).
         let batches = std::mem::take(group);
@@ -490,8 +583,20 @@ impl Engine for Postgres {
                 let mut gone = Columns::default();
                 let mut put = Columns::default();
                 let mut values: Vec<&[u8]> = Vec::new();
+                // The group's log, under the key of `(0, n)`: numbered by the
+                // statement (`super::log::unnumbered`).
+                let (mut logged, mut chunk): (i32, &[u8]) = (0, &[]);
                 for op in last_per_key(&batches) {
                     match op {
+                        Op::Put {
+                            space: Space::Events,
+                            key,
+                            value,
+                        } if matches!(chunk_of(key), Some((0, _))) => {
+                            let count = chunk_of(key).map_or(0, |(_, count)| count);
+                            logged = i32::try_from(count).unwrap_or(i32::MAX);
+                            chunk = value;
+                        }
                         Op::Put { space, key, value } => {
                             put.push(node, *space, key);
                             values.push(value);
@@ -503,28 +608,43 @@ impl Engine for Postgres {
                 // key's last value and deletes what it deletes, so a group commit the
                 // server made before the connection failed is made again to the same
                 // effect.
-                let rows = query(
-                    &pool,
-                    WRITE,
-                    &[
-                        &gone.slots,
-                        &gone.spaces,
-                        &gone.keys,
-                        &put.slots,
-                        &put.spaces,
-                        &put.keys,
-                        &values,
-                        &owned,
-                        &epochs,
-                        &node,
-                        &epoch,
-                        &audit,
-                    ],
-                )
-                .await
-                .map_err(|failure| failure.cause)?;
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 16] = [
+                    &gone.slots,
+                    &gone.spaces,
+                    &gone.keys,
+                    &put.slots,
+                    &put.spaces,
+                    &put.keys,
+                    &values,
+                    &owned,
+                    &epochs,
+                    &node,
+                    &epoch,
+                    &audit,
+                    &logged,
+                    &chunk,
+                    &kept,
+                    &token,
+                ];
+                let mut rows = query(&pool, WRITE, &params)
+                    .await
+                    .map_err(|failure| failure.cause)?;
+                if let Some(between) = twice {
+                    let client = pool.get().await.map_err(|e| e.to_string())?;
+                    client
+                        .batch_execute(between)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    rows = query(&pool, WRITE, &params)
+                        .await
+                        .map_err(|failure| failure.cause)?;
+                }
                 let row = rows.first().ok_or("the group commit returned no row")?;
-                Ok::<_, String>((row.get::<_, Option<i64>>(0), row.get::<_, Vec<i32>>(1)))
+                Ok::<_, String>((
+                    row.get::<_, Option<i64>>(0),
+                    row.get::<_, Vec<i32>>(1),
+                    row.get::<_, Option<i64>>(2),
+                ))
             }
             .await;
             (batches, sent)
@@ -537,7 +657,7 @@ impl Engine for Postgres {
         };
         let (batches, sent) = answer.map_err(failed)?;
         *group = batches;
-        let (found, refused) = sent.map_err(failed)?;
+        let (found, refused, first) = sent.map_err(failed)?;
         if found != Some(epoch) {
             return Err(failed(format!(
                 "another process took node {} over (its epoch is {}, this process's was \
@@ -555,7 +675,51 @@ impl Engine for Postgres {
             self.leases.lost(&refused);
             return Err(WriteFailure::NotOwner(refused));
         }
-        Ok(())
+        Ok(first.and_then(|first| u64::try_from(first).ok()))
+    }
+
+    /// The log is every node's, numbered in commit order by the statement that commits.
+    fn numbers_log(&self) -> bool {
+        true
+    }
+
+    fn keep_log(&self, entries: u64) {
+        self.log_kept.store(entries.max(1), Ordering::Relaxed);
+    }
+
+    fn log_next(&self) -> Result<u64, ReadFailure> {
+        let next = self.read(LOG_NEXT, Params(Vec::new()), |rows| {
+            rows.first().map(|row| row.get::<_, i64>(0))
+        })?;
+        match next.map(u64::try_from) {
+            Some(Ok(next)) if next > 0 => Ok(next),
+            found => Err(ReadFailure {
+                damaged: true,
+                cause: format!("the log's counter row holds {found:?}"),
+            }),
+        }
+    }
+
+    fn log_chunks(&self, from: u64, limit: usize) -> Result<Vec<LogChunk>, ReadFailure> {
+        let from = i64::try_from(from).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self.read(
+            LOG_CHUNKS,
+            Params(vec![Param::Big(from), Param::Big(limit)]),
+            |rows| rows,
+        )?;
+        rows.iter()
+            .map(|row| {
+                let (seq, n) = (row.get::<_, i64>(0), row.get::<_, i32>(1));
+                match (u64::try_from(seq), u32::try_from(n)) {
+                    (Ok(seq), Ok(n)) if seq > 0 => Ok((seq, n, row.get::<_, Vec<u8>>(2))),
+                    _ => Err(ReadFailure {
+                        damaged: true,
+                        cause: format!("a chunk of the log says it holds {n} entries from {seq}"),
+                    }),
+                }
+            })
+            .collect()
     }
 
     /// Nothing to do: each group was committed as it was written.
@@ -592,6 +756,11 @@ impl Engine for Postgres {
     #[cfg(test)]
     fn lapse_served(&self, slot: Slot) {
         self.leases.lapse_served(slot);
+    }
+
+    #[cfg(test)]
+    fn send_next_twice(&self, between: &'static str) {
+        *lock(&self.twice) = Some(between);
     }
 
     /// Closes the connections and stops their runtime (without waiting: it may be

@@ -214,8 +214,13 @@ impl Shared {
         }
     }
 
-    /// Reads the log's chunks, so the next entry follows the last one kept.
+    /// Reads the log's chunks, so the next entry follows the last one kept (an engine
+    /// that numbers the log keeps its own account: it is told the capacity).
     pub(super) fn find_log_end(&self) -> Result<(), StoreError> {
+        if self.engine.numbers_log() {
+            self.engine.keep_log(lock(&self.log).capacity());
+            return Ok(());
+        }
         let chunks = self.read(Space::Events, None, |e| e.keys(Space::Events))?;
         let mut log = lock(&self.log);
         *log = Log::new(chunks, log.capacity());
@@ -224,7 +229,9 @@ impl Shared {
 
     /// Sets how many entries the log keeps.
     pub(super) fn set_log_capacity(&self, entries: u64) {
-        lock(&self.log).set_capacity(entries);
+        let mut log = lock(&self.log);
+        log.set_capacity(entries);
+        self.engine.keep_log(log.capacity());
     }
 
     /// Sets the stamp called on each group's first batch.
@@ -280,6 +287,9 @@ impl Shared {
         from: u64,
         limit: usize,
     ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        if self.engine.numbers_log() {
+            return self.shared_log_from(from, limit);
+        }
         let Some((mut key, shown)) = lock(&self.log).read_from(from) else {
             return Ok(Vec::new());
         };
@@ -318,13 +328,74 @@ impl Shared {
         Ok(entries)
     }
 
+    /// Whether the engine numbers the log as it commits.
+    pub(super) fn shares_log(&self) -> bool {
+        self.engine.numbers_log()
+    }
+
+    /// The number of the log's last entry durable and kept, 0 if it has none.
+    pub(super) fn log_last(&self) -> Result<u64, StoreError> {
+        if !self.engine.numbers_log() {
+            return Ok(lock(&self.log).last());
+        }
+        let next = self.read(Space::Events, None, |e| e.log_next())?;
+        Ok(next.saturating_sub(1))
+    }
+
+    /// The entries of a log the engine numbers from sequence `from` on, at most
+    /// `limit`, within its capacity: everything it holds was committed.
+    fn shared_log_from(&self, from: u64, limit: usize) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        let mut entries = Vec::new();
+        let next = self.read(Space::Events, None, |e| e.log_next())?;
+        let floor = next.saturating_sub(lock(&self.log).capacity()).max(1);
+        let mut from = from.max(floor);
+        // Chunks are read a few at a time: a read of one entry reads one chunk.
+        const CHUNKS: usize = 4;
+        while entries.len() < limit {
+            let chunks = self.read(Space::Events, None, |e| e.log_chunks(from, CHUNKS))?;
+            let mut read = false;
+            for (first, count, value) in chunks {
+                let values = log::decode(&value, count).map_err(|cause| StoreError::Corrupt {
+                    store: Arc::clone(&self.name),
+                    space: Space::Events.name(),
+                    key: Some(layout::chunk_key(first, count).to_vec()),
+                    detail: format!(
+                        "the chunk of the log from entry {first} does not decode: {cause}"
+                    ),
+                })?;
+                for (seq, value) in (first..).zip(values) {
+                    if seq >= from && entries.len() < limit {
+                        entries.push((seq, value));
+                    }
+                }
+                let end = first + u64::from(count);
+                read |= end > from;
+                from = from.max(end);
+            }
+            if !read {
+                break;
+            }
+        }
+        Ok(entries)
+    }
+
     /// Numbers the log entries of `batches` in order, as one chunk written by `head`
     /// (with the deletion of the chunks then past the log's capacity); each batch's
-    /// first number, the number after the last, and what takes the numbers back.
-    fn number(&self, batches: &[Batch], head: &mut Batch) -> (Vec<u64>, u64, log::Appended) {
+    /// first number, the number after the last, and what takes the numbers back. For
+    /// an engine that numbers the log, the numbers are from 0, the chunk's key says 0,
+    /// and the engine's answer moves them to where it put the chunk.
+    fn number(
+        &self,
+        batches: &[Batch],
+        head: &mut Batch,
+    ) -> (Vec<u64>, u64, Option<log::Appended>) {
+        if self.engine.numbers_log() {
+            let (firsts, end) = log::unnumbered(batches, head);
+            return (firsts, end, None);
+        }
         let mut log = lock(&self.log);
         let (firsts, appended) = log.append(batches, head);
-        (firsts, log.end(), appended)
+        (firsts, log.end(), Some(appended))
     }
 
     /// Commit each batch alone, on its submitter's thread, as it is submitted.
@@ -664,10 +735,7 @@ impl Shared {
             if let Some(stamp) = lock(&self.stamp).as_ref() {
                 stamp(&mut head);
             }
-            let firsts: Vec<Result<u64, StoreError>> = places
-                .iter()
-                .map(|place| place.clone().map(|at| firsts[at]))
-                .collect();
+            let places_now = places.clone();
             let bytes = head.bytes() + batches.iter().map(Batch::bytes).sum::<u64>();
             let keys = (head.len() + batches.iter().map(Batch::len).sum::<usize>()) as u64;
             let mut group = Vec::with_capacity(batches.len() + 1);
@@ -675,7 +743,7 @@ impl Shared {
             group.append(&mut batches);
             let mut written = Written {
                 acks: Vec::new(),
-                firsts,
+                firsts: Vec::new(),
                 log_end,
                 bytes,
                 keys,
@@ -687,10 +755,22 @@ impl Shared {
             let (writing, before) = (Instant::now(), self.activity());
             let wrote = self.write(&mut group, generation);
             self.measure(Stage::Write, writing, before);
+            // Where the engine put the group's log, its numbers are moved there.
+            let base = match &wrote {
+                Ok(Some(first)) if appended.is_none() => *first,
+                _ => 0,
+            };
+            written.log_end += base;
+            written.firsts = places_now
+                .iter()
+                .map(|place| place.clone().map(|at| firsts[at] + base))
+                .collect();
             match wrote {
-                Ok(()) => {}
+                Ok(_) => {}
                 Err(Refused::NotOwner(slots)) => {
-                    lock(&self.log).undo(appended);
+                    if let Some(appended) = appended {
+                        lock(&self.log).undo(appended);
+                    }
                     let left = group.split_off(1);
                     let refused = |batch: &Batch| {
                         let slot = batch.slot().filter(|slot| slots.contains(slot))?;
@@ -854,7 +934,7 @@ impl Shared {
     }
 
     /// Hands the group to the engine, not yet durable.
-    fn write(&self, batches: &mut Vec<Batch>, generation: u64) -> Result<(), Refused> {
+    fn write(&self, batches: &mut Vec<Batch>, generation: u64) -> Result<Option<u64>, Refused> {
         self.engine
             .write(batches, generation)
             .map_err(|failure| match failure {

@@ -377,37 +377,149 @@ fn a_node_name_used_twice_or_badly_is_refused() {
     assert!(text.contains("outside 1 s to 1 h"), "{text}");
 }
 
-/// Each node keeps its own log and ids' counters beside the others': what one writes
-/// there the other never reads.
+/// Submits `batch` to `store` and waits for its acknowledgement: its log's first number.
+fn logged(store: &Store, batch: Batch) -> Result<u64, StoreError> {
+    let (tx, rx) = mpsc::channel();
+    store.submit(
+        batch,
+        Box::new(move |r| {
+            let _ = tx.send(r.map(|receipt| receipt.log));
+        }),
+    );
+    rx.recv_timeout(WAIT).expect("the ack arrives")
+}
+
+/// A change of a subject of `slot` with one entry of the log, `entry`.
+fn change_logging(slot: Slot, entry: &str) -> Batch {
+    let mut key = slot_prefix(slot).to_vec();
+    key.extend_from_slice(entry.as_bytes());
+    let mut batch = Batch::of_slot(slot);
+    batch.put(Space::Subjects, key, b"state").append_log(entry);
+    batch
+}
+
+/// Every node writes one log, numbered in commit order with no gap: each reads the
+/// same entries under the same numbers, its acknowledgements name them, and each keeps
+/// its own ids' counters.
 #[test]
-fn each_node_keeps_its_own_log() {
+fn every_node_writes_one_log_numbered_in_commit_order() {
     let url = test_database();
     let a = node(&url, "a");
     let mut batch = Batch::new();
     batch
         .put(Space::Ids, b"timers", 5u64.to_be_bytes())
-        .append_log("from a");
-    let (tx, rx) = mpsc::channel();
-    a.submit(
-        batch,
-        Box::new(move |r| {
-            let _ = tx.send(r.map(|_| ()));
-        }),
-    );
-    rx.recv_timeout(WAIT).unwrap().unwrap();
-    a.close();
-    drop(a);
+        .append_log("a1")
+        .append_log("a2");
+    assert_eq!(logged(&a, batch).unwrap(), 1);
     let b = node(&url, "b");
+    let mut batch = Batch::new();
+    batch.append_log("b1");
+    assert_eq!(logged(&b, batch).unwrap(), 3);
     assert_eq!(b.get(Space::Ids, b"timers").unwrap(), None);
-    assert!(b.log_from(1, 10).unwrap().is_empty());
-    b.close();
-    drop(b);
-    let a = node(&url, "a");
+    let expected = vec![
+        (1, b"a1".to_vec()),
+        (2, b"a2".to_vec()),
+        (3, b"b1".to_vec()),
+    ];
+    assert_eq!(a.log_from(1, 10).unwrap(), expected);
+    assert_eq!(b.log_from(1, 10).unwrap(), expected);
+    assert_eq!(b.log_from(2, 1).unwrap(), expected[1..2]);
+    assert_eq!((a.log_last().unwrap(), b.log_last().unwrap()), (3, 3));
+
+    // b takes the slots a hands over, then both commit at once, from threads of their
+    // own, each a change of a slot it owns: every entry once, under the number its
+    // acknowledgement gave.
+    let mut a_owners = a.owners().unwrap();
+    let mut b_owners = b.owners().unwrap();
+    a.lease_round().unwrap();
+    let Some(Change::Drain(drained)) = changes(&mut a_owners).pop() else {
+        panic!("a hands slots over");
+    };
+    for slot in &drained {
+        a.release(*slot).unwrap();
+    }
+    b.lease_round().unwrap();
     assert_eq!(
-        a.get(Space::Ids, b"timers").unwrap(),
-        Some(5u64.to_be_bytes().to_vec())
+        changes(&mut b_owners),
+        vec![Change::Gained(drained.clone())]
     );
-    assert_eq!(a.log_from(1, 10).unwrap(), vec![(1, b"from a".to_vec())]);
+    let (slot_a, slot_b) = (Slot::numbered(0).unwrap(), drained[0]);
+    let acked: Vec<(String, u64)> = std::thread::scope(|scope| {
+        let writers: Vec<_> = [(&a, slot_a, "a"), (&b, slot_b, "b"), (&a, slot_a, "x")]
+            .into_iter()
+            .map(|(store, slot, name)| {
+                scope.spawn(move || {
+                    (0..40)
+                        .map(|i| {
+                            let entry = format!("{name}-{i}");
+                            let seq = logged(store, change_logging(slot, &entry)).unwrap();
+                            (entry, seq)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        writers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    });
+    let log = b.log_from(4, 1000).unwrap();
+    assert_eq!(log, a.log_from(4, 1000).unwrap());
+    let numbers: Vec<u64> = log.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(
+        numbers,
+        (4..4 + 120).collect::<Vec<u64>>(),
+        "no gap, no duplicate"
+    );
+    for (entry, seq) in acked {
+        let found = log.iter().find(|(n, _)| *n == seq).map(|(_, e)| e.clone());
+        assert_eq!(found, Some(entry.into_bytes()));
+    }
+}
+
+/// A group commit sent again after its connection failed, which the server had made,
+/// is made once: its log is not written twice, and it is acknowledged as written even
+/// when the node lost the slot between the two (not refused as another node's).
+#[test]
+fn a_group_commit_sent_again_is_made_once() {
+    let url = test_database();
+    let a = node(&url, "a");
+    let slot = Slot::numbered(7).unwrap();
+    a.send_next_twice("SELECT 1");
+    assert_eq!(logged(&a, change_logging(slot, "once")).unwrap(), 1);
+    a.send_next_twice("UPDATE parkway_slots SET lease_end = now() - interval '1 second'");
+    assert_eq!(logged(&a, change_logging(slot, "lost after")).unwrap(), 2);
+    assert_eq!(
+        a.log_from(1, 10).unwrap(),
+        vec![(1, b"once".to_vec()), (2, b"lost after".to_vec())]
+    );
+    assert_eq!(test_sql(&url, "SELECT next FROM parkway_log_head"), ["3"]);
+    // The next one is refused: the slot's lease has ended.
+    assert!(matches!(
+        logged(&a, change_logging(slot, "refused")),
+        Err(StoreError::NotOwner { .. })
+    ));
+    assert_eq!(a.log_last().unwrap(), 2);
+}
+
+/// The log keeps its capacity: a chunk wholly further back is deleted by the commit that
+/// passes it.
+#[test]
+fn the_shared_log_is_trimmed_to_its_capacity() {
+    let url = test_database();
+    let a = node(&url, "a");
+    a.set_log_capacity(3);
+    for entry in ["1", "2", "3", "4", "5"] {
+        let mut batch = Batch::new();
+        batch.append_log(entry);
+        logged(&a, batch).unwrap();
+    }
+    assert_eq!(
+        a.log_from(1, 10).unwrap(),
+        vec![(3, b"3".to_vec()), (4, b"4".to_vec()), (5, b"5".to_vec())]
+    );
+    assert_eq!(test_sql(&url, "SELECT count(*) FROM parkway_log"), ["3"]);
 }
 
 /// Nodes that open a new database at the same moment all open it: one makes the schema
@@ -431,4 +543,61 @@ fn nodes_opening_a_new_database_at_once_all_open_it() {
     assert_eq!(opened.len(), 4);
     let versions = test_sql(&url, "SELECT count(*) FROM parkway_kv WHERE space = 0");
     assert_eq!(versions, ["1"]);
+}
+
+/// A database of the format before the one log (migration 3: a log per node) is
+/// migrated: node 1's log (`default`) keeps its numbers, another node's follows it,
+/// and the next commit numbers on from there.
+#[test]
+fn the_nodes_own_logs_migrate_into_one() {
+    use crate::store::layout::chunk_key;
+    use crate::store::log::encode;
+    use crate::store::postgres::MIGRATIONS;
+    use crate::store::{FORMAT_VERSION, VERSION_KEY};
+    let hex = |bytes: &[u8]| -> String {
+        let digits: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        format!("'\\x{digits}'::bytea")
+    };
+    let chunk = |slot: i32, first: u64, entries: &[&str]| -> String {
+        let count = u32::try_from(entries.len()).unwrap();
+        let value = encode(entries.iter().map(|e| e.as_bytes()));
+        format!(
+            "INSERT INTO parkway_kv VALUES ({slot}, 4, {}, {});",
+            hex(&chunk_key(first, count)),
+            hex(&value)
+        )
+    };
+    let url = test_database();
+    let mut sql = String::from(
+        "CREATE TABLE parkway_migrations (version int4 PRIMARY KEY, \
+         applied_at timestamptz NOT NULL DEFAULT now());",
+    );
+    for migration in &MIGRATIONS[..3] {
+        sql.push_str(migration);
+        sql.push(';');
+    }
+    sql.push_str("INSERT INTO parkway_migrations (version) VALUES (1), (2), (3);");
+    sql.push_str(&format!(
+        "INSERT INTO parkway_kv VALUES (-1, 0, {}, {});",
+        hex(VERSION_KEY),
+        hex(FORMAT_VERSION.to_string().as_bytes())
+    ));
+    // Node 1's log kept entries 5 to 7 (the first four trimmed); node 2's, 1 and 2.
+    sql.push_str(&chunk(-2, 5, &["d5", "d6"]));
+    sql.push_str(&chunk(-2, 7, &["d7"]));
+    sql.push_str(&chunk(-3, 1, &["b1", "b2"]));
+    test_sql(&url, &sql);
+    let a = node(&url, "default");
+    assert_eq!(
+        a.log_from(1, 10).unwrap(),
+        [(5, "d5"), (6, "d6"), (7, "d7"), (8, "b1"), (9, "b2")]
+            .map(|(n, e)| (n, e.as_bytes().to_vec()))
+    );
+    let mut batch = Batch::new();
+    batch.append_log("next");
+    assert_eq!(logged(&a, batch).unwrap(), 10);
+    assert_eq!(
+        test_sql(&url, "SELECT count(*) FROM parkway_kv WHERE space = 4"),
+        ["0"]
+    );
 }
