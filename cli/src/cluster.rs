@@ -36,6 +36,7 @@ mod faults;
 pub(crate) mod ledger;
 mod nodes;
 mod proxy;
+mod watch;
 
 #[cfg(test)]
 mod tests;
@@ -53,6 +54,7 @@ use tokio::task::JoinSet;
 
 pub use faults::Fault;
 pub use ledger::{Account, Audit};
+pub use watch::Streamed;
 
 use client::Client;
 use ledger::{Answer, Attempt, Final, Ledger, Listed, Written};
@@ -104,6 +106,8 @@ pub struct ClusterReport {
     pub account: Account,
     /// The write audit.
     pub audit: Audit,
+    /// What the watcher read of the event stream.
+    pub stream: Streamed,
     /// What else was wrong: a node that ended of itself, one that did not stop, a
     /// cluster that did not settle.
     pub problems: Vec<String>,
@@ -114,6 +118,7 @@ impl ClusterReport {
     pub fn clean(&self) -> bool {
         self.account.violations.is_empty()
             && self.audit.violations.is_empty()
+            && self.stream.violations.is_empty()
             && self.problems.is_empty()
     }
 }
@@ -159,16 +164,29 @@ impl std::fmt::Display for ClusterReport {
             "  audit: {} slot writes, {} terms, {} slots moved",
             self.audit.rows, self.audit.terms, self.audit.slots_moved
         )?;
+        writeln!(
+            f,
+            "  event stream: {} frames up to {}, read through every fault; went to another node: {}",
+            self.stream.frames,
+            self.stream.last,
+            self.stream
+                .reconnections
+                .iter()
+                .map(|(why, n)| format!("{why} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
         let wrong: Vec<&String> = a
             .violations
             .iter()
             .chain(&self.audit.violations)
+            .chain(&self.stream.violations)
             .chain(&self.problems)
             .collect();
         if wrong.is_empty() {
             write!(
                 f,
-                "  ok: every ask resolved exactly once, no slot written by two owners"
+                "  ok: every ask resolved exactly once, no slot written by two owners, the stream whole"
             )
         } else {
             writeln!(f, "  WRONG ({}):", wrong.len())?;
@@ -231,7 +249,8 @@ pub async fn run(config: &ClusterConfig) -> Result<ClusterReport, String> {
         problems.push(format!("before the load: {e}"));
     }
 
-    // The load and the faults, side by side.
+    // The load and the faults, side by side, and a client following the stream.
+    let watcher = watch::Watcher::start(client.nodes.clone())?;
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let until = tokio::time::Instant::now() + config.drive_for;
     let mut load = JoinSet::new();
@@ -264,6 +283,8 @@ pub async fn run(config: &ClusterConfig) -> Result<ClusterReport, String> {
     let (listed, finals) = finish(&client, &mut ledger, config.subjects, &mut problems).await;
     let account = ledger::account(&ledger, &listed, &finals);
     let audit = ledger::audit(&database.audit().await?);
+    let mut stream = watcher.finish(database.log_last().await?).await;
+    stream.check(&ledger);
 
     let mut nodes = nodes.lock().await;
     for node in nodes.iter_mut() {
@@ -285,6 +306,7 @@ pub async fn run(config: &ClusterConfig) -> Result<ClusterReport, String> {
         faults: done.happened,
         account,
         audit,
+        stream,
         problems,
     })
 }
@@ -607,6 +629,16 @@ impl Database {
             "the {nodes} nodes did not share every slot within {}s ({last})",
             SETTLE_TIMEOUT.as_secs()
         ))
+    }
+
+    /// The number of the event log's last entry.
+    async fn log_last(&self) -> Result<u64, String> {
+        let client = self.connect().await?;
+        let row = client
+            .query_one("SELECT next - 1 FROM parkway_log_head", &[])
+            .await
+            .map_err(|e| format!("reading the log's end: {e}"))?;
+        u64::try_from(row.get::<_, i64>(0)).map_err(|e| format!("the log's end: {e}"))
     }
 
     /// The audit's applied rows.
