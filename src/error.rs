@@ -74,13 +74,26 @@ pub enum StoreFault {
     /// refused this runtime's write to it because another process owns it. Nothing was
     /// changed; the operation may succeed later, here once the slot is taken back or on
     /// the process that owns it (`docs/durability.md`, "Slots and several processes").
-    #[error("subject {subject:?} is in slot {slot}, which this runtime does not own now")]
+    #[error(
+        "{} is in slot {slot}, which this runtime does not own now",
+        owned_by(subject)
+    )]
     NotOwner {
-        /// The subject operated on.
+        /// The subject operated on; empty where it is not known here (an answer to a
+        /// user ask that this runtime never held, its id naming its slot).
         subject: String,
         /// Its slot's number.
         slot: u16,
     },
+}
+
+/// The subject as a refusal names it: the ask's, where it is not known.
+fn owned_by(subject: &str) -> String {
+    if subject.is_empty() {
+        "the ask's subject".to_string()
+    } else {
+        format!("subject {subject:?}")
+    }
 }
 
 /// ` at key "…"` for a key, or nothing.

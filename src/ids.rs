@@ -67,8 +67,9 @@ impl Ids {
         }
     }
 
-    /// 16 hex digits drawn from a generator seeded with `seed`: the same seed gives the
-    /// same ids in the same order.
+    /// 16 hex digits drawn from a generator seeded with `seed` (a run's and an
+    /// interaction's after three that name their subject's slot): the same seed gives
+    /// the same ids in the same order.
     pub fn random(seed: u64) -> Self {
         Self {
             source: Source::Random(Mutex::new(SmallRng::seed_from_u64(seed))),
@@ -107,6 +108,16 @@ impl Ids {
                 let n = draw(rng);
                 format!("{}{n:016x}", kind.prefix())
             }
+        }
+    }
+
+    /// A fresh interaction id for an ask on a subject of `slot`: a random one names the
+    /// slot (`i-`, three hex digits of it, sixteen random ones), so any node can tell
+    /// where the ask is served from its id alone; a sequential one is `i-1`, `i-2`, ….
+    pub(crate) fn interaction(&self, slot: Slot) -> String {
+        match &self.source {
+            Source::Sequential(_) => self.next(Kind::Interaction),
+            Source::Random(rng) => slot.interaction_id(draw(rng)),
         }
     }
 

@@ -1436,6 +1436,17 @@ impl Runtime {
             });
         }
         let Some(item) = self.hub().inbox.get(interaction) else {
+            // An ask this runtime never held, of a slot another node serves: its id
+            // names the slot, so the refusal says where it is answered.
+            if self.hub().inbox.left(interaction).is_none()
+                && let Some(slot) = crate::slot::Slot::of_interaction(interaction)
+                && self.hub().services.away.is_away(slot)
+            {
+                return Err(crate::AnswerError::Store(crate::StoreFault::NotOwner {
+                    subject: String::new(),
+                    slot: slot.number(),
+                }));
+            }
             return Err(self.hub().gone(interaction).await);
         };
         crate::inbox::validate(&item, &answer)?;

@@ -33,7 +33,19 @@ impl Slot {
     /// The slot a run id names: a random run id is `r-`, three hex digits of its slot,
     /// then sixteen random ones. `None` for an id that names none (a sequential `r-1`).
     pub(crate) fn of_run(run: &str) -> Option<Slot> {
-        let digits = run.strip_prefix("r-")?;
+        Slot::named_by(run, "r-")
+    }
+
+    /// The slot an interaction id names: a random one is `i-`, three hex digits of its
+    /// subject's slot, then sixteen random ones. `None` for an id that names none (a
+    /// sequential `i-1`, or one made before ids named their slot).
+    pub(crate) fn of_interaction(id: &str) -> Option<Slot> {
+        Slot::named_by(id, "i-")
+    }
+
+    /// The slot an id of `prefix` names.
+    fn named_by(id: &str, prefix: &str) -> Option<Slot> {
+        let digits = id.strip_prefix(prefix)?;
         if digits.len() != RUN_DIGITS + RANDOM_DIGITS
             || !digits
                 .bytes()
@@ -48,6 +60,11 @@ impl Slot {
     /// A random run id of this slot, its random part `random`.
     pub(crate) fn run_id(self, random: u64) -> String {
         format!("r-{:03x}{random:016x}", self.0)
+    }
+
+    /// A random interaction id of this slot, its random part `random`.
+    pub(crate) fn interaction_id(self, random: u64) -> String {
+        format!("i-{:03x}{random:016x}", self.0)
     }
 
     /// Every slot, in order of their numbers.
@@ -208,6 +225,26 @@ mod tests {
             "",
         ] {
             assert_eq!(Slot::of_run(id), None, "{id}");
+        }
+    }
+
+    #[test]
+    fn a_random_interaction_id_names_its_slot_and_an_older_one_none() {
+        for number in [0, 7, 0x3ff] {
+            let slot = Slot(number);
+            let id = slot.interaction_id(u64::MAX);
+            assert_eq!(Slot::of_interaction(&id), Some(slot), "{id}");
+            assert_eq!(Slot::of_run(&id), None, "{id}");
+        }
+        assert_eq!(Slot(5).interaction_id(1), "i-0050000000000000001");
+        // Sequential ids, and the random ids made before ids named their slot.
+        for id in [
+            "i-1",
+            "i-00000000deadbeef",
+            "r-0050000000000000001",
+            "i-4000000000000000001",
+        ] {
+            assert_eq!(Slot::of_interaction(id), None, "{id}");
         }
     }
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{ADMIN, Server, VISIT, builder};
+use common::{ADMIN, ANSWER, Server, VISIT, builder};
 use parkway::{Ids, RunStatus, Runtime, Start};
 use parkway_http::Options;
 use reqwest::Method;
@@ -138,6 +138,65 @@ async fn a_request_for_another_node_s_subject_is_answered_by_that_node() {
         .unwrap();
     assert_eq!(marked.status().as_u16(), 503);
     assert!(marked.headers().contains_key("retry-after"));
+    a.stop().await;
+    b.stop().await;
+}
+
+/// A user ask is answered through any node: its id names its subject's slot, so a node
+/// that never held it refuses the answer as another node's and sends it on there, where
+/// it is taken once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_ask_is_answered_through_any_node() {
+    let url = database().await;
+    let a = node(&url, "a").await;
+    let b = node(&url, "b").await;
+    // The highest slot is the first handed over to a node that joins.
+    let subject = subject_in(1023);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while b.runtime.list(&subject).await.is_err() {
+        assert!(Instant::now() < deadline, "never handed over");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let parked = b
+        .runtime
+        .run(Start::new(&subject, "user_asker"))
+        .await
+        .unwrap();
+    let id = b.runtime.inbox(1, None).unwrap().items[0].id.clone();
+    assert!(a.runtime.inbox(1, None).unwrap().items.is_empty());
+    assert_eq!(Runtime::slot_of(&subject), 1023);
+    assert!(id.starts_with("i-3ff"), "the id names its slot: {id}");
+    // a never held it; it waits until a knows where the slot is served.
+    let path = format!("/v1/interactions/{id}/answer");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = a
+            .call(Method::POST, &path, ANSWER, Some(json!({"answer": true})))
+            .await;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(
+            (status, &body["error"]["kind"]),
+            (503, &json!("not_owner")),
+            "{body}"
+        );
+        assert!(Instant::now() < deadline, "never sent on: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let record = loop {
+        match b.runtime.try_record(&parked.run_id).await {
+            Ok(Some(record)) if record.status == RunStatus::Succeeded => break record,
+            read => assert!(Instant::now() < deadline, "not finished: {read:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(record.result, Some(json!({"answer": true})));
+    let (status, body) = a
+        .call(Method::POST, &path, ANSWER, Some(json!({"answer": false})))
+        .await;
+    assert_eq!(status, 409, "answered once: {body}");
     a.stop().await;
     b.stop().await;
 }

@@ -28,7 +28,7 @@ use crate::error::{
     AskError, CancelError, IdProblem, Problems, ResumeError, StartError, TakeError,
 };
 use crate::event::Event;
-use crate::ids::{Kind, ReplyId};
+use crate::ids::ReplyId;
 use crate::inbox::AnswerError;
 use crate::record::{Buffered, Resumed, RunRecord};
 use crate::run::port::{Asker, Boxed, Ending, Port, StartSpec, checked_payload};
@@ -141,7 +141,10 @@ impl Hub {
             }
         };
         let admitted = self.services.admit(subject, ask.to)?;
-        let id = self.services.ids.next(Kind::Interaction);
+        let id = self
+            .services
+            .ids
+            .interaction(crate::slot::Slot::of(subject));
         let ids = &self.services.ids;
         // A sync ask brings its waiter and awaits its reply; an async one brings nothing.
         let (waiter, reply, brought, rx) = match waiter {
