@@ -87,6 +87,11 @@ pub enum Event {
         /// Who the ask is addressed to: a user ask is in the inbox.
         #[serde(default = "caller")]
         to: To,
+        /// A user ask's inbox item as it entered the inbox (its `asked_by_titles`
+        /// empty: each reader fills them from the tools it knows), so a stream served
+        /// by any node can show it; absent for a caller ask.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<Box<crate::InboxItem>>,
     },
     /// An ask was resolved, exactly once.
     AskResolved {

@@ -67,6 +67,15 @@ pub struct InboxItem {
     pub expiry_at: chrono::DateTime<chrono::Utc>,
 }
 
+/// Fills `item`'s titles of the targets that asked from `tools`.
+pub(crate) fn titled(item: &mut InboxItem, tools: &Tools) {
+    item.asked_by_titles = item
+        .asked_by
+        .iter()
+        .filter_map(|target| Some((target.clone(), tools.title(target)?)))
+        .collect();
+}
+
 /// One change of the inbox, as a subscriber follows it.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,11 +202,7 @@ impl Inbox {
 
     /// A user ask was raised; the titles of the targets that asked are read off `tools`.
     pub(crate) fn add(&self, mut item: InboxItem, tools: &Tools) {
-        item.asked_by_titles = item
-            .asked_by
-            .iter()
-            .filter_map(|target| Some((target.clone(), tools.title(target)?)))
-            .collect();
+        titled(&mut item, tools);
         let mut items = self.items();
         items.insert(item.id.clone(), item.clone());
         // Sent under the lock, so frames are in the order the list changed.

@@ -1405,6 +1405,34 @@ impl Runtime {
         self.hub().inbox.get(id)
     }
 
+    /// The item an `ask_parked` event of a user ask adds to an inbox stream: the ask as
+    /// the inbox holds it while it is pending here; for an ask of a slot another node
+    /// sharing the database serves, the item the event carries, its titles from this
+    /// runtime's tools. `None` for an ask of this runtime's no longer pending (its
+    /// `answered` or `removed` follows in the log), a caller ask, and any other event.
+    pub fn added_item(&self, event: &Event) -> Option<crate::InboxItem> {
+        let Event::AskParked {
+            subject,
+            interaction,
+            to: crate::To::User,
+            item,
+            ..
+        } = event
+        else {
+            return None;
+        };
+        if let Some(held) = self.hub().inbox.get(interaction) {
+            return Some(held);
+        }
+        let slot = crate::slot::Slot::of(subject);
+        if !self.hub().services.away.is_away(slot) {
+            return None;
+        }
+        let mut item = item.as_deref()?.clone();
+        crate::inbox::titled(&mut item, &self.hub().services.tools);
+        Some(item)
+    }
+
     /// Follow the inbox live: an `add`, `answered` or `removed` frame for each change of a
     /// user ask from now on. Caller asks never appear in a frame.
     pub fn inbox_frames(&self) -> broadcast::Receiver<crate::Frame> {

@@ -89,16 +89,13 @@ pub(crate) async fn stream(
 }
 
 /// A logged event as an inbox frame: a user ask parked is `add` (while it is still
-/// pending: once it is not, its `answered` or `removed` frame follows in the log), a
+/// pending: once it is not, its `answered` or `removed` frame follows in the log; one
+/// another node serves, as its event carries it, `Runtime::added_item`), a
 /// user ask resolved is `answered` or `removed`; nothing about a caller ask.
 pub(crate) fn frame(runtime: &Runtime, event: &Event) -> Option<(&'static str, Value)> {
     let frame = match event {
-        Event::AskParked {
-            interaction,
-            to: To::User,
-            ..
-        } => Frame::Add {
-            item: Box::new(runtime.inbox_item(interaction)?),
+        Event::AskParked { to: To::User, .. } => Frame::Add {
+            item: Box::new(runtime.added_item(event)?),
         },
         Event::AskResolved {
             interaction,

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{ADMIN, ANSWER, Server, VISIT, builder};
+use common::{ADMIN, ANSWER, Frame, Server, Stream, VISIT, builder};
 use parkway::{Ids, RunStatus, Runtime, Start};
 use parkway_http::Options;
 use reqwest::Method;
@@ -144,7 +144,7 @@ async fn a_request_for_another_node_s_subject_is_answered_by_that_node() {
 
 /// A user ask is answered through any node: its id names its subject's slot, so a node
 /// that never held it refuses the answer as another node's and sends it on there, where
-/// it is taken once.
+/// it is taken once; that node's inbox stream shows it added and answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_ask_is_answered_through_any_node() {
     let url = database().await;
@@ -185,6 +185,18 @@ async fn a_user_ask_is_answered_through_any_node() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let deadline = Instant::now() + Duration::from_secs(30);
+    // a's inbox stream shows the ask b holds: added with its item, then answered.
+    let mut inbox = Stream::open(&a, "/v1/interactions/stream", ANSWER, Some(0)).await;
+    let frames = inbox
+        .until(|f| f.event == "answered" && f.data["id"] == json!(id))
+        .await;
+    let added: Vec<&Frame> = frames
+        .iter()
+        .filter(|f| f.event == "add" && f.data["item"]["id"] == json!(id))
+        .collect();
+    assert_eq!(added.len(), 1, "{frames:?}");
+    assert_eq!(added[0].data["item"]["question"], json!("ship it?"));
+    assert_eq!(added[0].data["item"]["subject"], json!(subject));
     let record = loop {
         match b.runtime.try_record(&parked.run_id).await {
             Ok(Some(record)) if record.status == RunStatus::Succeeded => break record,

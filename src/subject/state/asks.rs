@@ -90,6 +90,7 @@ impl State {
         if let Some(item) = &offered {
             step.push(Effect::Offer(item.clone()));
         }
+        let offered_item = offered.clone();
         let entry = Entry {
             id: id.clone(),
             status: EntryStatus::Asking,
@@ -124,6 +125,7 @@ impl State {
             interaction: id.clone(),
             run: run_id.to_string(),
             to: ask.to,
+            item: offered_item,
         });
         Ok(id)
     }
