@@ -47,18 +47,27 @@ pub(crate) trait Engine: Send + Sync {
     /// and the writer writes it again without those slots' batches.
     ///
     /// An engine that numbers the log ([`Engine::numbers_log`]) answers the number it
-    /// gave the group's first log entry (`None` for a group without one); every other
-    /// engine answers `None`.
+    /// gave the group's first log entry if it numbered it as it committed (`None` for a
+    /// group without one, or numbered later, [`Engine::number_log`]); every other engine
+    /// answers `None`.
     fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<Option<u64>, WriteFailure>;
 
     /// Whether the engine numbers the log itself, as it commits each group: a log that
     /// several processes write, whose numbers only the database can hand out in commit
     /// order. The writer then puts a group's log entries under the chunk key of `(0, n)`
-    /// in its head batch, the engine keeps them under the number it gives (answered by
-    /// [`Engine::write`]) and trims the log itself ([`Engine::keep_log`]), and the log
-    /// is read with [`Engine::log_chunks`].
+    /// in its head batch, the engine keeps them under the number it gives (at the
+    /// commit, answered by [`Engine::write`], or later, [`Engine::number_log`]) and trims
+    /// the log itself ([`Engine::keep_log`]), and the log is read with
+    /// [`Engine::log_chunks`], once what is staged is numbered.
     fn numbers_log(&self) -> bool {
         false
+    }
+
+    /// Numbers what a log the engine numbers holds staged (the chunks of groups
+    /// committed and not yet numbered), in commit order; how many chunks it numbered.
+    /// Every group committed before the call is numbered when it returns.
+    fn number_log(&self) -> Result<u64, String> {
+        Ok(0)
     }
 
     /// How many entries a log the engine numbers keeps: a chunk all of whose entries

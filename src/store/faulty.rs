@@ -75,6 +75,10 @@ impl Engine for Faulty {
         self.inner.keep_log(entries);
     }
 
+    fn number_log(&self) -> Result<u64, String> {
+        self.inner.number_log()
+    }
+
     fn log_next(&self) -> Result<u64, ReadFailure> {
         self.inner.log_next()
     }

@@ -139,6 +139,13 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE parkway_holds
         ADD COLUMN last_group int8,
         ADD COLUMN last_seq int8;",
+    // A group commit stages its log chunk; one short transaction at a time numbers what
+    // is staged (`NUMBER`), off the commit path.
+    "CREATE TABLE parkway_log_staged (
+        id bigserial PRIMARY KEY,
+        n int4 NOT NULL,
+        chunk bytea NOT NULL
+    );",
 ];
 
 /// Connections kept open for reads and the writer.
@@ -186,14 +193,11 @@ const SHARED: i32 = -1;
 /// the epoch the group claimed and whether it was applied, numbered once the locks
 /// are taken.
 ///
-/// The group's log (`$14`, a chunk of `$13` entries; none if `$13` is 0) takes its
-/// numbers from the one counter row every node's group commits share, which it holds
-/// locked until it commits: numbers are given in commit order, a group refused or
-/// rolled back gives none, so the log has no gap, and a reader never meets a number
-/// that a slower commit fills in later. It deletes the chunks then wholly further back
-/// than `$15` entries from the log's end, and answers the first number it took.
+/// The group's log (`$14`, a chunk of `$13` entries; none if `$13` is 0) is staged, to
+/// be numbered by [`NUMBER`] after the commit: a group commit of one node never waits
+/// for another's.
 ///
-/// `$16` is the group commit's token, new for each statement the node sends: a
+/// `$15` is the group commit's token, new for each statement the node sends: a
 /// statement sent again after its connection failed, which the server had made,
 /// finds its token in the node's row and answers as it did, writing nothing again.
 const WRITE: &str = "WITH node AS (
@@ -201,7 +205,7 @@ const WRITE: &str = "WITH node AS (
         FOR NO KEY UPDATE
     ), made AS (
         SELECT coalesce((SELECT epoch FROM node) = $11
-            AND (SELECT last_group FROM node) = $16, false) AS made
+            AND (SELECT last_group FROM node) = $15, false) AS made
     ), owned AS (
         SELECT s.slot FROM parkway_slots AS s
         JOIN unnest($8::int4[], $9::int8[]) AS w(slot, epoch)
@@ -228,26 +232,54 @@ const WRITE: &str = "WITH node AS (
         SELECT w.slot, w.epoch, $10, $11, (SELECT ok FROM ok)
         FROM unnest($8::int4[], $9::int8[]) AS w(slot, epoch)
         WHERE $12 AND NOT (SELECT made FROM made)
-    ), head AS (
-        UPDATE parkway_log_head SET next = next + $13
-        WHERE id = 1 AND $13 > 0 AND (SELECT ok FROM ok)
-        RETURNING next - $13 AS seq, next
-    ), logged AS (
-        INSERT INTO parkway_log (seq, n, chunk) SELECT seq, $13, $14 FROM head
-    ), trimmed AS (
-        DELETE FROM parkway_log
-        WHERE seq < (SELECT next FROM head) - $15
-          AND seq + n <= (SELECT next FROM head) - $15
+    ), staged AS (
+        INSERT INTO parkway_log_staged (n, chunk)
+        SELECT $13, $14 WHERE $13 > 0 AND (SELECT ok FROM ok)
     ), marked AS (
-        UPDATE parkway_holds SET last_group = $16, last_seq = (SELECT seq FROM head)
+        UPDATE parkway_holds SET last_group = $15
         WHERE node = $10 AND (SELECT ok FROM ok)
     )
     SELECT (SELECT epoch FROM node),
         CASE WHEN (SELECT made FROM made) THEN '{}'::int4[] ELSE
             array(SELECT w.slot FROM unnest($8::int4[]) AS w(slot)
-                  WHERE w.slot NOT IN (SELECT slot FROM owned)) END,
-        CASE WHEN (SELECT made FROM made) THEN (SELECT last_seq FROM node)
-            ELSE (SELECT seq FROM head) END";
+                  WHERE w.slot NOT IN (SELECT slot FROM owned)) END";
+
+/// Numbers the staged chunks of the log, at most 1000, in the order they were staged,
+/// from the one counter row, which it holds locked until it commits: numbers are given
+/// in the order of these statements' commits, so a reader that has read up to a number
+/// never meets a smaller one later, and the log has no gap. A chunk is staged by its
+/// group commit and numbered once (a statement that waited for another's lock finds
+/// the chunks that one numbered gone). A node's chunks are staged in its commit order,
+/// and a slot's last commit on one node is staged before the first on the next, so a
+/// subject's entries keep their order. It deletes the chunks then wholly further back
+/// than `$1` entries from the log's end (and does not keep those it numbers that are),
+/// and answers how many chunks it numbered.
+const NUMBER: &str = "WITH head AS (
+        SELECT next FROM parkway_log_head WHERE id = 1 FOR UPDATE
+    ), moved AS (
+        DELETE FROM parkway_log_staged
+        WHERE id IN (SELECT id FROM parkway_log_staged ORDER BY id LIMIT 1000)
+          AND (SELECT next FROM head) > 0
+        RETURNING id, n, chunk
+    ), numbered AS (
+        SELECT (SELECT next FROM head) + coalesce(sum(n) OVER (ORDER BY id
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS seq,
+            n, chunk
+        FROM moved
+    ), ends AS (
+        SELECT (SELECT next FROM head) + (SELECT coalesce(sum(n), 0) FROM moved) AS next
+    ), logged AS (
+        INSERT INTO parkway_log (seq, n, chunk)
+        SELECT seq, n, chunk FROM numbered WHERE seq + n > (SELECT next FROM ends) - $1
+    ), advanced AS (
+        UPDATE parkway_log_head SET next = (SELECT next FROM ends)
+        WHERE id = 1 AND EXISTS (SELECT 1 FROM moved)
+    ), trimmed AS (
+        DELETE FROM parkway_log
+        WHERE seq < (SELECT next FROM ends) - $1
+          AND seq + n <= (SELECT next FROM ends) - $1
+    )
+    SELECT count(*) FROM moved";
 
 /// The number the log's next entry gets.
 const LOG_NEXT: &str = "SELECT next FROM parkway_log_head WHERE id = 1";
@@ -569,7 +601,6 @@ impl Engine for Postgres {
         }
         let pool = self.pool.clone();
         let (node, epoch, audit) = (self.leases.node, self.leases.epoch, self.audit);
-        let kept = i64::try_from(self.log_kept.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
         let token = i64::try_from(self.token.fetch_add(1, Ordering::Relaxed)).unwrap_or(0);
         #[cfg(test)]
         let twice = lock(&self.twice).take();
@@ -608,7 +639,7 @@ impl Engine for Postgres {
                 // key's last value and deletes what it deletes, so a group commit the
                 // server made before the connection failed is made again to the same
                 // effect.
-                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 16] = [
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 15] = [
                     &gone.slots,
                     &gone.spaces,
                     &gone.keys,
@@ -623,7 +654,6 @@ impl Engine for Postgres {
                     &audit,
                     &logged,
                     &chunk,
-                    &kept,
                     &token,
                 ];
                 let mut rows = query(&pool, WRITE, &params)
@@ -640,11 +670,7 @@ impl Engine for Postgres {
                         .map_err(|failure| failure.cause)?;
                 }
                 let row = rows.first().ok_or("the group commit returned no row")?;
-                Ok::<_, String>((
-                    row.get::<_, Option<i64>>(0),
-                    row.get::<_, Vec<i32>>(1),
-                    row.get::<_, Option<i64>>(2),
-                ))
+                Ok::<_, String>((row.get::<_, Option<i64>>(0), row.get::<_, Vec<i32>>(1)))
             }
             .await;
             (batches, sent)
@@ -657,7 +683,7 @@ impl Engine for Postgres {
         };
         let (batches, sent) = answer.map_err(failed)?;
         *group = batches;
-        let (found, refused, first) = sent.map_err(failed)?;
+        let (found, refused) = sent.map_err(failed)?;
         if found != Some(epoch) {
             return Err(failed(format!(
                 "another process took node {} over (its epoch is {}, this process's was \
@@ -675,7 +701,8 @@ impl Engine for Postgres {
             self.leases.lost(&refused);
             return Err(WriteFailure::NotOwner(refused));
         }
-        Ok(first.and_then(|first| u64::try_from(first).ok()))
+        // Numbered later ([`Engine::number_log`]).
+        Ok(None)
     }
 
     /// The log is every node's, numbered in commit order by the statement that commits.
@@ -685,6 +712,18 @@ impl Engine for Postgres {
 
     fn keep_log(&self, entries: u64) {
         self.log_kept.store(entries.max(1), Ordering::Relaxed);
+    }
+
+    fn number_log(&self) -> Result<u64, String> {
+        let kept = i64::try_from(self.log_kept.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+        let pool = self.pool.clone();
+        let numbered = self.run(async move {
+            let rows = query(&pool, NUMBER, &[&kept])
+                .await
+                .map_err(|failure| failure.cause)?;
+            Ok::<i64, String>(rows.first().map_or(0, |row| row.get(0)))
+        })??;
+        Ok(u64::try_from(numbered).unwrap_or(0))
     }
 
     fn log_next(&self) -> Result<u64, ReadFailure> {
@@ -768,6 +807,11 @@ impl Engine for Postgres {
     fn close(&self, _flush: bool) {
         let holder = lock(&self.holder).take();
         if let Some(holder) = holder {
+            // What this node staged is numbered under its capacity, not left to the
+            // next reader's.
+            if let Err(cause) = self.number_log() {
+                tracing::warn!(%cause, "the log's staged chunks were not numbered at close");
+            }
             // The slots first, so other nodes take them at once; then the node.
             let (pool, leases) = (self.lease_pool.clone(), Arc::clone(&self.leases));
             let _ = self.run(async move {

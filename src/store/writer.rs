@@ -338,14 +338,24 @@ impl Shared {
         if !self.engine.numbers_log() {
             return Ok(lock(&self.log).last());
         }
+        self.number_staged()?;
         let next = self.read(Space::Events, None, |e| e.log_next())?;
         Ok(next.saturating_sub(1))
+    }
+
+    /// Has the engine number what its log holds staged, so a read sees every group
+    /// committed before it.
+    fn number_staged(&self) -> Result<u64, StoreError> {
+        self.read(Space::Events, None, |e| {
+            e.number_log().map_err(ReadFailure::from)
+        })
     }
 
     /// The entries of a log the engine numbers from sequence `from` on, at most
     /// `limit`, within its capacity: everything it holds was committed.
     fn shared_log_from(&self, from: u64, limit: usize) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
         let mut entries = Vec::new();
+        self.number_staged()?;
         let next = self.read(Space::Events, None, |e| e.log_next())?;
         let floor = next.saturating_sub(lock(&self.log).capacity()).max(1);
         let mut from = from.max(floor);
@@ -755,16 +765,17 @@ impl Shared {
             let (writing, before) = (Instant::now(), self.activity());
             let wrote = self.write(&mut group, generation);
             self.measure(Stage::Write, writing, before);
-            // Where the engine put the group's log, its numbers are moved there.
-            let base = match &wrote {
-                Ok(Some(first)) if appended.is_none() => *first,
-                _ => 0,
+            // Where the engine put the group's log, its numbers are moved there; where it
+            // numbers it later, they are not known (0).
+            let place = |at: usize| match (&wrote, &appended) {
+                (_, Some(_)) => firsts[at],
+                (Ok(Some(first)), None) => firsts[at] + first,
+                (_, None) => 0,
             };
-            written.log_end += base;
-            written.firsts = places_now
-                .iter()
-                .map(|place| place.clone().map(|at| firsts[at] + base))
-                .collect();
+            written.firsts = places_now.iter().map(|p| p.clone().map(place)).collect();
+            if appended.is_none() {
+                written.log_end = 0;
+            }
             match wrote {
                 Ok(_) => {}
                 Err(Refused::NotOwner(slots)) => {
