@@ -51,6 +51,15 @@ fn changes(owners: &mut Owners) -> Vec<Change> {
     std::iter::from_fn(|| owners.changes.try_recv().ok()).collect()
 }
 
+/// `from` gives back the slots it `drained`, and `to` takes them at its next round.
+fn hand_over(from: &Store, to: &Store, to_owners: &mut Owners, drained: &[Slot]) {
+    for slot in drained {
+        from.release(*slot).unwrap();
+    }
+    to.lease_round().unwrap();
+    assert_eq!(changes(to_owners), vec![Change::Gained(drained.to_vec())]);
+}
+
 /// The slots numbered `numbers`.
 fn slots(numbers: impl IntoIterator<Item = u16>) -> Vec<Slot> {
     numbers.into_iter().filter_map(Slot::numbered).collect()
@@ -90,14 +99,7 @@ fn nodes_that_join_share_the_slots_and_each_writes_only_its_own() {
     write(&a, last, "x").expect("a slot being handed over takes its last changes");
     b.lease_round().unwrap();
     assert!(changes(&mut b_owners).is_empty(), "nothing free yet");
-    for slot in &drained {
-        a.release(*slot).unwrap();
-    }
-    b.lease_round().unwrap();
-    assert_eq!(
-        changes(&mut b_owners),
-        vec![Change::Gained(drained.clone())]
-    );
+    hand_over(&a, &b, &mut b_owners, &drained);
     write(&b, last, "y").expect("b writes what it took");
     let refused = write(&a, last, "x").unwrap_err();
     assert!(matches!(refused, StoreError::NotOwner { .. }), "{refused}");
@@ -435,14 +437,7 @@ fn every_node_writes_one_log_numbered_in_commit_order() {
     let Some(Change::Drain(drained)) = changes(&mut a_owners).pop() else {
         panic!("a hands slots over");
     };
-    for slot in &drained {
-        a.release(*slot).unwrap();
-    }
-    b.lease_round().unwrap();
-    assert_eq!(
-        changes(&mut b_owners),
-        vec![Change::Gained(drained.clone())]
-    );
+    hand_over(&a, &b, &mut b_owners, &drained);
     let (slot_a, slot_b) = (Slot::numbered(0).unwrap(), drained[0]);
     let acked: Vec<(String, String)> = std::thread::scope(|scope| {
         let writers: Vec<_> = [(&a, slot_a, "a"), (&b, slot_b, "b"), (&a, slot_a, "x")]
