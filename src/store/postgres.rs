@@ -201,7 +201,7 @@ const SHARED: i32 = -1;
 /// statement sent again after its connection failed, which the server had made,
 /// finds its token in the node's row and answers as it did, writing nothing again.
 const WRITE: &str = "WITH node AS (
-        SELECT epoch, last_group, last_seq FROM parkway_holds WHERE node = $10
+        SELECT epoch, last_group FROM parkway_holds WHERE node = $10
         FOR NO KEY UPDATE
     ), made AS (
         SELECT coalesce((SELECT epoch FROM node) = $11
