@@ -409,8 +409,8 @@ pub enum StartError {
         /// The key.
         key: String,
     },
-    /// The idempotency key was used for another request (another subject, target,
-    /// identity, kwargs or extras) within the retention horizon.
+    /// The idempotency key was used on the same subject for another request (another
+    /// target, identity, kwargs or extras) within the retention horizon.
     #[error("idempotency key {key} was used for another request")]
     IdempotencyKeyReused {
         /// The key.

@@ -2,6 +2,15 @@
 //! retention horizon (`INTERACTIONS_WAITING_RETENTION`), and with a data directory kept
 //! in the store (`Space::Keys`), so a retry after a restart is still recognised.
 //!
+//! **An idempotency key is its subject's** ([`start_key`]): kept in the subject's slot,
+//! written in the change that starts its run under that slot's owner, and read back
+//! whenever the slot is (at an open, and when a node takes the slot), so the node that
+//! serves a subject knows every key its runs were started under, whichever node started
+//! them. The same key on another subject names another start. **A delivery id is the
+//! runtime's** ([`hook_key`]): a hook fire visits subjects of any slot, so its id is
+//! kept outside every slot's fencing, and a node that does not know an id reads the
+//! store before it fires.
+//!
 //! A key is *pending* while the work it names is under way (a second use then is told
 //! so), and *known* once that work is durable. An idempotency key is kept in the same
 //! change that starts its run, so the two are durable together or not at all: a retry
@@ -51,7 +60,8 @@ pub(crate) enum Claim {
     Reused,
 }
 
-/// The table of keys in use, by name (`run:<key>`, `hook:<topic>:<delivery>`).
+/// The table of keys in use, by name ([`start_key`], [`hook_key`], and the `run:<key>`
+/// of idempotency keys kept before they were their subject's, [`legacy_run_key`]).
 #[derive(Debug, Default)]
 pub(crate) struct Keys {
     slots: DashMap<Arc<str>, Slot>,
@@ -70,6 +80,14 @@ impl Keys {
                 Slot::Known(kept) if kept.fingerprint == fingerprint => Claim::Known(kept.clone()),
                 _ => Claim::Reused,
             },
+        }
+    }
+
+    /// What `key` names, if its work is done.
+    pub(crate) fn known(&self, key: &str) -> Option<Kept> {
+        match self.slots.get(key).as_deref() {
+            Some(Slot::Known(kept)) => Some(kept.clone()),
+            _ => None,
         }
     }
 
@@ -109,8 +127,28 @@ pub(crate) fn fingerprint(parts: &[&[u8]]) -> u64 {
     hasher.digest()
 }
 
-/// The name of an idempotency key in the table and the store.
-pub(crate) fn run_key(key: &str) -> String {
+/// The name of the idempotency key `key` of a start on `subject`, in the table and the
+/// store: `start:`, the subject's length in bytes, its name, then the key, so no two
+/// pairs make the same name and the subject is read back from it ([`subject_of`]).
+pub(crate) fn start_key(subject: &str, key: &str) -> String {
+    format!("start:{}:{subject}:{key}", subject.len())
+}
+
+/// The subject whose slot keeps the key named `name`: a [`start_key`]'s subject; `None`
+/// for a name of the runtime's (a delivery id, or a key kept before keys were their
+/// subject's).
+pub(crate) fn subject_of(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix("start:")?;
+    let (len, rest) = rest.split_once(':')?;
+    let len: usize = len.parse().ok()?;
+    let subject = rest.get(..len)?;
+    rest.get(len..)?.starts_with(':').then_some(subject)
+}
+
+/// The name an idempotency key had before keys were their subject's (one name for the
+/// whole runtime): such a key, read back, still answers the same start until its
+/// horizon.
+pub(crate) fn legacy_run_key(key: &str) -> String {
     format!("run:{key}")
 }
 
@@ -214,5 +252,24 @@ mod tests {
         assert_ne!(fingerprint(&[b"ab", b"c"]), fingerprint(&[b"a", b"bc"]));
         assert_eq!(fingerprint(&[b"ab", b"c"]), fingerprint(&[b"ab", b"c"]));
         assert_ne!(hook_key("a:b", "c"), hook_key("a", "b:c"));
+        assert_ne!(start_key("a:b", "c"), start_key("a", "b:c"));
+    }
+
+    #[test]
+    fn a_start_key_names_its_subject() {
+        for (subject, key) in [("thread-7", "k"), ("a:b", "c:d"), ("", "k"), ("é:", ":")] {
+            assert_eq!(subject_of(&start_key(subject, key)), Some(subject));
+        }
+        assert_eq!(subject_of(&legacy_run_key("start:1:a:k")), None);
+        assert_eq!(subject_of(&hook_key("start", "d")), None);
+        for damaged in [
+            "start:",
+            "start:x:a:k",
+            "start:9:a:k",
+            "start:1:ab",
+            "start:1:é:k",
+        ] {
+            assert_eq!(subject_of(damaged), None, "{damaged}");
+        }
     }
 }

@@ -62,6 +62,7 @@ impl Start {
     /// Start under an idempotency key ([`Runtime::run_tool`] and [`Runtime::submit`]):
     /// within the retention horizon, the same request under the same key starts no
     /// second run but answers with the first one; another request under it is refused.
+    /// A key is its subject's: the same key on another subject is another key.
     pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
         self
@@ -98,7 +99,7 @@ impl Start {
     }
 
     /// The request's fingerprint under an idempotency key.
-    fn fingerprint(&self) -> u64 {
+    pub(crate) fn fingerprint(&self) -> u64 {
         crate::keys::fingerprint(&[
             self.subject.as_bytes(),
             self.target.as_bytes(),
@@ -842,8 +843,17 @@ impl Runtime {
             return Err(StartError::InvalidIdempotencyKey { why });
         }
         let fingerprint = start.fingerprint();
-        let name = crate::keys::run_key(&key);
-        match self.hub().keys.claim(&name, fingerprint) {
+        let keys = &self.hub().keys;
+        // A key kept before keys were their subject's answers the same start until its
+        // horizon (its fingerprint holds the subject).
+        if let Some(kept) = keys.known(&crate::keys::legacy_run_key(&key))
+            && kept.fingerprint == fingerprint
+            && let Some(run) = kept.run
+        {
+            return Ok(Keyed::Started(Arc::from(run)));
+        }
+        let name = crate::keys::start_key(&start.subject, &key);
+        match keys.claim(&name, fingerprint) {
             crate::keys::Claim::New => {
                 let mut spec = start.spec();
                 spec.key = Some(crate::run::port::Keyed { name, fingerprint });

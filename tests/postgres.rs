@@ -333,6 +333,51 @@ async fn a_node_past_its_leases_loses_its_slots_and_the_ask_is_resolved_once() {
     b.shutdown().await;
 }
 
+/// An idempotency key is its subject's, kept in its slot: the node that takes the slot
+/// from the node that started the run answers a retry with that run, though it opened
+/// before the key was kept. A delivery id is every node's: fired on one node, it is
+/// refused as seen by another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_kept_by_one_node_hold_on_the_others() {
+    let url = database().await;
+    let lease = Duration::from_secs(1);
+    let a = node(&url, "a", lease).await;
+    let b = node(&url, "b", lease).await;
+    // The lowest slot stays the first node's while both run.
+    let subject = subject_in(0);
+    let keyed = || Start::new(&subject, "deploy").idempotency_key("k-1");
+    let run = a
+        .submit(keyed())
+        .await
+        .expect("the first node serves the slot");
+    assert_eq!(a.submit(keyed()).await.unwrap(), run);
+    // The same key on another subject is another start.
+    let other = subject_in(1);
+    let elsewhere = a
+        .submit(Start::new(&other, "deploy").idempotency_key("k-1"))
+        .await
+        .unwrap();
+    assert_ne!(elsewhere, run);
+    let fired = a.fire_delivery("push", "d-1", json!({"n": 1})).await;
+    assert_eq!(fired, Ok(Vec::new()));
+    let seen = b.fire_delivery("push", "d-1", json!({"n": 1})).await;
+    assert!(
+        matches!(seen, Err(parkway::DeliveryError::AlreadySeen { .. })),
+        "{seen:?}"
+    );
+    let reused = b.fire_delivery("push", "d-1", json!({"n": 2})).await;
+    assert_eq!(reused, Err(parkway::DeliveryError::Reused));
+    a.shutdown().await;
+    served(&b, &subject).await;
+    assert_eq!(b.submit(keyed()).await.unwrap(), run, "no second run");
+    let changed = Start::new(&subject, "deploy")
+        .idempotency_key("k-1")
+        .kwargs(json!({"changed": true}));
+    let refused = b.submit(changed).await.unwrap_err();
+    assert_eq!(refused.kind(), "idempotency_key_reused", "{refused}");
+    b.shutdown().await;
+}
+
 /// Ends every lease node `name` holds, in the database.
 async fn end_leases(url: &str, name: &str) {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)

@@ -605,9 +605,24 @@ async fn idempotency_keys_and_delivery_ids_hold_across_a_restart() {
         again["run_id"], first["run_id"],
         "the same run, not a second"
     );
-    let other = run("k-1", "elsewhere").await.expect("answers");
-    assert_eq!(other.status().as_u16(), 409);
-    let body: Value = other.json().await.expect("json");
+    // A key is its subject's: on another subject it starts another run.
+    let other: Value = run("k-1", "elsewhere")
+        .await
+        .expect("answers")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(other["status"], "parked");
+    assert_ne!(other["run_id"], first["run_id"]);
+    let changed = s
+        .request(Method::POST, "/v1/targets/asker/run", VISIT)
+        .header("Idempotency-Key", "k-1")
+        .json(&json!({"subject": "s", "kwargs": {"changed": true}}))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(changed.status().as_u16(), 409);
+    let body: Value = changed.json().await.expect("json");
     assert_eq!(body["error"]["kind"], "idempotency_key_reused");
     let submitted = s
         .request(Method::POST, "/v1/targets/asker/submit", VISIT)
@@ -643,8 +658,8 @@ async fn idempotency_keys_and_delivery_ids_hold_across_a_restart() {
     );
     assert_eq!(
         s.runtime.stats().await.runs,
-        1,
-        "the parked run only: the echo ended"
+        2,
+        "the parked runs only: the echo ended"
     );
     s.stop().await;
 

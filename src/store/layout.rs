@@ -12,7 +12,7 @@
 //! | `events` | [`chunk_key`]: the first entry's [`sequence_key`], then the count (four bytes, big-endian); versions 1 and 2 kept a [`sequence_key`] per entry | the entries, LZ4-compressed (`super::log`) |
 //! | `ids` | [`SEQUENTIAL`] / [`TIMERS`] | three high-water marks / the timer keys' next number, big-endian `u64`s |
 //! | `undelivered.4` | [`undelivered_key`]: the slot, [`named_key`] of the subject, then the interaction id | the outcome waiting for its receiver (JSON) |
-//! | `keys.4` | [`kept_key`]: the slot of the key's name, the name (`run:…`, `hook:…`, `crate::keys`) | what it named and when (JSON) |
+//! | `keys.4` | [`kept_key`]: an idempotency key's subject's slot, or a delivery id's name's, then the name (`start:…`, `hook:…`, `crate::keys`) | what it named and when (JSON) |
 //! | `heads.4` | [`subject_key`]: the slot, the subject's name | three counts (big-endian `u32`s) and a byte of flags |
 //! | `wakes.4` | [`wake_key`]: the slot, [`instant_key`] of the deadline, a [`WakeKind`] byte, then the subject's name or the run id | nothing (a subject's wake), or the run's subject (a record's horizon) |
 //! | `runs.4` | [`run_key`]: the run's slot, the run id | the subject's name |
@@ -27,9 +27,10 @@
 //! no other enters. A subject's parts are keyed by its slot; a run's record and its
 //! entry in the run index by the slot its id names, which is its subject's
 //! ([`run_slot`]; an id that names none, a sequential one or one made before version 4,
-//! by the slot of the id itself); an idempotency key or a delivery id by the slot of its
-//! own name, as it is one name for the whole runtime. The doors, the log and the ids'
-//! counters are the runtime's, not a slot's.
+//! by the slot of the id itself); an idempotency key by its subject's slot, as it is the
+//! subject's ([`kept_slot`]). A delivery id is the runtime's, one name for every node:
+//! it is keyed by the slot of its own name but written by any node. The doors, the log
+//! and the ids' counters are the runtime's, not a slot's.
 //!
 //! A space whose keys changed in version 4 took a new name (`subjects.4` for
 //! `subjects`): its conversion writes beside the old space and drops that only once the
@@ -310,15 +311,22 @@ pub(crate) fn door_key(door: &str) -> Vec<u8> {
     door.as_bytes().to_vec()
 }
 
-/// The key of an idempotency key or a hook delivery in [`Space::Keys`]: the slot of its
-/// name, then the name (`crate::keys` makes it).
+/// The key of an idempotency key or a hook delivery in [`Space::Keys`]: its slot
+/// ([`kept_slot`]), then the name (`crate::keys` makes it).
 pub(crate) fn kept_key(name: &str) -> Vec<u8> {
     slotted(kept_slot(name), name.as_bytes())
 }
 
-/// The slot of an idempotency key or a hook delivery: its name's.
+/// The slot of an idempotency key or a hook delivery: an idempotency key's subject's
+/// (`crate::keys::start_key`), so the subject's owner keeps it; else the name's own.
 pub(crate) fn kept_slot(name: &str) -> Slot {
-    Slot::of(name)
+    Slot::of(crate::keys::subject_of(name).unwrap_or(name))
+}
+
+/// Whether the key named `name` is its slot's, written under its owner's fencing (an
+/// idempotency key), rather than the runtime's, written by any node (a delivery id).
+pub(crate) fn kept_by_slot(name: &str) -> bool {
+    crate::keys::subject_of(name).is_some()
 }
 
 /// The prefix of every key of `subject`'s parts ([`Space::Entries`],

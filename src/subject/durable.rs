@@ -397,7 +397,7 @@ pub(crate) fn recover_shared(hub: &Arc<Hub>, store: &crate::store::Store) -> Res
             tracing::error!(door = %name, %error, "a saved door no longer compiles; it is left out");
         }
     }
-    hub.recover_keys(store)
+    hub.recover_keys(store, &[])
 }
 
 /// The heads of the subjects whose keys start with `within` (every subject when empty,

@@ -9,7 +9,8 @@
 //! the run tree and the records' index, their asks in the inbox, and their share of the
 //! counts. Every other slot goes on.
 //!
-//! Taking a slot back reads it as an open reads the whole store
+//! Taking a slot back reads it as an open reads the whole store: first its idempotency
+//! keys (`super::keyed`), before any of its subjects is served, then its subjects
 //! (`super::durable::recover_subjects`, within the slot's prefix): its heads counted,
 //! the subjects that offer a user ask or were executing read back (the latter replayed),
 //! its undelivered outcomes left waiting, and its wakes read again by the ticker. The
@@ -202,6 +203,12 @@ pub(crate) async fn load(hub: &Arc<Hub>, slot: Slot) -> Result<(), String> {
             return Err(format!("the slot's epoch could not be moved on: {error}"));
         }
     }
+    let prefix = crate::store::layout::slot_prefix(slot);
+    if let Some(store) = &hub.services.store {
+        // Its idempotency keys, before any start on its subjects is taken: a start
+        // under a key another node kept answers with that node's run.
+        hub.recover_keys(store, &prefix)?;
+    }
     if !hub.services.away.take(slot) {
         return Ok(());
     }
@@ -209,7 +216,6 @@ pub(crate) async fn load(hub: &Arc<Hub>, slot: Slot) -> Result<(), String> {
     let Some(store) = hub.services.store.clone() else {
         return Ok(());
     };
-    let prefix = crate::store::layout::slot_prefix(slot);
     if let Err(error) = super::durable::recover_subjects(hub, &store, &prefix).await {
         // What was read back is withdrawn again.
         hub.services.away.leave(slot);

@@ -171,14 +171,7 @@ async fn deliver(hub: &Arc<Hub>, timer: Fired, round: &mut Round) {
             return;
         }
         Timer::Forget { key } => {
-            if hub.keys.forget(&key)
-                && let Some(store) = &hub.services.store
-            {
-                // Nothing waits on this; a restart before it is durable forgets it again.
-                let mut batch = crate::store::Batch::of_slot(layout::kept_slot(&key));
-                batch.delete(crate::store::Space::Keys, layout::kept_key(&key));
-                store.submit(batch, Box::new(|_| {}));
-            }
+            hub.forget_key(&key);
             return;
         }
         // The next fire is armed and the visit is a message to the schedule's subject:
