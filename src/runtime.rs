@@ -1354,14 +1354,34 @@ impl Runtime {
         delivery: &str,
         input: Value,
     ) -> Result<Vec<crate::HookFire>, crate::DeliveryError> {
+        self.fire_delivery_then(topic, delivery, input, |fires| async move { fires })
+            .await
+    }
+
+    /// [`Runtime::fire_delivery`], with `then` run on the hooks' fires before the
+    /// delivery id is kept, its answer returned: a front end that sends on to their
+    /// owners the visits refused as [`StoreFault::NotOwner`](crate::StoreFault::NotOwner)
+    /// (another node sharing the database serves their subjects) does it here, so a
+    /// crash before they are made lets the sender's retry fire again.
+    pub async fn fire_delivery_then<T, F, Fut>(
+        &self,
+        topic: &str,
+        delivery: &str,
+        input: Value,
+        then: F,
+    ) -> Result<T, crate::DeliveryError>
+    where
+        F: FnOnce(Vec<crate::HookFire>) -> Fut,
+        Fut: Future<Output = T>,
+    {
         if depth::too_deep(&input) {
             // Refused by every hook, as `fire` refuses it: nothing fires, nothing is kept.
-            return Ok(self.fire(topic, input).await);
+            return Ok(then(self.fire(topic, input).await).await);
         }
         let fingerprint = crate::keys::fingerprint(&[input.to_string().as_bytes()]);
         let hub = Arc::clone(self.hub());
-        hub.fire_once(topic, delivery, fingerprint, self.fire(topic, input))
-            .await
+        let fire = async move { then(self.fire(topic, input).await).await };
+        hub.fire_once(topic, delivery, fingerprint, fire).await
     }
 
     /// Stop the runtime and wait until everything of it has ended (`docs/semantics.md`,

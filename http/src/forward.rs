@@ -8,18 +8,24 @@
 //! again, so a slot changing hands costs the client a `503` with `Retry-After`, never a
 //! loop. Where no node's lease on the slot holds, or the owner gave no address, the
 //! refusal is the answer.
+//!
+//! A hook fire visits subjects of any slot, so it is not sent on whole: each of its
+//! visits refused `not_owner` is sent on alone, as a visit of the hook by name
+//! ([`hook_visit`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderName, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde_json::{Value, json};
 
 use crate::Face;
 use crate::error::{ApiError, NotOwner};
@@ -130,6 +136,110 @@ pub(crate) async fn forward(
             "it did not answer in time",
         ),
     }
+}
+
+/// What a path segment or a query value keeps as it is: the unreserved characters.
+const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// A hook's visit of `subject`, of `slot`, refused here as `not_owner`, sent on to the
+/// node that serves the slot as a visit of the hook `door` by name (`POST
+/// /v1/routes/{door}/visit`, which evaluates what a fire's visit does), with the fire's
+/// `input` and the request's credentials, marked [`FORWARDED`]: the visit the owner
+/// answered with, or the error object (its refusal, or why no answer came, as
+/// [`forward`] names it). `None` where no node's lease on the slot holds: the refusal
+/// stands.
+pub(crate) async fn hook_visit(
+    face: &Face,
+    headers: &HeaderMap,
+    slot: u16,
+    door: &str,
+    subject: &str,
+    input: &Value,
+) -> Option<Result<Value, Value>> {
+    let address = face.runtime.served_at(slot)?;
+    let uri = format!(
+        "{}/v1/routes/{}/visit?subject={}",
+        address.trim_end_matches('/'),
+        utf8_percent_encode(door, UNRESERVED),
+        utf8_percent_encode(subject, UNRESERVED),
+    );
+    let Ok(uri) = uri.parse::<Uri>() else {
+        tracing::warn!(
+            slot,
+            address,
+            "the owner's address is not one a request can be sent to"
+        );
+        return None;
+    };
+    let mut on = Request::builder()
+        .method(Method::POST)
+        .uri(uri)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(FORWARDED, HeaderValue::from_static("1"));
+    if let Some(credentials) = headers.get(header::AUTHORIZATION) {
+        on = on.header(header::AUTHORIZATION, credentials);
+    }
+    let on = on.body(Body::from(input.to_string())).ok()?;
+    let limit = face.options.request_timeout.max(face.options.max_wait) + Duration::from_secs(5);
+    let error = |response: Response| async move {
+        let body = axum::body::to_bytes(response.into_body(), 64 << 10).await;
+        body.ok()
+            .and_then(|body| serde_json::from_slice::<Value>(&body).ok())
+            .map(|mut body| body["error"].take())
+            .unwrap_or_else(|| json!({"kind": "owner_failed", "message": "no answer"}))
+    };
+    let answer = match tokio::time::timeout(limit, face.forwarder.request(on)).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(failure)) if failure.is_connect() => {
+            return Some(Err(error(unreachable_owner(
+                slot,
+                &address,
+                &failure.to_string(),
+            ))
+            .await));
+        }
+        Ok(Err(failure)) => {
+            let why = failure.to_string();
+            return Some(Err(error(owner_failed(
+                StatusCode::BAD_GATEWAY,
+                slot,
+                &address,
+                &why,
+            ))
+            .await));
+        }
+        Err(_) => {
+            let failed = owner_failed(
+                StatusCode::GATEWAY_TIMEOUT,
+                slot,
+                &address,
+                "it did not answer in time",
+            );
+            return Some(Err(error(failed).await));
+        }
+    };
+    face.metrics.forwarded();
+    let ok = answer.status() == StatusCode::OK;
+    let (parts, body) = answer.into_parts();
+    let response = Response::from_parts(parts, Body::new(body));
+    if !ok {
+        return Some(Err(error(response).await));
+    }
+    let body = axum::body::to_bytes(response.into_body(), face.options.max_body_bytes).await;
+    Some(
+        body.ok()
+            .and_then(|body| serde_json::from_slice(&body).ok())
+            .ok_or_else(|| {
+                json!({"kind": "owner_failed", "message": format!(
+                "the visit was sent on to the node that serves slot {slot}, whose answer \
+                 could not be read: it may have been applied there"
+            ), "slot": slot})
+            }),
+    )
 }
 
 /// The refusal when the node that owns `slot` could not be connected to: 503, try

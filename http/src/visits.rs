@@ -8,11 +8,11 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use parkway::{DeliveryError, HookFire, RunRecord, Start, Visit};
+use parkway::{DeliveryError, HookFire, RunRecord, Start, StoreFault, Visit, VisitError};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::{ApiError, Face, JsonBody};
+use crate::{ApiError, Face, JsonBody, forward};
 
 /// The `subject` query parameter, required (an empty one is the runtime's to refuse,
 /// as `empty_subject`, like every other door's).
@@ -100,9 +100,18 @@ pub(crate) async fn hook(
             None => delivery = Some((name, id)),
         }
     }
+    // On a database nodes share, a visit of a subject another node serves is sent on.
+    let sent_on = (face.runtime.shares_store() && !headers.contains_key(&forward::FORWARDED))
+        .then(|| body.0.clone());
+    let answer = |fires| answered(&face, &headers, sent_on.as_ref(), fires);
     let fires = match delivery {
-        None => face.runtime.fire(&topic, body.0).await,
-        Some((name, id)) => match face.runtime.fire_delivery(&topic, id, body.0).await {
+        None => answer(face.runtime.fire(&topic, body.0).await).await,
+        // The visits sent on are made before the delivery id is kept.
+        Some((name, id)) => match face
+            .runtime
+            .fire_delivery_then(&topic, id, body.0, answer)
+            .await
+        {
             Ok(fires) => fires,
             Err(DeliveryError::AlreadySeen { at }) => {
                 return Ok((
@@ -116,17 +125,46 @@ pub(crate) async fn hook(
             Err(e) => return Err(ApiError::new(StatusCode::CONFLICT, e.kind(), e.to_string())),
         },
     };
-    for fire in &fires {
-        match &fire.visit {
-            None => face.metrics.visit(&fire.door, true, "not_fired"),
-            Some(visit) => face.metrics.count(&fire.door, visit),
-        }
-    }
-    let fires: Vec<Value> = fires.into_iter().map(fire_json).collect();
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({ "status": "fired", "hooks": fires })),
     ))
+}
+
+/// The hooks' fires as answered, counted; with the fire's input (`sent_on`), each visit
+/// refused `not_owner` is sent on to the node that serves its subject, and answered as
+/// that node answered.
+async fn answered(
+    face: &Face,
+    headers: &HeaderMap,
+    sent_on: Option<&Value>,
+    fires: Vec<HookFire>,
+) -> Vec<Value> {
+    let mut answered = Vec::with_capacity(fires.len());
+    for fire in fires {
+        match &fire.visit {
+            None => face.metrics.visit(&fire.door, true, "not_fired"),
+            Some(visit) => face.metrics.count(&fire.door, visit),
+        }
+        let owner = match (&fire.visit, &fire.subject, sent_on) {
+            (
+                Some(Err(VisitError::Store(StoreFault::NotOwner { slot, .. }))),
+                Some(subject),
+                Some(input),
+            ) => forward::hook_visit(face, headers, *slot, &fire.door, subject, input).await,
+            _ => None,
+        };
+        answered.push(match owner {
+            None => fire_json(fire),
+            Some(Ok(visit)) => {
+                json!({"door": fire.door, "subject": fire.subject, "fired": true, "visit": visit})
+            }
+            Some(Err(error)) => {
+                json!({"door": fire.door, "subject": fire.subject, "fired": true, "error": error})
+            }
+        });
+    }
+    answered
 }
 
 /// A tool door's body.

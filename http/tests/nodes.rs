@@ -240,3 +240,51 @@ async fn a_body_that_never_comes_is_cut_off_at_the_request_s_time() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     a.stop().await;
 }
+
+/// A hook fire visits each subject where it is served: a visit refused on the node
+/// that took the fire, as another node's, is sent on to that node as a visit of the
+/// hook by name, and answered as it answered; the fire's delivery id, kept once every
+/// visit was made, is seen by every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_fire_visits_each_subject_on_the_node_that_serves_it() {
+    let url = database().await;
+    let a = node(&url, "a").await;
+    let hook = json!({"kind": "hook", "topic": "deploys", "target": "asker",
+        "subject_expr": ".subject", "start_expr": "{}"});
+    let (status, body) = a
+        .call(Method::PUT, "/v1/doors/deploys", ADMIN, Some(hook))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let b = node(&url, "b").await;
+    // The highest slot is the first handed over; the lowest stays a's.
+    let (theirs, ours) = (subject_in(1023), subject_in(0));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while a.runtime.served_at(1023).is_none() || b.runtime.list(&theirs).await.is_err() {
+        assert!(Instant::now() < deadline, "never handed over");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let fire = |node: &Server, subject: &str| {
+        node.request(Method::POST, "/v1/hooks/deploys", VISIT)
+            .header("Webhook-Id", format!("evt-{subject}"))
+            .json(&json!({"subject": subject}))
+            .send()
+    };
+    for subject in [&theirs, &ours] {
+        let fired = fire(&a, subject).await.unwrap();
+        assert_eq!(fired.status().as_u16(), 202);
+        let body: serde_json::Value = fired.json().await.unwrap();
+        let hook = &body["hooks"][0];
+        assert_eq!(hook["subject"], json!(subject), "{body}");
+        assert_eq!(hook["visit"]["action"], "started", "{body}");
+        let server = if subject == &theirs { &b } else { &a };
+        let parked = server.runtime.list(subject).await.unwrap();
+        assert_eq!(parked.len(), 1, "{subject}: {parked:?}");
+        // The other node has seen the delivery.
+        let again = fire(&b, subject).await.unwrap();
+        assert_eq!(again.status().as_u16(), 200);
+        let body: serde_json::Value = again.json().await.unwrap();
+        assert_eq!(body["status"], "already_seen", "{body}");
+    }
+    a.stop().await;
+    b.stop().await;
+}

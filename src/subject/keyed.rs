@@ -115,15 +115,15 @@ impl Hub {
         }
     }
 
-    /// Fire `topic` for the delivery `delivery` once: a delivery seen within the horizon
-    /// is not fired again.
-    pub(crate) async fn fire_once(
+    /// Fire `topic` for the delivery `delivery` once (`fire` makes the fire and answers
+    /// with it): a delivery seen within the horizon is not fired again.
+    pub(crate) async fn fire_once<T>(
         self: &Arc<Self>,
         topic: &str,
         delivery: &str,
         fingerprint: u64,
-        fire: impl std::future::Future<Output = Vec<crate::HookFire>>,
-    ) -> Result<Vec<crate::HookFire>, DeliveryError> {
+        fire: impl std::future::Future<Output = T>,
+    ) -> Result<T, DeliveryError> {
         DeliveryError::check_id(delivery)?;
         let name = hook_key(topic, delivery);
         self.read_delivery(&name).await;
