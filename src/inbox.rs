@@ -65,6 +65,10 @@ pub struct InboxItem {
     pub asked_by_titles: BTreeMap<String, String>,
     /// When the ask lapses.
     pub expiry_at: chrono::DateTime<chrono::Utc>,
+    /// When it was raised; absent for an ask kept before the inbox recorded it. Nodes
+    /// sharing a database list their asks together in this order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Fills `item`'s titles of the targets that asked from `tools`.

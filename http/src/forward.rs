@@ -242,6 +242,53 @@ pub(crate) async fn hook_visit(
     )
 }
 
+/// The addresses of the other nodes that serve slots now, as this node last read the
+/// slots' owners: each once, in order.
+pub(crate) fn peers(face: &Face) -> Vec<String> {
+    let mut peers: Vec<String> = (0..1024u16)
+        .filter_map(|slot| face.runtime.served_at(slot))
+        .collect();
+    peers.sort_unstable();
+    peers.dedup();
+    peers
+}
+
+/// `GET` of `path` (with its query) at the node `address`, marked [`FORWARDED`] and with
+/// the request's credentials: the JSON it answered with `200`, else why not, in words.
+pub(crate) async fn get_json(
+    face: &Face,
+    headers: &HeaderMap,
+    address: &str,
+    path: &str,
+) -> Result<Value, String> {
+    let uri = format!("{}{path}", address.trim_end_matches('/'))
+        .parse::<Uri>()
+        .map_err(|_| "its address is not one a request can be sent to".to_owned())?;
+    let mut on = Request::builder()
+        .method(Method::GET)
+        .uri(uri)
+        .header(FORWARDED, HeaderValue::from_static("1"));
+    if let Some(credentials) = headers.get(header::AUTHORIZATION) {
+        on = on.header(header::AUTHORIZATION, credentials);
+    }
+    let on = on.body(Body::empty()).map_err(|e| e.to_string())?;
+    let answer = tokio::time::timeout(face.options.request_timeout, face.forwarder.request(on))
+        .await
+        .map_err(|_| "it did not answer in time".to_owned())?
+        .map_err(|e| e.to_string())?;
+    let status = answer.status();
+    let body = axum::body::to_bytes(Body::new(answer.into_body()), 16 << 20)
+        .await
+        .map_err(|e| format!("its answer could not be read: {e}"))?;
+    if status != StatusCode::OK {
+        return Err(format!(
+            "it answered {status}: {}",
+            String::from_utf8_lossy(&body[..body.len().min(512)])
+        ));
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("its answer is not JSON: {e}"))
+}
+
 /// The refusal when the node that owns `slot` could not be connected to: 503, try
 /// again; nothing was sent.
 fn unreachable_owner(slot: u16, address: &str, why: &str) -> Response {

@@ -288,3 +288,82 @@ async fn a_hook_fire_visits_each_subject_on_the_node_that_serves_it() {
     a.stop().await;
     b.stop().await;
 }
+
+/// The inbox's list served by any node holds every node's pending user asks, in the
+/// order they were asked, paged across them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_lists_every_node_s_asks() {
+    let url = database().await;
+    let a = node(&url, "a").await;
+    let b = node(&url, "b").await;
+    // The highest slot is the first handed over; the lowest stays a's.
+    let (theirs, ours) = (subject_in(1023), subject_in(0));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while a.runtime.served_at(1023).is_none()
+        || b.runtime.list(&theirs).await.is_err()
+        || b.runtime.served_at(0).is_none()
+    {
+        assert!(Instant::now() < deadline, "never handed over");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut ids = Vec::new();
+    for (server, subject) in [(&a, &ours), (&b, &theirs), (&a, &ours)] {
+        let record = server
+            .runtime
+            .run_tool(Start::new(subject, "user_asker"))
+            .await
+            .unwrap();
+        let id = record
+            .suspension
+            .expect("suspended on its user ask")
+            .interactions[0]
+            .clone();
+        ids.push(id);
+    }
+    for server in [&a, &b] {
+        let (status, page) = server
+            .call(Method::GET, "/v1/interactions", ANSWER, None)
+            .await;
+        assert_eq!(status, 200, "{page}");
+        assert_eq!(page["total"], 3, "{page}");
+        let listed: Vec<&str> = page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(listed, ids, "in the order asked: {page}");
+        // Paged across the nodes.
+        let (_, second) = server
+            .call(
+                Method::GET,
+                "/v1/interactions?page=2&page_size=2",
+                ANSWER,
+                None,
+            )
+            .await;
+        assert_eq!(second["items"][0]["id"], json!(ids[2]), "{second}");
+        assert_eq!(second["items"].as_array().map(Vec::len), Some(1));
+        assert_eq!(second.get("next_page"), None, "{second}");
+        let (_, first) = server
+            .call(
+                Method::GET,
+                "/v1/interactions?page=1&page_size=2",
+                ANSWER,
+                None,
+            )
+            .await;
+        assert_eq!(first["next_page"], 2, "{first}");
+    }
+    // A node asked by another lists its own only.
+    let own = a
+        .request(Method::GET, "/v1/interactions", ANSWER)
+        .header("x-parkway-forwarded", "1")
+        .send()
+        .await
+        .unwrap();
+    let own: serde_json::Value = own.json().await.unwrap();
+    assert_eq!(own["total"], 2, "{own}");
+    a.stop().await;
+    b.stop().await;
+}

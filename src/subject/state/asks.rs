@@ -85,6 +85,7 @@ impl State {
                 // Filled by the inbox, which knows the tools.
                 asked_by_titles: Default::default(),
                 expiry_at: checked.deadline,
+                asked_at: Some(step.now),
             })
         });
         if let Some(item) = &offered {
