@@ -1601,6 +1601,14 @@ impl Runtime {
         self.hub().services.store.as_ref().and_then(|s| s.failure())
     }
 
+    /// Wait until the runtime stops taking work: after [`Runtime::shutdown`], or by
+    /// itself when its store failed ([`Runtime::store_failure`] says why). A server
+    /// waits on this to exit when it can no longer serve, so that whatever supervises
+    /// it starts it again.
+    pub async fn stopped(&self) {
+        self.hub().services.closed().await;
+    }
+
     /// The durable store's figures since it was opened; `None` for a runtime in memory.
     pub fn store_stats(&self) -> Option<StoreStats> {
         self.hub().services.store.as_ref().map(|store| {

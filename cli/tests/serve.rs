@@ -42,7 +42,14 @@ fn command(args: &[&str]) -> Command {
 
 /// Start a server in memory with `args`; the process and the address it bound.
 fn serve(args: &[&str]) -> (Killed, String) {
-    let mut process = Killed(command(args).spawn().expect("parkway serve starts"));
+    let (process, address, _) = serve_told(command(args));
+    (process, address)
+}
+
+/// Start the server `command` runs: the process, the address it bound, and what it says
+/// on stderr, whole, once it ends.
+fn serve_told(mut command: Command) -> (Killed, String, mpsc::Receiver<Result<String, String>>) {
+    let mut process = Killed(command.spawn().expect("parkway serve starts"));
     let stderr = process.0.stderr.take().expect("stderr is piped");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -57,7 +64,7 @@ fn serve(args: &[&str]) -> (Killed, String) {
         let _ = tx.send(Err(said.join("\n")));
     });
     match rx.recv_timeout(BOUND) {
-        Ok(Ok(address)) => (process, address),
+        Ok(Ok(address)) => (process, address, rx),
         Ok(Err(said)) => panic!("parkway serve ended without listening:\n{said}"),
         Err(e) => panic!("parkway serve did not say where it listens: {e}"),
     }
@@ -134,4 +141,104 @@ fn bad_connection_flags_are_refused_by_name() {
     assert_eq!(ran.status.code(), Some(2), "clap's usage error");
     let said = String::from_utf8_lossy(&ran.stderr);
     assert!(said.contains("--idle-timeout"), "{said}");
+}
+
+/// Sends `request` (whole, with `Connection: close`) to `address` and reads the answer.
+fn call(address: &str, request: &str) -> String {
+    let mut socket = TcpStream::connect(address).expect("connects");
+    socket.write_all(request.as_bytes()).expect("writes");
+    until_closed(&mut socket)
+}
+
+/// A fresh schema of the test server, its connections named after it: the URL and the
+/// name.
+async fn schema() -> (String, String) {
+    let url = std::env::var("PARKWAY_TEST_POSTGRES_URL").expect(
+        "PARKWAY_TEST_POSTGRES_URL is not set: this test needs a PostgreSQL server \
+         (`bash .ci/test` starts a throwaway one and sets it)",
+    );
+    let name = format!("parkway_serve_{}_{}", std::process::id(), line!());
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("the test server answers");
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
+        ))
+        .await
+        .expect("a schema is made");
+    let separator = if url.contains('?') { '&' } else { '?' };
+    (
+        format!("{url}{separator}options=-c%20search_path%3D{name}&application_name={name}"),
+        name,
+    )
+}
+
+/// A server whose store failed (here: its connections ended and another process took
+/// its node over in the database) cannot serve again: it stops by itself and exits with
+/// status 1, naming the failure, so that whatever supervises it starts it again.
+#[test]
+fn a_server_whose_store_failed_exits_so_it_is_started_again() {
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime for the test's own database calls");
+    let (url, name) = tokio.block_on(schema());
+    let targets = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/serve/load-targets.json"
+    );
+    let mut server = command(&["--postgres", &url, "--node", "n1", "--targets", targets]);
+    server.env("PARKWAY_TOKENS", format!("{TOKEN} admin,visit"));
+    let (mut process, address, said) = serve_told(server);
+    let submit = |subject: &str| {
+        let body = format!(
+            r#"{{"subject": "{subject}", "kwargs": {{"ttl": "1h", "on_expiry": "kill"}}}}"#
+        );
+        format!(
+            "POST /v1/targets/asker/submit HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let request = submit("s0");
+    let answer = call(&address, &request);
+    assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+    // Another process takes the node over once the server's connections are gone.
+    tokio.block_on(async {
+        let (client, connection) = tokio_postgres::connect(
+            &std::env::var("PARKWAY_TEST_POSTGRES_URL").unwrap(),
+            tokio_postgres::NoTls,
+        )
+        .await
+        .expect("the test server answers");
+        tokio::spawn(connection);
+        client
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                &[&name],
+            )
+            .await
+            .expect("the server's connections are ended");
+    });
+    let other = tokio.block_on(
+        parkway::Runtime::builder()
+            .without_env()
+            .postgres(&url)
+            .node("n1")
+            .build(),
+    );
+    let other = other.expect("the node is taken over");
+    let answer = call(&address, &submit("s1"));
+    assert!(!answer.starts_with("HTTP/1.1 202"), "refused: {answer}");
+    let said = said.recv_timeout(BOUND).expect("the server ends by itself");
+    let status = process.0.wait().expect("the server's status");
+    assert_eq!(status.code(), Some(1), "{said:?}");
+    let said = said.unwrap_err();
+    assert!(
+        said.contains("its store failed") && said.contains("another process took node n1 over"),
+        "{said}"
+    );
+    tokio.block_on(other.shutdown());
 }

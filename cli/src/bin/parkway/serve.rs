@@ -302,15 +302,27 @@ async fn serve(args: Args) -> Result<(), String> {
         None => plain(&args, bound, tokens, options.clone()).await?,
     };
     eprintln!("parkway serve: listening on http://{bound}");
+    let watched = runtime.clone();
     tokio::spawn(async move {
-        stop_signal().await;
+        tokio::select! {
+            () = stop_signal() => {}
+            // The runtime stopped by itself (its store failed): nothing more can be
+            // served, so the process ends, and whatever supervises it starts it again.
+            () = watched.stopped() => {}
+        }
         // Stops accepting, and ends the streams, which never end on their own.
         shutdown.begin();
     });
     parkway_http::serve(listener, app, &options).await;
+    let failure = runtime.store_failure();
     runtime.shutdown().await;
     eprintln!("parkway serve: stopped");
-    Ok(())
+    match failure {
+        None => Ok(()),
+        Some(failure) => Err(format!(
+            "the runtime stopped because its store failed ({failure}): start it again"
+        )),
+    }
 }
 
 /// The runtime and router of a plain server: the data directory, the targets file.
