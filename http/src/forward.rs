@@ -108,7 +108,7 @@ pub(crate) async fn forward(
     else {
         return response;
     };
-    let limit = face.options.request_timeout.max(face.options.max_wait) + Duration::from_secs(5);
+    let limit = answer_limit(&face);
     match tokio::time::timeout(limit, face.forwarder.request(on)).await {
         Ok(Ok(answer)) => {
             face.metrics.forwarded();
@@ -135,6 +135,25 @@ pub(crate) async fn forward(
             &address,
             "it did not answer in time",
         ),
+    }
+}
+
+/// How long a request sent on may take to be answered: as long as the longest the owner
+/// may take (a long poll waits up to `max_wait`), and a little more.
+fn answer_limit(face: &Face) -> Duration {
+    face.options.request_timeout.max(face.options.max_wait) + Duration::from_secs(5)
+}
+
+/// A request of this node's own to another node, on behalf of the request whose
+/// `headers` are given: marked [`FORWARDED`], with that request's credentials.
+fn marked(method: Method, uri: Uri, headers: &HeaderMap) -> axum::http::request::Builder {
+    let on = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(FORWARDED, HeaderValue::from_static("1"));
+    match headers.get(header::AUTHORIZATION) {
+        Some(credentials) => on.header(header::AUTHORIZATION, credentials),
+        None => on,
     }
 }
 
@@ -175,16 +194,11 @@ pub(crate) async fn hook_visit(
         );
         return None;
     };
-    let mut on = Request::builder()
-        .method(Method::POST)
-        .uri(uri)
+    let on = marked(Method::POST, uri, headers)
         .header(header::CONTENT_TYPE, "application/json")
-        .header(FORWARDED, HeaderValue::from_static("1"));
-    if let Some(credentials) = headers.get(header::AUTHORIZATION) {
-        on = on.header(header::AUTHORIZATION, credentials);
-    }
-    let on = on.body(Body::from(input.to_string())).ok()?;
-    let limit = face.options.request_timeout.max(face.options.max_wait) + Duration::from_secs(5);
+        .body(Body::from(input.to_string()))
+        .ok()?;
+    let limit = answer_limit(face);
     let error = |response: Response| async move {
         let body = axum::body::to_bytes(response.into_body(), 64 << 10).await;
         body.ok()
@@ -264,14 +278,9 @@ pub(crate) async fn get_json(
     let uri = format!("{}{path}", address.trim_end_matches('/'))
         .parse::<Uri>()
         .map_err(|_| "its address is not one a request can be sent to".to_owned())?;
-    let mut on = Request::builder()
-        .method(Method::GET)
-        .uri(uri)
-        .header(FORWARDED, HeaderValue::from_static("1"));
-    if let Some(credentials) = headers.get(header::AUTHORIZATION) {
-        on = on.header(header::AUTHORIZATION, credentials);
-    }
-    let on = on.body(Body::empty()).map_err(|e| e.to_string())?;
+    let on = marked(Method::GET, uri, headers)
+        .body(Body::empty())
+        .map_err(|e| e.to_string())?;
     let answer = tokio::time::timeout(face.options.request_timeout, face.forwarder.request(on))
         .await
         .map_err(|_| "it did not answer in time".to_owned())?

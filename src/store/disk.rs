@@ -163,9 +163,9 @@ impl Engine for Disk {
 
     /// Commits a group's batches as one fjall batch, not yet synced; the writer drops
     /// them.
-    fn write(&self, group: &mut Vec<Batch>, _: u64) -> Result<Option<u64>, WriteFailure> {
+    fn write(&self, group: &mut Vec<Batch>, _: u64) -> Result<(), WriteFailure> {
         self.with(|open| open.write(group))?;
-        Ok(None)
+        Ok(())
     }
 
     /// Syncs the journal: everything written is durable when it returns `Ok`.

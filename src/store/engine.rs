@@ -45,19 +45,13 @@ pub(crate) trait Engine: Send + Sync {
     /// [`WriteFailure::NotOwner`] refuses the whole group for slots this process does
     /// not own ([`Batch::slot`]): nothing of it is written and `group` is left as it was,
     /// and the writer writes it again without those slots' batches.
-    ///
-    /// An engine that numbers the log ([`Engine::numbers_log`]) answers the number it
-    /// gave the group's first log entry if it numbered it as it committed (`None` for a
-    /// group without one, or numbered later, [`Engine::number_log`]); every other engine
-    /// answers `None`.
-    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<Option<u64>, WriteFailure>;
+    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), WriteFailure>;
 
-    /// Whether the engine numbers the log itself, as it commits each group: a log that
-    /// several processes write, whose numbers only the database can hand out in commit
-    /// order. The writer then puts a group's log entries under the chunk key of `(0, n)`
-    /// in its head batch, the engine keeps them under the number it gives (at the
-    /// commit, answered by [`Engine::write`], or later, [`Engine::number_log`]) and trims
-    /// the log itself ([`Engine::keep_log`]), and the log is read with
+    /// Whether the engine numbers the log itself: a log that several processes write,
+    /// whose numbers only the database can hand out in commit order. The writer then
+    /// puts a group's log entries under the chunk key of `(0, n)` in its head batch, the
+    /// engine stages them and numbers them after the commit ([`Engine::number_log`]),
+    /// trims the log itself ([`Engine::keep_log`]), and the log is read with
     /// [`Engine::log_chunks`], once what is staged is numbered.
     fn numbers_log(&self) -> bool {
         false

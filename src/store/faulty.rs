@@ -40,7 +40,7 @@ impl Faulty {
 impl Engine for Faulty {
     /// Refuses a group with a batch of a slot [`Faults::not_owner`] holds, before the
     /// engine wrapped sees it; otherwise writes it.
-    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<Option<u64>, WriteFailure> {
+    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), WriteFailure> {
         if let Some(not_owned) = &self.faults.not_owner {
             let refused = not_owned.among(group);
             if !refused.is_empty() {

@@ -211,16 +211,10 @@ impl Log {
 }
 
 /// Puts the log entries of a group's `batches` as one chunk into `head` under the key of
-/// `(0, n)`, for an engine that numbers the log as it commits ([`super::engine::Engine::
-/// numbers_log`]): each batch's first number and the number after the last, counted
-/// from 0, to be moved to where the engine put the chunk.
-pub(super) fn unnumbered(batches: &[Batch], head: &mut Batch) -> (Vec<u64>, u64) {
-    let mut firsts = Vec::with_capacity(batches.len());
-    let mut next = 0u64;
-    for batch in batches {
-        firsts.push(next);
-        next += batch.log().len() as u64;
-    }
+/// `(0, n)`, for an engine that numbers the log itself after the commit
+/// ([`super::engine::Engine::numbers_log`]).
+pub(super) fn unnumbered(batches: &[Batch], head: &mut Batch) {
+    let next: u64 = batches.iter().map(|batch| batch.log().len() as u64).sum();
     if next > 0 {
         // A group's batches are far fewer than 4 billion entries.
         let count = u32::try_from(next).unwrap_or(u32::MAX);
@@ -231,7 +225,6 @@ pub(super) fn unnumbered(batches: &[Batch], head: &mut Batch) -> (Vec<u64>, u64)
             encode(entries.map(Vec::as_slice)),
         );
     }
-    (firsts, next)
 }
 
 /// Converts the older versions' log (a key per entry, [`sequence_key`]) into chunks of

@@ -188,7 +188,7 @@ impl Checkpoints {
 
 impl Engine for Logged {
     /// Logs the group's record and lays its mutations over the engine.
-    fn write(&self, group: &mut Vec<Batch>, _: u64) -> Result<Option<u64>, WriteFailure> {
+    fn write(&self, group: &mut Vec<Batch>, _: u64) -> Result<(), WriteFailure> {
         let seq = self.written.load(Ordering::Acquire) + 1;
         let ops = last_per_key(group);
         self.log
@@ -196,7 +196,7 @@ impl Engine for Logged {
             .map_err(|err| WriteFailure::Failed(err.to_string()))?;
         self.overlay.apply(seq, &ops);
         self.written.store(seq, Ordering::Release);
-        Ok(None)
+        Ok(())
     }
 
     /// Syncs the log's segments written since the last sync; asks for a checkpoint if

@@ -66,9 +66,9 @@ impl Memory {
 /// A memory store's reads see only what is durable, and cannot fail.
 impl Engine for Memory {
     /// Keeps the group, taken, for the sync.
-    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<Option<u64>, WriteFailure> {
+    fn write(&self, group: &mut Vec<Batch>, generation: u64) -> Result<(), WriteFailure> {
         lock(&self.written).push((generation, std::mem::take(group)));
-        Ok(None)
+        Ok(())
     }
 
     /// Makes the groups written durable, in order; `false` if a crash since one was

@@ -27,7 +27,7 @@ impl Disk {
 }
 
 impl Engine for Disk {
-    fn write(&self, _: &mut Vec<Batch>, _: u64) -> Result<Option<u64>, WriteFailure> {
+    fn write(&self, _: &mut Vec<Batch>, _: u64) -> Result<(), WriteFailure> {
         match *self {}
     }
 

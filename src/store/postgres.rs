@@ -574,7 +574,7 @@ impl Engine for Postgres {
     /// Sends the group as one statement, which commits it (durable at once: the sync
     /// has nothing left to do), or refuses it whole for the slots this node does not
     /// serve now or the database says it does not own.
-    fn write(&self, group: &mut Vec<Batch>, _generation: u64) -> Result<Option<u64>, WriteFailure> {
+    fn write(&self, group: &mut Vec<Batch>, _generation: u64) -> Result<(), WriteFailure> {
         if self.closed.load(Ordering::Acquire) {
             return Err(WriteFailure::Failed("the store is closed".into()));
         }
@@ -701,8 +701,8 @@ impl Engine for Postgres {
             self.leases.lost(&refused);
             return Err(WriteFailure::NotOwner(refused));
         }
-        // Numbered later ([`Engine::number_log`]).
-        Ok(None)
+        // The log staged is numbered later ([`Engine::number_log`]).
+        Ok(())
     }
 
     /// The log is every node's, numbered in commit order by the statement that commits.

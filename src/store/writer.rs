@@ -392,16 +392,17 @@ impl Shared {
     /// Numbers the log entries of `batches` in order, as one chunk written by `head`
     /// (with the deletion of the chunks then past the log's capacity); each batch's
     /// first number, the number after the last, and what takes the numbers back. For
-    /// an engine that numbers the log, the numbers are from 0, the chunk's key says 0,
-    /// and the engine's answer moves them to where it put the chunk.
+    /// an engine that numbers the log after the commit, the chunk's key says 0 and no
+    /// number is known (0 each).
     fn number(
         &self,
         batches: &[Batch],
         head: &mut Batch,
     ) -> (Vec<u64>, u64, Option<log::Appended>) {
         if self.engine.numbers_log() {
-            let (firsts, end) = log::unnumbered(batches, head);
-            return (firsts, end, None);
+            // Numbered by the engine after the commit: no number is known here.
+            log::unnumbered(batches, head);
+            return (vec![0; batches.len()], 0, None);
         }
         let mut log = lock(&self.log);
         let (firsts, appended) = log.append(batches, head);
@@ -765,17 +766,10 @@ impl Shared {
             let (writing, before) = (Instant::now(), self.activity());
             let wrote = self.write(&mut group, generation);
             self.measure(Stage::Write, writing, before);
-            // Where the engine put the group's log, its numbers are moved there; where it
-            // numbers it later, they are not known (0).
-            let place = |at: usize| match (&wrote, &appended) {
-                (_, Some(_)) => firsts[at],
-                (Ok(Some(first)), None) => firsts[at] + first,
-                (_, None) => 0,
-            };
-            written.firsts = places_now.iter().map(|p| p.clone().map(place)).collect();
-            if appended.is_none() {
-                written.log_end = 0;
-            }
+            written.firsts = places_now
+                .iter()
+                .map(|place| place.clone().map(|at| firsts[at]))
+                .collect();
             match wrote {
                 Ok(_) => {}
                 Err(Refused::NotOwner(slots)) => {
@@ -945,7 +939,7 @@ impl Shared {
     }
 
     /// Hands the group to the engine, not yet durable.
-    fn write(&self, batches: &mut Vec<Batch>, generation: u64) -> Result<Option<u64>, Refused> {
+    fn write(&self, batches: &mut Vec<Batch>, generation: u64) -> Result<(), Refused> {
         self.engine
             .write(batches, generation)
             .map_err(|failure| match failure {

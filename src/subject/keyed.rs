@@ -46,7 +46,8 @@ impl Hub {
                 .map_err(|e| format!("key {name} cannot be read back: {e}"))?;
             if horizon(&self.services.settings, kept.at) <= now {
                 stale.push(name);
-            } else {
+            } else if self.keys.known(&name).as_ref() != Some(&kept) {
+                // Known already (read at the open, or kept here): its forgetting is armed.
                 self.keep_key(name, kept);
             }
             Ok(())
