@@ -38,6 +38,7 @@
 mod batch;
 #[cfg(feature = "disk")]
 mod changelog;
+pub(crate) mod cluster;
 #[cfg(feature = "disk")]
 mod damage;
 #[cfg(feature = "disk")]
@@ -578,6 +579,21 @@ impl Store {
                 recovered: Recovered::default(),
             }),
         }
+    }
+
+    /// A store over `node`, a process's hold on a [`cluster::Cluster`] (the random
+    /// simulation's nodes), committing each batch on its submitter's thread.
+    pub(crate) fn on_cluster(node: Arc<cluster::Node>) -> Result<Store, StoreError> {
+        let name = Arc::from(format!("node {}", node.name()));
+        let shared = Arc::new(Shared::new(name, node).inline());
+        shared.find_log_end()?;
+        Ok(Store {
+            handle: Arc::new(Handle {
+                shared,
+                thread: std::sync::Mutex::new(None),
+                recovered: Recovered::default(),
+            }),
+        })
     }
 
     /// Opens the store in `dir`, creating the directory (not its parent) if it is

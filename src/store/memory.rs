@@ -26,10 +26,66 @@ pub(super) struct Memory {
 /// What a [`Memory`] guards.
 #[derive(Default)]
 struct Data {
-    /// Each space's durable keys and values, indexed by [`Space::index`].
-    spaces: [BTreeMap<Vec<u8>, Vec<u8>>; Space::COUNT],
+    /// The durable keys and values.
+    spaces: Spaces,
     /// Crashes so far: a group taken in an earlier epoch is lost.
     epoch: u64,
+}
+
+/// Each space's keys and values in memory, indexed by [`Space::index`]: what the memory
+/// engine and the cluster engine (`super::cluster`) keep.
+#[derive(Default)]
+pub(super) struct Spaces([BTreeMap<Vec<u8>, Vec<u8>>; Space::COUNT]);
+
+impl Spaces {
+    /// Applies `op`.
+    pub(super) fn apply(&mut self, op: Op) {
+        let space = &mut self.0[op.space().index()];
+        match op {
+            Op::Put { key, value, .. } => {
+                space.insert(key, value);
+            }
+            Op::Delete { key, .. } => {
+                space.remove(&key);
+            }
+        }
+    }
+
+    /// One key's value.
+    pub(super) fn get(&self, space: Space, key: &[u8]) -> Option<Vec<u8>> {
+        self.0[space.index()].get(key).cloned()
+    }
+
+    /// Up to `limit` entries from `from` on whose keys start with `within`.
+    pub(super) fn range_from(
+        &self,
+        space: Space,
+        from: &[u8],
+        within: &[u8],
+        limit: usize,
+    ) -> Entries {
+        self.0[space.index()]
+            .range(from.max(within).to_vec()..)
+            .take_while(|(k, _)| k.starts_with(within))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The entries whose keys start with `prefix`.
+    pub(super) fn prefixed(&self, space: Space, prefix: &[u8]) -> Entries {
+        self.range_from(space, prefix, prefix, usize::MAX)
+    }
+
+    /// A space's keys.
+    pub(super) fn keys(&self, space: Space) -> Vec<Vec<u8>> {
+        self.0[space.index()].keys().cloned().collect()
+    }
+
+    /// A space's contents.
+    pub(super) fn scan(&self, space: Space) -> Entries {
+        self.range_from(space, b"", b"", usize::MAX)
+    }
 }
 
 impl Memory {
@@ -48,15 +104,7 @@ impl Memory {
         }
         for batch in batches {
             for op in batch.into_ops() {
-                let space = &mut data.spaces[op.space().index()];
-                match op {
-                    Op::Put { key, value, .. } => {
-                        space.insert(key, value);
-                    }
-                    Op::Delete { key, .. } => {
-                        space.remove(&key);
-                    }
-                }
+                data.spaces.apply(op);
             }
         }
         true
@@ -101,7 +149,7 @@ impl Engine for Memory {
     }
 
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, ReadFailure> {
-        Ok(lock(&self.data).spaces[space.index()].get(key).cloned())
+        Ok(lock(&self.data).spaces.get(space, key))
     }
 
     fn range_from(
@@ -111,33 +159,20 @@ impl Engine for Memory {
         within: &[u8],
         limit: usize,
     ) -> Result<Entries, ReadFailure> {
-        Ok(lock(&self.data).spaces[space.index()]
-            .range(from.max(within).to_vec()..)
-            .take_while(|(k, _)| k.starts_with(within))
-            .take(limit)
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect())
+        Ok(lock(&self.data)
+            .spaces
+            .range_from(space, from, within, limit))
     }
 
     fn prefixed(&self, space: Space, prefix: &[u8]) -> Result<Entries, ReadFailure> {
-        Ok(lock(&self.data).spaces[space.index()]
-            .range(prefix.to_vec()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect())
+        Ok(lock(&self.data).spaces.prefixed(space, prefix))
     }
 
     fn keys(&self, space: Space) -> Result<Vec<Vec<u8>>, ReadFailure> {
-        Ok(lock(&self.data).spaces[space.index()]
-            .keys()
-            .cloned()
-            .collect())
+        Ok(lock(&self.data).spaces.keys(space))
     }
 
     fn scan(&self, space: Space) -> Result<Entries, ReadFailure> {
-        Ok(lock(&self.data).spaces[space.index()]
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect())
+        Ok(lock(&self.data).spaces.scan(space))
     }
 }

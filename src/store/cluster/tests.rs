@@ -1,0 +1,201 @@
+//! The cluster engine: leases on the cluster's clock, fenced commits, one log.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Cluster, Node};
+use crate::clock::{Clock, ManualClock};
+use crate::slot::Slot;
+use crate::store::engine::{Engine, WriteFailure};
+use crate::store::owners::Change;
+use crate::store::{Batch, Space, Store};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// A cluster on its clock, and a node's clock that moves with it.
+fn cluster() -> (Cluster, ManualClock) {
+    let clock = ManualClock::default();
+    (Cluster::new(clock.clone(), LEASE), clock)
+}
+
+/// A group of one batch of `slot`'s putting `key`.
+fn put(slot: Slot, key: &[u8]) -> Vec<Batch> {
+    let mut batch = Batch::of_slot(slot);
+    batch.put(Space::Meta, key.to_vec(), b"v".to_vec());
+    vec![batch]
+}
+
+/// Advances `clocks` by `by`.
+fn advance(clocks: &[&ManualClock], by: Duration) {
+    for clock in clocks {
+        clock.advance(by);
+    }
+}
+
+/// Hands over what `node` was told to drain, as the runtime does: each slot given back.
+fn hand_over(node: &Node, changes: &mut tokio::sync::mpsc::UnboundedReceiver<Change>) -> usize {
+    let mut given = 0;
+    while let Ok(change) = changes.try_recv() {
+        if let Change::Drain(slots) = change {
+            for slot in slots {
+                node.release(slot).expect("given back");
+                given += 1;
+            }
+        }
+    }
+    given
+}
+
+#[test]
+fn a_node_that_joins_is_handed_its_share_a_few_slots_a_round() {
+    let (cluster, clock) = cluster();
+    let a = cluster.join("a", clock.clone()).unwrap();
+    assert_eq!(
+        a.served().len(),
+        usize::from(Slot::COUNT),
+        "alone, it takes every slot"
+    );
+    let mut a_changes = a.owners().unwrap().changes;
+    let b = cluster.join("b", clock.clone()).unwrap();
+    assert!(b.served().is_empty(), "every slot is a's");
+    let mut rounds = 0;
+    while b.served().len() < 512 {
+        rounds += 1;
+        assert!(rounds < 40, "b never got its share: {}", b.served().len());
+        a.round();
+        hand_over(&a, &mut a_changes);
+        b.round();
+    }
+    assert_eq!(a.served().len(), 512);
+    assert!(
+        rounds >= 512 / super::DRAIN_STEP,
+        "handed over a few at a time"
+    );
+    let first_of_b = b.served()[0];
+    assert_eq!(cluster.owner(first_of_b).as_deref(), Some("b"));
+    assert_eq!(a.owner(first_of_b).as_deref(), Some("node:b"));
+    assert!(cluster.audit().is_empty());
+}
+
+#[test]
+fn a_frozen_node_commits_nothing_once_its_slot_is_taken() {
+    let (cluster, db) = cluster();
+    let frozen_clock = db.clone();
+    let a = cluster
+        .join("a", ManualClock::at(frozen_clock.now()))
+        .unwrap();
+    let slot = a.served()[0];
+    a.write(&mut put(slot, b"before"), 0).unwrap();
+    // b joins once a's leases ended: a was frozen (its clock stood still).
+    let b_clock = ManualClock::at(db.now());
+    db.advance(LEASE + Duration::from_secs(1));
+    b_clock.advance(LEASE + Duration::from_secs(1));
+    let b = cluster.join("b", b_clock.clone()).unwrap();
+    assert!(b.served().contains(&slot), "b took the lapsed slot");
+    b.write(&mut put(slot, b"by b"), 0).unwrap();
+    // a, thawed, still thinks it serves the slot (its own clock says so): the table
+    // refuses its write, and a learns it lost the slot.
+    let mut a_changes = a.owners().unwrap().changes;
+    let refused = a.write(&mut put(slot, b"stale"), 0);
+    assert_eq!(refused, Err(WriteFailure::NotOwner(vec![slot])));
+    assert_eq!(
+        a.get(Space::Meta, b"stale").unwrap(),
+        None,
+        "nothing of it is written"
+    );
+    let told: Vec<Change> = std::iter::from_fn(|| a_changes.try_recv().ok()).collect();
+    assert!(
+        told.iter()
+            .any(|c| matches!(c, Change::Lost(s) if s.contains(&slot))),
+        "a is told: {told:?}"
+    );
+    assert!(!a.served().contains(&slot));
+    assert!(cluster.audit().is_empty(), "{:?}", cluster.audit());
+}
+
+#[test]
+fn a_node_serves_a_slot_only_two_thirds_of_a_lease_unrenewed() {
+    let (cluster, clock) = cluster();
+    let a = cluster.join("a", clock.clone()).unwrap();
+    let slot = a.served()[0];
+    advance(&[&clock], LEASE * 2 / 3);
+    assert!(a.served().is_empty(), "its time to be served passed");
+    assert_eq!(
+        a.write(&mut put(slot, b"late"), 0),
+        Err(WriteFailure::NotOwner(vec![slot]))
+    );
+    // Its next round takes the slot again under a new epoch: it held it.
+    a.round();
+    assert!(a.served().contains(&slot));
+    a.write(&mut put(slot, b"again"), 0).unwrap();
+}
+
+#[test]
+fn a_killed_node_keeps_its_slots_until_their_leases_end() {
+    let (cluster, clock) = cluster();
+    let a = cluster.join("a", clock.clone()).unwrap();
+    let slot = a.served()[0];
+    a.kill();
+    assert!(a.write(&mut put(slot, b"dead"), 0).is_err());
+    a.close(false);
+    assert!(
+        cluster.join("a", clock.clone()).is_err(),
+        "a node seen within a lease is held"
+    );
+    let b = cluster.join("b", clock.clone()).unwrap();
+    assert!(b.served().is_empty(), "a's leases hold");
+    advance(&[&clock], LEASE);
+    b.round();
+    assert_eq!(b.served().len(), usize::from(Slot::COUNT));
+    // a comes back under its name: a new process, and b hands it its share.
+    let again = cluster.join("a", clock.clone()).unwrap();
+    assert!(again.served().is_empty());
+    assert!(cluster.audit().is_empty());
+}
+
+#[test]
+fn a_node_closed_gives_its_slots_back_at_once() {
+    let (cluster, clock) = cluster();
+    let a = cluster.join("a", clock.clone()).unwrap();
+    a.close(true);
+    let b = cluster.join("b", clock.clone()).unwrap();
+    assert_eq!(b.served().len(), usize::from(Slot::COUNT));
+}
+
+#[test]
+fn the_log_is_every_node_s_numbered_in_commit_order() {
+    let (cluster, clock) = cluster();
+    let a = cluster.join("a", clock.clone()).unwrap();
+    let b = cluster.join("b", clock.clone()).unwrap();
+    let mut a_changes = a.owners().unwrap().changes;
+    while b.served().is_empty() {
+        a.round();
+        hand_over(&a, &mut a_changes);
+        b.round();
+    }
+    let (a_slot, b_slot) = (a.served()[0], b.served()[0]);
+    let a_store = Store::on_cluster(Arc::clone(&a)).unwrap();
+    let b_store = Store::on_cluster(Arc::clone(&b)).unwrap();
+    for (store, slot, entry) in [
+        (&a_store, a_slot, "a1"),
+        (&b_store, b_slot, "b1"),
+        (&a_store, a_slot, "a2"),
+    ] {
+        let mut batch = Batch::of_slot(slot);
+        batch.append_log(entry.as_bytes().to_vec());
+        let (tx, rx) = std::sync::mpsc::channel();
+        store.submit(batch, Box::new(move |fate| tx.send(fate.is_ok()).unwrap()));
+        assert!(rx.recv().unwrap(), "{entry} committed");
+    }
+    let expected: Vec<(u64, Vec<u8>)> = [(1, "a1"), (2, "b1"), (3, "a2")]
+        .map(|(n, e)| (n, e.as_bytes().to_vec()))
+        .to_vec();
+    assert_eq!(
+        b_store.log_from(1, 10).unwrap(),
+        expected,
+        "b reads a's too"
+    );
+    assert_eq!(a_store.log_from(2, 1).unwrap(), expected[1..2]);
+    assert_eq!(cluster.log_from(3).unwrap(), expected[2..]);
+    assert_eq!(a_store.log_last().unwrap(), 3);
+}
