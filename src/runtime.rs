@@ -960,6 +960,14 @@ impl Runtime {
         crate::slot::Slot::of(subject).number()
     }
 
+    /// Whether this runtime serves the slot numbered `slot` now: `false` for a slot
+    /// given up, another node's, or one changing hands. For tests and simulations.
+    #[doc(hidden)]
+    pub fn serves(&self, slot: u16) -> bool {
+        crate::slot::Slot::numbered(slot)
+            .is_some_and(|slot| !self.hub().services.away.is_away(slot))
+    }
+
     /// Give up the slot numbered `slot`, as when another process takes it, and wait
     /// until its subjects are unloaded: from the call on, an operation on one of them
     /// fails with [`StoreFault::NotOwner`](crate::StoreFault::NotOwner); each loaded

@@ -35,6 +35,7 @@ mod driver;
 mod expect;
 mod failure;
 mod model;
+mod nodes;
 mod random;
 mod rounds;
 mod runner;
@@ -45,6 +46,7 @@ mod transcript;
 
 pub use driver::{AfterStep, DataDir, Driver, HANG, InProcess, Outcome};
 pub use model::{ModelFault, Tally};
+pub use nodes::NodeTally;
 pub use random::{RandomConfig, RandomReport, random};
 pub use rounds::{Answering, RoundAnswer, RoundTrip, Rounds, TOOL};
 pub use runner::{play, run};

@@ -229,6 +229,42 @@ async fn a_random_seed_replays_exactly() {
     );
 }
 
+/// A seed of the node workload replays exactly, passes, and does what it claims: nodes
+/// killed, restarted, added, frozen and thawed, slots taken again and again, visits
+/// through a node that does not serve the subject refused, and a node thawed after its
+/// slot was taken refused by the slot's epoch.
+#[tokio::test]
+async fn a_node_seed_replays_exactly_and_moves_every_kind_of_node() {
+    let mut config = RandomConfig::new(1, 300, 4);
+    config.nodes = 3;
+    let a = random(&config).await.unwrap();
+    let b = random(&config).await.unwrap();
+    assert_eq!(a.failure, None, "{}", a.trace.join("\n"));
+    assert_eq!(a.trace, b.trace);
+    assert_eq!(a.tally, b.tally);
+    assert_eq!(a.nodes, b.nodes);
+    let n = a.nodes.expect("the node workload's account");
+    assert!(
+        n.killed > 0 && n.restarted > 0 && n.added > 0 && n.frozen > 0 && n.thawed > 0,
+        "{}",
+        a.summary()
+    );
+    assert!(
+        n.slots_taken > 1024 && n.astray > 0 && n.stale > 0,
+        "{}",
+        a.summary()
+    );
+    let t = a.tally;
+    assert!(t.resumed > 0 && t.expired > 0, "{}", a.summary());
+    assert_eq!(
+        t.asks,
+        t.resumed + t.expired + t.cancelled,
+        "{}",
+        a.summary()
+    );
+    assert_eq!(a.open, 0, "{}", a.summary());
+}
+
 /// The checker can fail: a model that forgets that waiting outcomes count against the
 /// ceiling, or that believes asks lapse five minutes late, is caught, and the failure
 /// prints the seed and the command that replays it.

@@ -52,6 +52,10 @@ pub struct RandomConfig {
     /// An MCP face to make a share of the calls through (`docs/simulation.md`, "MCP
     /// rounds"); without one the workload makes none.
     pub rounds: Option<Rounds>,
+    /// With 2 or more (up to 5), the node workload instead: that many runtimes on one
+    /// cluster engine, nodes killed, restarted, added, frozen and thawed
+    /// (`docs/simulation.md`, "Nodes"). With 1, one runtime on a memory store.
+    pub nodes: usize,
 }
 
 impl RandomConfig {
@@ -63,6 +67,7 @@ impl RandomConfig {
             subjects,
             fault: None,
             rounds: None,
+            nodes: 1,
         }
     }
 
@@ -76,8 +81,13 @@ impl RandomConfig {
             })
             .unwrap_or_default();
         let http = if self.rounds.is_some() { " --http" } else { "" };
+        let nodes = if self.nodes > 1 {
+            format!(" --nodes {}", self.nodes)
+        } else {
+            String::new()
+        };
         format!(
-            "parkway sim --random{http} --seed {} --ops {} --subjects {}{fault} --trace",
+            "parkway sim --random{http} --seed {} --ops {} --subjects {}{nodes}{fault} --trace",
             self.seed, self.ops, self.subjects
         )
     }
@@ -102,6 +112,8 @@ pub struct RandomReport {
     pub open: usize,
     /// Outcomes still waiting at the end.
     pub waiting: usize,
+    /// The node workload's account of its node operations (`None` for one runtime).
+    pub nodes: Option<super::nodes::NodeTally>,
 }
 
 /// The operations the workload draws from.
@@ -197,7 +209,7 @@ const FIRST_ASKING: &str = r#"[$parked[] | select(.status == "asking" and .to ==
 
 /// `builder` with the workload's targets, registered before the build so the runs read
 /// back after a restart find them.
-fn register(builder: Builder) -> Builder {
+pub(super) fn register(builder: Builder) -> Builder {
     builder
         .register("asker", &[], |ctx, kwargs, _| async move {
             let n = kwargs["n"].as_u64().unwrap_or(1);
@@ -249,7 +261,7 @@ fn register(builder: Builder) -> Builder {
         })
 }
 
-fn doors() -> Vec<DoorSpec> {
+pub(super) fn doors() -> Vec<DoorSpec> {
     vec![
         DoorSpec::route("start", "asker")
             .start_expr("{n: .n, fail: .fail, kill: .kill, ttl: .ttl}"),
@@ -281,6 +293,9 @@ fn doors() -> Vec<DoorSpec> {
 
 /// Run one seeded workload.
 pub async fn random(config: &RandomConfig) -> Result<RandomReport, BuildError> {
+    if config.nodes > 1 {
+        return super::nodes::random_nodes(config).await;
+    }
     let mut rng = SmallRng::seed_from_u64(config.seed);
     let cap = rng.random_range(4..=16);
     let user_cap = 2;
@@ -368,6 +383,7 @@ pub async fn random(config: &RandomConfig) -> Result<RandomReport, BuildError> {
         tally: sim.model.tally,
         open,
         waiting: sim.model.waiting.len(),
+        nodes: None,
     })
 }
 
@@ -381,23 +397,46 @@ impl RandomReport {
             tally: Tally::default(),
             open: 0,
             waiting: 0,
+            nodes: None,
         }
     }
 
     /// One line: the seed, the verdict and the account.
     pub fn summary(&self) -> String {
         let t = &self.tally;
+        let verdict = if self.failure.is_none() {
+            "ok"
+        } else {
+            "FAILED"
+        };
+        if let Some(n) = &self.nodes {
+            return format!(
+                "seed {}: {} op(s), {verdict}; asks {} = resumed {} + expired {} + open {}; \
+                 nodes killed {}, restarted {}, added {}, frozen {}, thawed {}; slots taken {}; \
+                 refused not_owner: astray {}, stale {}",
+                self.seed,
+                self.ops_run,
+                t.asks,
+                t.resumed,
+                t.expired,
+                self.open,
+                n.killed,
+                n.restarted,
+                n.added,
+                n.frozen,
+                n.thawed,
+                n.slots_taken,
+                n.astray,
+                n.stale,
+            );
+        }
         format!(
             "seed {}: {} op(s), {}; asks {} = resumed {} + cancelled {} + expired {} + open {}; \
              outcomes stored {} = taken {} + dropped {} + waiting {}; cap refusals {}, \
              visits refused {}, passivations {}",
             self.seed,
             self.ops_run,
-            if self.failure.is_none() {
-                "ok"
-            } else {
-                "FAILED"
-            },
+            verdict,
             t.asks,
             t.resumed,
             t.cancelled,

@@ -75,6 +75,12 @@ struct Table {
     written: BTreeMap<u16, (u64, u32)>,
     /// What the audit found wrong, in commit order.
     violations: Vec<String>,
+    /// How many times a node took a slot.
+    takes: u64,
+    /// Whether a write's slots are checked against their owner, epoch and lease
+    /// (always, but in a test that shows the checks above the engine catch a write
+    /// that should have been refused).
+    fenced: bool,
 }
 
 /// A slot's row.
@@ -126,6 +132,8 @@ impl Cluster {
                 nodes: BTreeMap::new(),
                 written: BTreeMap::new(),
                 violations: Vec::new(),
+                takes: 0,
+                fenced: true,
             })),
             clock,
             lease,
@@ -173,6 +181,18 @@ impl Cluster {
         while receiver.try_recv().is_ok() {}
         *lock(&node.receiver) = Some((owned, receiver));
         Ok(node)
+    }
+
+    /// The same database, but committing a write without checking its slots' owner,
+    /// epoch and lease: deliberately broken, for a test that shows it is caught.
+    pub(crate) fn unfenced(self) -> Cluster {
+        lock(&self.table).fenced = false;
+        self
+    }
+
+    /// How many times a node took a slot (each under a new epoch).
+    pub(crate) fn takes(&self) -> u64 {
+        lock(&self.table).takes
     }
 
     /// A lease, as a span of the cluster's clock.
@@ -356,6 +376,7 @@ impl Node {
         self.counted.set_others(others.0, others.1);
         let mut gained = Vec::new();
         let mut drain = Vec::new();
+        let mut takes = 0;
         if held.len() < share {
             let mut missing = share - held.len();
             for (number, lease) in table.slots.iter_mut().enumerate() {
@@ -382,6 +403,7 @@ impl Node {
                 );
                 gained.extend(Slot::numbered(number));
                 missing -= 1;
+                takes += 1;
             }
         } else if held.len() > share {
             let draining = held.values().filter(|h| h.draining).count();
@@ -400,6 +422,7 @@ impl Node {
                 .collect();
             drain.reverse();
         }
+        table.takes += takes;
         drop(held);
         drop(table);
         for change in [
@@ -461,11 +484,11 @@ impl Engine for Node {
                 None => away.push(slot),
             }
         }
-        if !away.is_empty() {
+        let now = self.cluster.clock.now();
+        if !away.is_empty() && lock(&self.cluster.table).fenced {
             self.lost(&away);
             return Err(WriteFailure::NotOwner(away));
         }
-        let now = self.cluster.clock.now();
         let mut table = lock(&self.cluster.table);
         let ours = table
             .nodes
@@ -488,7 +511,7 @@ impl Engine for Node {
             })
             .map(|(slot, _)| *slot)
             .collect();
-        if !refused.is_empty() {
+        if !refused.is_empty() && table.fenced {
             drop(table);
             self.lost(&refused);
             return Err(WriteFailure::NotOwner(refused));

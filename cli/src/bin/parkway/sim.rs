@@ -35,6 +35,11 @@ pub(crate) struct Args {
     /// Subjects the workload spreads over (default 4).
     #[arg(long, requires = "random")]
     subjects: Option<usize>,
+    /// Run the node workload over this many nodes (2 to 5): runtimes on one cluster
+    /// engine whose slots are owned under leases on the virtual clock, nodes killed,
+    /// restarted, added, frozen and thawed.
+    #[arg(long, requires = "random", conflicts_with_all = ["http", "model_fault"], value_parser = clap::value_parser!(u8).range(2..=5))]
+    nodes: Option<u8>,
     /// Print every operation of the random workload, not only the summary.
     #[arg(long, requires = "random")]
     trace: bool,
@@ -171,6 +176,7 @@ fn random(args: &Args) -> ExitCode {
     for seed in first..first.saturating_add(args.seeds.unwrap_or(1)) {
         let mut config = sim::RandomConfig::new(seed, ops, subjects);
         config.fault = args.model_fault;
+        config.nodes = args.nodes.map_or(1, usize::from);
         if args.http {
             config.rounds = Some(sim::Rounds(std::sync::Arc::new(
                 parkway_cli::replay::McpOverHttp::new(),
