@@ -616,10 +616,12 @@ impl Builder {
         let owners = hub.services.store.as_ref().and_then(|store| store.owners());
         if let Some(owners) = &owners {
             crate::subject::slots::start_away(&hub, &owners.owned).await;
-            // Timer keys are the node's: its number in their high bits.
+            // Timer keys are the node's: its number in their high bits, their counter
+            // kept under its own key (`crate::subject::durable::stamp`).
             hub.services
                 .keys
                 .raise(u64::from(owners.node) << crate::store::owners::NODE_SHIFT);
+            let _ = hub.services.node.set(owners.node);
             // The ceilings are the cluster's: the leases publish this node's counts and
             // read the others'.
             let counted = Arc::downgrade(&hub);

@@ -249,6 +249,9 @@ pub(crate) struct Services {
     pub(crate) stages: Option<Arc<dyn crate::StageSink>>,
     /// On a database nodes share, what the other nodes hold under the ceilings.
     pub(crate) cluster: std::sync::OnceLock<Arc<crate::store::owners::Counted>>,
+    /// On a database nodes share, this node's number: its timer keys are made in a
+    /// range of its own, and their counter kept under a key of its own.
+    pub(crate) node: std::sync::OnceLock<u32>,
 }
 
 impl Services {
@@ -278,6 +281,23 @@ impl Services {
             damage: crate::health::Damage::default(),
             stages: None,
             cluster: std::sync::OnceLock::new(),
+            node: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// `subject` may be served here now: its slot is not away, and on a store whose
+    /// slots have owners, its lease's time to be served has not passed unrenewed (a
+    /// node paused past its lease, before its next round, serves nothing of the slot,
+    /// not even a read: the store gives it up and tells the runtime).
+    pub(crate) fn check_served(&self, subject: &str) -> Result<(), crate::StoreFault> {
+        self.away.check(subject)?;
+        if self.node.get().is_none() {
+            return Ok(());
+        }
+        let slot = crate::slot::Slot::of(subject);
+        match &self.store {
+            Some(store) if !store.serves(slot) => Err(crate::StoreFault::not_owner(subject, slot)),
+            _ => Ok(()),
         }
     }
 

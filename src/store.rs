@@ -879,6 +879,12 @@ impl Store {
         self.handle.shared.engine().owners()
     }
 
+    /// Whether `slot` may be served here now ([`engine::Engine::serves`]); one found
+    /// past its time to be served is given up.
+    pub(crate) fn serves(&self, slot: crate::slot::Slot) -> bool {
+        self.handle.shared.engine().serves(slot)
+    }
+
     /// Gives `slot` back, unloaded after [`owners::Change::Drain`], so another node may
     /// take it.
     pub(crate) fn release(&self, slot: crate::slot::Slot) -> Result<(), String> {

@@ -78,8 +78,9 @@ pub struct NodeTally {
     pub slots_taken: u64,
     /// Visits through a node that does not serve the subject, refused as `not_owner`.
     pub astray: u64,
-    /// Visits through a node thawed after its slot was taken, refused by the slot's
-    /// epoch as `not_owner`.
+    /// Visits through a node thawed after its slot was taken, refused as `not_owner`:
+    /// a park before its clock caught up (refused by the slot's epoch), a listing
+    /// after (refused as its time to be served passed).
     pub stale: u64,
 }
 
@@ -553,15 +554,7 @@ impl Sim {
     async fn thaw(&mut self, i: usize) -> (String, Result<(), String>) {
         let name = self.up[i].node.name().to_string();
         let mut line = format!("thaw {name}");
-        let stale = self.subjects.iter().find(|s| {
-            let slot = Runtime::slot_of(s);
-            self.up[i].rt.serves(slot)
-                && self
-                    .cluster
-                    .owner(crate::slot::Slot::of(s))
-                    .is_some_and(|owner| owner != name)
-        });
-        if let Some(subject) = stale.cloned() {
+        if let Some(subject) = self.lost_while_frozen(i) {
             line = format!("{line}; park on {subject}, whose slot it lost while frozen");
             let before = self.next;
             let input = json!({"n": 1, "fail": false, "kill": false, "ttl": 60});
@@ -577,9 +570,39 @@ impl Sim {
         self.nodes.thawed += 1;
         self.up[i].frozen = false;
         self.up[i].clock.set(self.clock.now());
+        // Its clock caught up, before its next round: it serves nothing of a slot whose
+        // time to be served passed, not even a read.
+        if let Some(subject) = self.lost_while_frozen(i) {
+            line = format!("{line}; list {subject}, whose slot it lost while frozen");
+            match self.up[i].rt.list(&subject).await {
+                Err(crate::StartError::Store(crate::StoreFault::NotOwner { .. })) => {
+                    self.nodes.stale += 1;
+                }
+                other => {
+                    let why = format!("expected a refusal as not_owner, got {other:?}");
+                    return (line, Err(why));
+                }
+            }
+        }
         self.up[i].rt.settle().await;
         self.up[i].node.round();
         (line, self.follow().await)
+    }
+
+    /// A subject of a slot the process at `i` still serves by its runtime's account,
+    /// and another node owns now.
+    fn lost_while_frozen(&self, i: usize) -> Option<String> {
+        let name = self.up[i].node.name();
+        self.subjects
+            .iter()
+            .find(|s| {
+                self.up[i].rt.serves(Runtime::slot_of(s))
+                    && self
+                        .cluster
+                        .owner(crate::slot::Slot::of(s))
+                        .is_some_and(|owner| owner != name)
+            })
+            .cloned()
     }
 
     /// Waits until every process's runtime serves exactly the slots its hold serves
@@ -730,12 +753,16 @@ impl Sim {
                     self.up[i].node.name()
                 ));
             }
-            if let Some((id, _)) = self
+            if let Some((id, ask)) = self
                 .asks
                 .iter()
                 .find(|(_, a)| a.subject == subject && a.resolved.is_none() && a.deadline <= now)
             {
-                return Err(format!("{id} is past its deadline, but open"));
+                return Err(format!(
+                    "{id} of {subject} is past its deadline ({}), but open at {now} on {}",
+                    ask.deadline,
+                    self.up[i].node.name()
+                ));
             }
         }
         for i in self.awake() {
@@ -757,9 +784,7 @@ impl Sim {
     async fn final_account(&mut self) -> Result<(), String> {
         for i in 0..self.up.len() {
             if self.up[i].frozen {
-                self.up[i].frozen = false;
-                self.up[i].clock.set(self.clock.now());
-                self.up[i].rt.settle().await;
+                self.thaw(i).await.1?;
             }
         }
         let last = self

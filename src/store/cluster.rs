@@ -230,6 +230,12 @@ impl Cluster {
         Ok(entries)
     }
 
+    /// One key's value, as written (tests).
+    #[cfg(test)]
+    pub(crate) fn get(&self, space: Space, key: &[u8]) -> Option<Vec<u8>> {
+        lock(&self.table).spaces.get(space, key)
+    }
+
     /// What the audit found wrong: a slot written under an epoch older than one already
     /// written, or under one epoch by two nodes.
     pub(crate) fn audit(&self) -> Vec<String> {
@@ -661,6 +667,14 @@ impl Engine for Node {
             lease.end = None;
         }
         Ok(())
+    }
+
+    fn serves(&self, slot: Slot) -> bool {
+        if self.serving(slot).is_some() {
+            return true;
+        }
+        self.lost(&[slot]);
+        false
     }
 
     fn owner(&self, slot: Slot) -> Option<Arc<str>> {

@@ -139,6 +139,15 @@ pub(crate) trait Engine: Send + Sync {
         Ok(())
     }
 
+    /// Whether `slot` may be served here now. An engine whose slots have owners says
+    /// whether it holds the slot with its time to be served not passed; a slot found
+    /// past its time is given up at once (the runtime told, as a write that found it
+    /// would), so a node that was paused past its lease serves nothing of it, not even
+    /// a read, before its next round. An engine that owns every slot serves every one.
+    fn serves(&self, _slot: Slot) -> bool {
+        true
+    }
+
     /// Where `slot` is served, if another node owns it (`http://host:port`, as that node
     /// gave it). An engine that owns every slot knows none.
     fn owner(&self, _slot: Slot) -> Option<Arc<str>> {

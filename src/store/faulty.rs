@@ -120,6 +120,10 @@ impl Engine for Faulty {
         self.inner.release(slot)
     }
 
+    fn serves(&self, slot: crate::slot::Slot) -> bool {
+        self.inner.serves(slot)
+    }
+
     fn owner(&self, slot: crate::slot::Slot) -> Option<Arc<str>> {
         self.inner.owner(slot)
     }

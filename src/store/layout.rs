@@ -10,7 +10,7 @@
 //! | `records.4` | [`run_key`]: the run's slot ([`run_slot`]), the run id | an ended run's record, with its subject (JSON) |
 //! | `doors` | [`door_key`]: the door's name | the door's spec as saved (JSON) |
 //! | `events` | [`chunk_key`]: the first entry's [`sequence_key`], then the count (four bytes, big-endian); versions 1 and 2 kept a [`sequence_key`] per entry | the entries, LZ4-compressed (`super::log`) |
-//! | `ids` | [`SEQUENTIAL`] / [`TIMERS`] | three high-water marks / the timer keys' next number, big-endian `u64`s |
+//! | `ids` | [`SEQUENTIAL`] / [`TIMERS`] / [`node_timers_key`] | three high-water marks / the timer keys' next number (a node's, on a store nodes share), big-endian `u64`s |
 //! | `undelivered.4` | [`undelivered_key`]: the slot, [`named_key`] of the subject, then the interaction id | the outcome waiting for its receiver (JSON) |
 //! | `keys.4` | [`kept_key`]: an idempotency key's subject's slot, or a delivery id's name's, then the name (`start:…`, `hook:…`, `crate::keys`) | what it named and when (JSON) |
 //! | `heads.4` | [`subject_key`]: the slot, the subject's name | three counts (big-endian `u32`s) and a byte of flags |
@@ -180,6 +180,18 @@ pub(crate) const SEQUENTIAL: &[u8] = b"sequential";
 
 /// The key of the timer keys' next sequence number in [`Space::Ids`].
 pub(crate) const TIMERS: &[u8] = b"timers";
+
+/// The key of the next sequence number of the timer keys node `node` makes, in
+/// [`Space::Ids`], on a store nodes share: each node keeps its own, so a node never
+/// reads another's and makes keys in its range.
+pub(crate) fn node_timers_key(node: u32) -> Vec<u8> {
+    [TIMERS, b"/", &node.to_be_bytes()].concat()
+}
+
+/// Whether `key` is a node's timer keys' counter ([`node_timers_key`]).
+pub(crate) fn is_node_timers_key(key: &[u8]) -> bool {
+    key.len() == TIMERS.len() + 5 && key.starts_with(TIMERS) && key[TIMERS.len()] == b'/'
+}
 
 /// The prefix of every key of `slot` in a slotted space: its number, two bytes,
 /// big-endian.

@@ -778,6 +778,14 @@ impl Engine for Postgres {
         self.run(async move { leases.release(&pool, slot).await })?
     }
 
+    fn serves(&self, slot: Slot) -> bool {
+        if self.leases.serving(slot).is_some() {
+            return true;
+        }
+        self.leases.lost(&[slot]);
+        false
+    }
+
     fn owner(&self, slot: Slot) -> Option<Arc<str>> {
         self.leases.owner(slot)
     }

@@ -52,8 +52,7 @@ impl Hub {
         // one that unloads, or where no actor is left (its read-back is refused).
         if !msg.is_from_activation() {
             self.services
-                .away
-                .check(subject)
+                .check_served(subject)
                 .map_err(Undelivered::Store)?;
         }
         self.registry.send(self, subject, msg).await

@@ -40,9 +40,11 @@ pub(crate) fn check(space: Space, key: &[u8], value: &[u8]) -> Result<(), String
         Space::Ids if key == SEQUENTIAL => marks_of(value)
             .map(drop)
             .ok_or_else(|| "the ids' counters are not 24 bytes".to_owned()),
-        Space::Ids if key == TIMERS => (value.len() == 8)
-            .then_some(())
-            .ok_or_else(|| "the timer keys' counter is not 8 bytes".to_owned()),
+        Space::Ids if key == TIMERS || crate::store::layout::is_node_timers_key(key) => {
+            (value.len() == 8)
+                .then_some(())
+                .ok_or_else(|| "the timer keys' counter is not 8 bytes".to_owned())
+        }
         Space::Ids => Ok(()),
         Space::Undelivered => serde_json::from_slice::<Waiting>(value)
             .map(drop)

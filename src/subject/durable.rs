@@ -170,13 +170,22 @@ pub(crate) fn stamp(hub: std::sync::Weak<Hub>) -> crate::store::Stamp {
             batch.put(Space::Ids, SEQUENTIAL, marks_bytes(marks));
         }
         // Likewise the timer keys: a subject keeps its timers' keys, armed again as they
-        // are after a restart, so no key made later may equal one.
+        // are after a restart, so no key made later may equal one. A node of several
+        // keeps its own counter: read by another node, it would make that node's keys.
         batch.put(
             Space::Ids,
-            TIMERS,
+            timers_key(&hub),
             hub.services.keys.next().to_be_bytes().to_vec(),
         );
     })
+}
+
+/// Where the timer keys' counter is kept: under the node's key on a store nodes share.
+fn timers_key(hub: &Hub) -> Vec<u8> {
+    match hub.services.node.get() {
+        Some(&node) => layout::node_timers_key(node),
+        None => TIMERS.to_vec(),
+    }
 }
 
 /// The ids' counters as 24 big-endian bytes.
@@ -377,7 +386,7 @@ pub(crate) fn recover_shared(hub: &Arc<Hub>, store: &crate::store::Store) -> Res
         let marks = marks_of(&bytes).ok_or("the ids' counters are damaged")?;
         hub.services.ids.raise(marks);
     }
-    match store.get(Space::Ids, TIMERS).map_err(read)? {
+    match store.get(Space::Ids, &timers_key(hub)).map_err(read)? {
         Some(bytes) => {
             let next: [u8; 8] = bytes
                 .as_slice()
@@ -385,6 +394,8 @@ pub(crate) fn recover_shared(hub: &Arc<Hub>, store: &crate::store::Store) -> Res
                 .map_err(|_| "the timer keys' counter is damaged")?;
             hub.services.keys.raise(u64::from_be_bytes(next));
         }
+        // A node's first process starts in its range (raised as the store opened).
+        None if hub.services.node.get().is_some() => {}
         // Written before the counter was kept: start past any key a process could have
         // made (2^40 timers).
         None => hub.services.keys.raise(1 << 40),

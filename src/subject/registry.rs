@@ -274,8 +274,7 @@ impl Registry {
         read: impl FnOnce(&State) -> T,
     ) -> Result<Option<T>, Undelivered> {
         hub.services()
-            .away
-            .check(subject)
+            .check_served(subject)
             .map_err(Undelivered::Store)?;
         // One the store holds and no message has touched yet is read back first.
         if hub.services().store.is_some() {

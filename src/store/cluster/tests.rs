@@ -199,3 +199,114 @@ fn the_log_is_every_node_s_numbered_in_commit_order() {
     assert_eq!(cluster.log_from(3).unwrap(), expected[2..]);
     assert_eq!(a_store.log_last().unwrap(), 3);
 }
+
+/// A runtime of the node `name` on `cluster`, on `clock` (the node's own), whose target
+/// asks its caller, the answer due in a minute.
+async fn node_runtime(
+    cluster: &Cluster,
+    name: &str,
+    clock: &ManualClock,
+) -> (Arc<Node>, crate::Runtime) {
+    let node = cluster.join(name, clock.clone()).unwrap();
+    let rt = crate::Runtime::builder()
+        .without_env()
+        .clock(clock.clone())
+        .ids(crate::ids::Ids::random(u64::from(node.number)))
+        .store(Store::on_cluster(Arc::clone(&node)).unwrap())
+        .register("asker", &[], |ctx, _, _| async move {
+            let ask = crate::ask::Ask::caller("go?").expiry_at(Duration::from_secs(60));
+            Ok(serde_json::json!({ "answer": ctx.ask(ask).await? }))
+        })
+        .build()
+        .await
+        .expect("builds");
+    (node, rt)
+}
+
+/// Parks a run on `subject`: its ask's id.
+async fn park(rt: &crate::Runtime, subject: &str) -> String {
+    let parked = rt
+        .run(crate::Start::new(subject, "asker"))
+        .await
+        .expect("parks");
+    parked.asks.expect("asks")[0].id.clone()
+}
+
+/// The node a runtime's next timer key names (its high bits).
+fn keys_node(rt: &crate::Runtime) -> u64 {
+    rt.hub().services.keys.next() >> crate::store::owners::NODE_SHIFT
+}
+
+/// Each node makes its timer keys in its own range, whatever another node kept before
+/// it opened: two nodes making the same key for the same instant would have a slot
+/// taken from one bring a timer that overwrites one of the other's.
+#[tokio::test]
+async fn each_node_makes_timer_keys_in_a_range_of_its_own() {
+    let (cluster, clock) = cluster();
+    let (a_node, a) = node_runtime(&cluster, "a", &clock).await;
+    park(&a, "s").await;
+    let (b_node, b) = node_runtime(&cluster, "b", &clock).await;
+    assert_eq!(keys_node(&a), u64::from(a_node.number));
+    assert_eq!(
+        keys_node(&b),
+        u64::from(b_node.number),
+        "b did not take a's range"
+    );
+    // a's next process goes on from where a's last kept its counter, under its own key.
+    let kept = |number: u32| {
+        let key = crate::store::layout::node_timers_key(number);
+        let value = cluster.get(Space::Ids, &key).expect("kept");
+        u64::from_be_bytes(value.try_into().expect("8 bytes"))
+    };
+    let made = kept(a_node.number);
+    assert_eq!(
+        made >> crate::store::owners::NODE_SHIFT,
+        u64::from(a_node.number)
+    );
+    assert!(made > u64::from(a_node.number) << crate::store::owners::NODE_SHIFT);
+    a_node.kill();
+    a.shutdown().await;
+    advance(&[&clock], LEASE);
+    let (_, again) = node_runtime(&cluster, "a", &clock).await;
+    assert!(again.hub().services.keys.next() >= made);
+    assert_eq!(keys_node(&again), u64::from(a_node.number));
+    b.shutdown().await;
+    again.shutdown().await;
+}
+
+/// A node whose time to serve a slot passed unrenewed (paused past its lease, before
+/// its next round) serves nothing of it, not even a read; its next round takes the
+/// slot again under a new epoch, and it serves the slot as it was.
+#[tokio::test]
+async fn a_node_past_its_time_to_serve_a_slot_refuses_even_a_read() {
+    let (cluster, clock) = cluster();
+    let (node, rt) = node_runtime(&cluster, "a", &clock).await;
+    let id = park(&rt, "s").await;
+    advance(&[&clock], LEASE * 2 / 3);
+    let slot = Slot::of("s");
+    match rt.list("s").await {
+        Err(crate::StartError::Store(crate::StoreFault::NotOwner { .. })) => {}
+        other => panic!("expected a refusal as not_owner, got {other:?}"),
+    }
+    // The store gave the slot up and the runtime follows.
+    let began = std::time::Instant::now();
+    while rt.serves(slot.number()) {
+        assert!(began.elapsed() < Duration::from_secs(10), "never given up");
+        tokio::task::yield_now().await;
+    }
+    node.round();
+    let began = std::time::Instant::now();
+    while !rt.serves(slot.number()) {
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "never taken again"
+        );
+        tokio::task::yield_now().await;
+    }
+    let listed = rt.list("s").await.expect("served again");
+    assert_eq!(
+        listed.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+        [id]
+    );
+    rt.shutdown().await;
+}
