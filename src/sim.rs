@@ -46,8 +46,7 @@ mod transcript;
 
 pub use driver::{AfterStep, DataDir, Driver, HANG, InProcess, Outcome};
 pub use model::{ModelFault, Tally};
-pub use nodes::NodeTally;
-pub use random::{RandomConfig, RandomReport, random};
+pub use random::{NodeTally, RandomConfig, RandomReport};
 pub use rounds::{Answering, RoundAnswer, RoundTrip, Rounds, TOOL};
 pub use runner::{play, run};
 pub use scenario::{
@@ -56,3 +55,14 @@ pub use scenario::{
 };
 pub use script::{Notes, RemoteTools};
 pub use transcript::{Check, Failure, Line, Transcript};
+
+/// Run one seeded workload and check it against the reference model after every step:
+/// on one runtime, or with [`RandomConfig::nodes`] of 2 or more, the node workload
+/// (`docs/simulation.md`, "Random simulation" and "Nodes").
+pub async fn random(config: &RandomConfig) -> Result<RandomReport, crate::BuildError> {
+    if config.nodes > 1 {
+        nodes::random_nodes(config).await
+    } else {
+        random::one_runtime(config).await
+    }
+}

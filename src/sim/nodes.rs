@@ -36,7 +36,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use super::model::Tally;
-use super::random::{RandomConfig, RandomReport, doors, register};
+use super::random::{NodeTally, RandomConfig, RandomReport, doors, register};
 use crate::clock::{Clock, ManualClock};
 use crate::door::outcome::{ItemOutcome, Visit, VisitError, VisitOutcome};
 use crate::entry::{EntryStatus, To};
@@ -59,30 +59,6 @@ const MAX_NODES: usize = 5;
 
 /// How long a node's runtime may take to follow a change of its slots, real time.
 const FOLLOW_WAIT: Duration = Duration::from_secs(20);
-
-/// The node workload's account of its node operations.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct NodeTally {
-    /// Processes killed.
-    pub killed: u64,
-    /// Nodes started again under their name.
-    pub restarted: u64,
-    /// Nodes added.
-    pub added: u64,
-    /// Processes frozen.
-    pub frozen: u64,
-    /// Processes thawed.
-    pub thawed: u64,
-    /// Slots taken by a node, under a new epoch (the first shares included).
-    pub slots_taken: u64,
-    /// Visits through a node that does not serve the subject, refused as `not_owner`.
-    pub astray: u64,
-    /// Visits through a node thawed after its slot was taken, refused as `not_owner`:
-    /// a park before its clock caught up (refused by the slot's epoch), a listing
-    /// after (refused as its time to be served passed).
-    pub stale: u64,
-}
 
 /// One process of a node: its runtime on its hold of the cluster.
 struct Process {
@@ -621,10 +597,19 @@ impl Sim {
                 let apart = crate::slot::Slot::all()
                     .map(|slot| slot.number())
                     .find(|&n| process.rt.serves(n) != served.contains(&n));
-                let Some(apart) = apart else {
+                // A slot handed over is given back by the runtime's task once unloaded.
+                let Some(apart) = apart.or_else(|| process.node.draining().then_some(u16::MAX))
+                else {
                     break;
                 };
                 if began.elapsed() > FOLLOW_WAIT {
+                    if apart == u16::MAX {
+                        return Err(format!(
+                            "node {} did not give back the slots it hands over within \
+                             {FOLLOW_WAIT:?}",
+                            process.node.name()
+                        ));
+                    }
                     return Err(format!(
                         "node {} did not follow its slots within {FOLLOW_WAIT:?}: slot {apart} \
                          is {} by its hold, {} by its runtime",

@@ -113,7 +113,31 @@ pub struct RandomReport {
     /// Outcomes still waiting at the end.
     pub waiting: usize,
     /// The node workload's account of its node operations (`None` for one runtime).
-    pub nodes: Option<super::nodes::NodeTally>,
+    pub nodes: Option<NodeTally>,
+}
+
+/// The node workload's account of its node operations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeTally {
+    /// Processes killed.
+    pub killed: u64,
+    /// Nodes started again under their name.
+    pub restarted: u64,
+    /// Nodes added.
+    pub added: u64,
+    /// Processes frozen.
+    pub frozen: u64,
+    /// Processes thawed.
+    pub thawed: u64,
+    /// Slots taken by a node, under a new epoch (the first shares included).
+    pub slots_taken: u64,
+    /// Visits through a node that does not serve the subject, refused as `not_owner`.
+    pub astray: u64,
+    /// Visits through a node thawed after its slot was taken, refused as `not_owner`:
+    /// a park before its clock caught up (refused by the slot's epoch), a listing
+    /// after (refused as its time to be served passed).
+    pub stale: u64,
 }
 
 /// The operations the workload draws from.
@@ -291,11 +315,8 @@ pub(super) fn doors() -> Vec<DoorSpec> {
     ]
 }
 
-/// Run one seeded workload.
-pub async fn random(config: &RandomConfig) -> Result<RandomReport, BuildError> {
-    if config.nodes > 1 {
-        return super::nodes::random_nodes(config).await;
-    }
+/// Run one seeded workload on one runtime.
+pub(super) async fn one_runtime(config: &RandomConfig) -> Result<RandomReport, BuildError> {
     let mut rng = SmallRng::seed_from_u64(config.seed);
     let cap = rng.random_range(4..=16);
     let user_cap = 2;

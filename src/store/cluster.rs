@@ -36,15 +36,11 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use super::engine::{Engine, LogChunk, ReadFailure, WriteFailure};
 use super::layout::chunk_of;
 use super::memory::Spaces;
-use super::owners::{Change, Counted, Owners};
+use super::owners::{Change, Counted, Owners, mark_drain};
 use super::{Batch, Entries, Op, Space};
 use crate::clock::{Clock, ManualClock};
 use crate::slot::Slot;
 use crate::sync::lock;
-
-/// How many slots a node hands over in one round, at most, when it holds more than its
-/// share (as on PostgreSQL).
-const DRAIN_STEP: usize = 32;
 
 /// The database several nodes share, on the cluster's clock.
 #[derive(Clone)]
@@ -295,6 +291,11 @@ impl Node {
             .collect()
     }
 
+    /// Whether a slot is being handed over: told to the runtime, not yet given back.
+    pub(crate) fn draining(&self) -> bool {
+        lock(&self.held).values().any(|held| held.draining)
+    }
+
     /// The epoch `slot` is held at, if it may be written now.
     fn serving(&self, slot: Slot) -> Option<u64> {
         let held = *lock(&self.held).get(&slot.number())?;
@@ -329,11 +330,7 @@ impl Node {
         let until = self.own.now() + cluster.lease_span() * 2 / 3;
         let mine = self.counted.mine();
         let mut table = lock(&cluster.table);
-        let ours = table
-            .nodes
-            .get(&self.name)
-            .is_some_and(|row| row.epoch == self.epoch);
-        if !ours {
+        if !self.is_ours(&table) {
             drop(table);
             let held: Vec<Slot> = lock(&self.held)
                 .keys()
@@ -412,21 +409,7 @@ impl Node {
                 takes += 1;
             }
         } else if held.len() > share {
-            let draining = held.values().filter(|h| h.draining).count();
-            let more = (held.len() - share)
-                .saturating_sub(draining)
-                .min(DRAIN_STEP);
-            drain = held
-                .iter_mut()
-                .rev()
-                .filter(|(_, h)| !h.draining)
-                .take(more)
-                .filter_map(|(&n, h)| {
-                    h.draining = true;
-                    Slot::numbered(n)
-                })
-                .collect();
-            drain.reverse();
+            drain = mark_drain(held.iter_mut().map(|(&n, h)| (n, &mut h.draining)), share);
         }
         table.takes += takes;
         drop(held);
@@ -453,6 +436,14 @@ impl Node {
             .filter_map(|(&n, _)| Slot::numbered(n))
             .collect();
         self.lost(&lapsed);
+    }
+
+    /// Whether the node's epoch in `table` is still this process's.
+    fn is_ours(&self, table: &Table) -> bool {
+        table
+            .nodes
+            .get(&self.name)
+            .is_some_and(|row| row.epoch == self.epoch)
     }
 
     /// The failure of anything tried on a node that is down.
@@ -496,11 +487,7 @@ impl Engine for Node {
             return Err(WriteFailure::NotOwner(away));
         }
         let mut table = lock(&self.cluster.table);
-        let ours = table
-            .nodes
-            .get(&self.name)
-            .is_some_and(|row| row.epoch == self.epoch);
-        if !ours {
+        if !self.is_ours(&table) {
             self.kill();
             return Err(WriteFailure::Failed(format!(
                 "another process took node {} over: nothing more is written from this one",
@@ -624,11 +611,7 @@ impl Engine for Node {
             return;
         }
         let mut table = lock(&self.cluster.table);
-        let ours = table
-            .nodes
-            .get(&self.name)
-            .is_some_and(|row| row.epoch == self.epoch);
-        if !ours {
+        if !self.is_ours(&table) {
             return;
         }
         for lease in &mut table.slots {

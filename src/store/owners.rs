@@ -106,6 +106,38 @@ pub(crate) fn share_of(limit: usize, owned: usize) -> usize {
     usize::try_from(share).unwrap_or(usize::MAX)
 }
 
+/// How many slots a node hands over in one round, at most, when it holds more than its
+/// share.
+pub(crate) const DRAIN_STEP: usize = 32;
+
+/// Of the slots a node holds (`held`: each slot's number and whether it is being handed
+/// over), marks up to [`DRAIN_STEP`] more to hand over, the highest first, toward
+/// holding no more than `share` once they are given back; the slots marked, in order.
+pub(crate) fn mark_drain<'a>(
+    held: impl Iterator<Item = (u16, &'a mut bool)>,
+    share: usize,
+) -> Vec<Slot> {
+    let mut held: Vec<(u16, &mut bool)> = held.collect();
+    let draining = held.iter().filter(|(_, draining)| **draining).count();
+    let more = held
+        .len()
+        .saturating_sub(share)
+        .saturating_sub(draining)
+        .min(DRAIN_STEP);
+    let mut marked: Vec<Slot> = held
+        .iter_mut()
+        .rev()
+        .filter(|(_, draining)| !**draining)
+        .take(more)
+        .filter_map(|(number, draining)| {
+            **draining = true;
+            Slot::numbered(*number)
+        })
+        .collect();
+    marked.reverse();
+    marked
+}
+
 /// How a node holds its slots: its name and the length of a lease.
 #[derive(Debug, Clone)]
 pub(crate) struct Leasing {

@@ -68,7 +68,7 @@ fn a_node_that_joins_is_handed_its_share_a_few_slots_a_round() {
     }
     assert_eq!(a.served().len(), 512);
     assert!(
-        rounds >= 512 / super::DRAIN_STEP,
+        rounds >= 512 / crate::store::owners::DRAIN_STEP,
         "handed over a few at a time"
     );
     let first_of_b = b.served()[0];

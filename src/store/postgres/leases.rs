@@ -20,8 +20,8 @@
 //!   are never compared, so a clock set wrong or jumping on a node changes nothing.
 //! - **Shares.** Each node aims at an equal share of the slots among the nodes seen
 //!   within a lease. A node holding more than its share hands over a few at a time
-//!   ([`DRAIN_STEP`] a round): its runtime unloads each, then it is given back, and a
-//!   node short of its share takes it.
+//!   ([`DRAIN_STEP`](crate::store::owners::DRAIN_STEP) a round): its runtime unloads
+//!   each, then it is given back, and a node short of its share takes it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,12 +34,8 @@ use tokio_postgres::error::SqlState;
 
 use super::{describe, query};
 use crate::slot::Slot;
-use crate::store::owners::{Change, Counted, Leasing, Owners};
+use crate::store::owners::{Change, Counted, Leasing, Owners, mark_drain};
 use crate::sync::lock;
-
-/// How many slots a node hands over in one round, at most, when it holds more than its
-/// share.
-const DRAIN_STEP: usize = 32;
 
 /// The highest node number: a node's number fills the high 20 bits of its timer keys'
 /// sequence numbers.
@@ -433,19 +429,7 @@ impl Leases {
             }
         } else if holding > share {
             let mut held = lock(&self.held);
-            let draining = held.values().filter(|h| h.draining).count();
-            let more = (holding - share).saturating_sub(draining).min(DRAIN_STEP);
-            let mut drain: Vec<Slot> = held
-                .iter_mut()
-                .rev()
-                .filter(|(_, h)| !h.draining)
-                .take(more)
-                .filter_map(|(&n, h)| {
-                    h.draining = true;
-                    Slot::numbered(n)
-                })
-                .collect();
-            drain.reverse();
+            let drain = mark_drain(held.iter_mut().map(|(&n, h)| (n, &mut h.draining)), share);
             drop(held);
             if !drain.is_empty() {
                 tracing::info!(node = %self.name, slots = drain.len(), nodes = live, "handing slots over to the nodes that joined");
