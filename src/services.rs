@@ -195,6 +195,13 @@ impl Tasks {
         handles.push(task);
     }
 
+    /// Whether every task kept has ended (a simulation waits for a slot given up to be
+    /// unloaded).
+    pub(crate) fn all_ended(&self) -> bool {
+        let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        list.0.iter().all(JoinHandle::is_finished)
+    }
+
     /// Wait until every task kept, including any kept meanwhile, has ended.
     pub(crate) async fn join(&self) {
         loop {

@@ -597,16 +597,18 @@ impl Sim {
                 let apart = crate::slot::Slot::all()
                     .map(|slot| slot.number())
                     .find(|&n| process.rt.serves(n) != served.contains(&n));
-                // A slot handed over is given back by the runtime's task once unloaded.
-                let Some(apart) = apart.or_else(|| process.node.draining().then_some(u16::MAX))
-                else {
+                // A slot handed over is given back by the runtime's task once unloaded,
+                // and a slot given up is unloaded (what it fed withdrawn) by a task.
+                let moving =
+                    process.node.draining() || !process.rt.hub().services.tasks.all_ended();
+                let Some(apart) = apart.or_else(|| moving.then_some(u16::MAX)) else {
                     break;
                 };
                 if began.elapsed() > FOLLOW_WAIT {
                     if apart == u16::MAX {
                         return Err(format!(
-                            "node {} did not give back the slots it hands over within \
-                             {FOLLOW_WAIT:?}",
+                            "node {} did not finish unloading the slots it gave up or hands \
+                             over within {FOLLOW_WAIT:?}",
                             process.node.name()
                         ));
                     }
