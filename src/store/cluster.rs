@@ -226,6 +226,16 @@ impl Cluster {
         Ok(entries)
     }
 
+    /// Sets one key's value, as a build before may have left it (tests).
+    #[cfg(test)]
+    pub(crate) fn put(&self, space: Space, key: &[u8], value: &[u8]) {
+        lock(&self.table).spaces.apply(Op::Put {
+            space,
+            key: key.to_vec(),
+            value: value.to_vec(),
+        });
+    }
+
     /// One key's value, as written (tests).
     #[cfg(test)]
     pub(crate) fn get(&self, space: Space, key: &[u8]) -> Option<Vec<u8>> {

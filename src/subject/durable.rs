@@ -394,8 +394,18 @@ pub(crate) fn recover_shared(hub: &Arc<Hub>, store: &crate::store::Store) -> Res
                 .map_err(|_| "the timer keys' counter is damaged")?;
             hub.services.keys.raise(u64::from_be_bytes(next));
         }
-        // A node's first process starts in its range (raised as the store opened).
-        None if hub.services.node.get().is_some() => {}
+        // A node's first process starts in its range (raised as the store opened), or,
+        // on a database a build before kept one counter in, past that counter if it
+        // is in the node's range (the one node of a database then: it goes on past
+        // every key it made).
+        None if let Some(&node) = hub.services.node.get() => {
+            if let Some(next) = store.get(Space::Ids, TIMERS).map_err(read)?
+                && let Ok(next) = <[u8; 8]>::try_from(next.as_slice())
+                && u64::from_be_bytes(next) >> crate::store::owners::NODE_SHIFT == u64::from(node)
+            {
+                hub.services.keys.raise(u64::from_be_bytes(next));
+            }
+        }
         // Written before the counter was kept: start past any key a process could have
         // made (2^40 timers).
         None => hub.services.keys.raise(1 << 40),

@@ -310,3 +310,31 @@ async fn a_node_past_its_time_to_serve_a_slot_refuses_even_a_read() {
     );
     rt.shutdown().await;
 }
+
+/// On a database where a build before kept one timer keys' counter, its one node goes
+/// on past it (every key it made is below it), not from the start of its range.
+#[tokio::test]
+async fn a_node_goes_on_past_the_counter_a_build_before_kept() {
+    let (cluster, clock) = cluster();
+    let shift = crate::store::owners::NODE_SHIFT;
+    let kept = (1u64 << shift) + 500;
+    cluster.put(
+        Space::Ids,
+        crate::store::layout::TIMERS,
+        &kept.to_be_bytes(),
+    );
+    let (node, rt) = node_runtime(&cluster, "a", &clock).await;
+    assert_eq!(node.number, 1);
+    assert!(rt.hub().services.keys.next() >= kept);
+    rt.shutdown().await;
+    // Another node's counter is not taken up: the node starts in its own range.
+    let (cluster, clock) = self::cluster();
+    cluster.put(
+        Space::Ids,
+        crate::store::layout::TIMERS,
+        &((2u64 << shift) + 9).to_be_bytes(),
+    );
+    let (_, rt) = node_runtime(&cluster, "a", &clock).await;
+    assert_eq!(keys_node(&rt), 1);
+    rt.shutdown().await;
+}
