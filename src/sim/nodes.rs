@@ -325,14 +325,15 @@ impl Sim {
     /// verdict.
     async fn perform(&mut self, op: &Op, rng: &mut SmallRng) -> (String, Result<(), String>) {
         let (line, verdict) = match op {
-            Op::Park { subject, .. } | Op::Resolve { subject, .. } | Op::Astray { subject }
-                if self.owner(subject).is_none() || matches!(op, Op::Astray { .. }) =>
+            Op::Astray { subject } => self.astray(subject, rng).await,
+            // No node serves the subject (its slot changing hands): every one refuses.
+            Op::Park { subject, .. } | Op::Resolve { subject, .. }
+                if self.owner(subject).is_none() =>
             {
                 self.astray(subject, rng).await
             }
             Op::Park { subject, n, ttl } => self.park(subject, *n, *ttl).await,
             Op::Resolve { subject, id } => self.resolve(subject, id).await,
-            Op::Astray { .. } => unreachable!("an astray visit is made above"),
             Op::Pass { steps } => (
                 format!("pass {}s", STEP.as_secs() * u64::from(*steps)),
                 self.pass(*steps).await,
