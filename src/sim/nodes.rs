@@ -350,18 +350,20 @@ impl Sim {
             Op::Restart(name) => {
                 self.down.retain(|n| n != name);
                 // Refused while the node's last process was seen within a lease.
+                let mut line = format!("restart {name}");
                 let verdict = match self.start(name).await {
                     Ok(()) => {
                         self.nodes.restarted += 1;
                         self.follow().await
                     }
                     Err(why) if why.contains("seen within a lease") => {
+                        line = format!("{line}: refused, its last process was seen within a lease");
                         self.down.push(name.clone());
                         Ok(())
                     }
                     Err(why) => Err(why),
                 };
-                (format!("restart {name}"), verdict)
+                (line, verdict)
             }
             Op::Add => {
                 let name = self.name();
@@ -388,8 +390,8 @@ impl Sim {
         (line, verdict)
     }
 
-    /// Parks `n` asks on `subject` through the node serving it, or is refused by one
-    /// that does not.
+    /// Parks `n` asks on `subject` through the node serving it: acknowledged as parked
+    /// with `n` asks, each in the log.
     async fn park(&mut self, subject: &str, n: u64, ttl: u64) -> (String, Result<(), String>) {
         let input = json!({"n": n, "fail": false, "kill": false, "ttl": ttl});
         let Some(i) = self.owner(subject) else {
