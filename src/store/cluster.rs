@@ -36,7 +36,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use super::engine::{Engine, LogChunk, ReadFailure, WriteFailure};
 use super::layout::chunk_of;
 use super::memory::Spaces;
-use super::owners::{Change, Counted, Owners, mark_drain};
+use super::owners::{Change, Counted, Owners, forget, mark_drain};
 use super::{Batch, Entries, Op, Space};
 use crate::clock::{Clock, ManualClock};
 use crate::slot::Slot;
@@ -314,16 +314,7 @@ impl Node {
 
     /// `slots` are no longer this process's: forgotten, and the runtime told.
     fn lost(&self, slots: &[Slot]) {
-        let mut held = lock(&self.held);
-        let lost: Vec<Slot> = slots
-            .iter()
-            .filter(|slot| held.remove(&slot.number()).is_some())
-            .copied()
-            .collect();
-        drop(held);
-        if !lost.is_empty() {
-            let _ = self.changes.send(Change::Lost(lost));
-        }
+        forget(&self.held, slots, &self.changes);
     }
 
     /// One round of the leases, as the PostgreSQL engine keeps them every third of a

@@ -138,6 +138,25 @@ pub(crate) fn mark_drain<'a>(
     marked
 }
 
+/// Forgets those of `slots` that `held` holds (slot number → what is held of it) and
+/// tells the runtime they are lost: no longer this process's.
+pub(crate) fn forget<H>(
+    held: &Mutex<std::collections::BTreeMap<u16, H>>,
+    slots: &[Slot],
+    changes: &tokio::sync::mpsc::UnboundedSender<Change>,
+) {
+    let mut held = lock(held);
+    let lost: Vec<Slot> = slots
+        .iter()
+        .filter(|slot| held.remove(&slot.number()).is_some())
+        .copied()
+        .collect();
+    drop(held);
+    if !lost.is_empty() {
+        let _ = changes.send(Change::Lost(lost));
+    }
+}
+
 /// How a node holds its slots: its name and the length of a lease.
 #[derive(Debug, Clone)]
 pub(crate) struct Leasing {

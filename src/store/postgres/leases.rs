@@ -34,7 +34,7 @@ use tokio_postgres::error::SqlState;
 
 use super::{describe, query};
 use crate::slot::Slot;
-use crate::store::owners::{Change, Counted, Leasing, Owners, mark_drain};
+use crate::store::owners::{Change, Counted, Leasing, Owners, forget, mark_drain};
 use crate::sync::lock;
 
 /// The highest node number: a node's number fills the high 20 bits of its timer keys'
@@ -270,16 +270,7 @@ impl Leases {
     /// a write found their time to be served here passed):
     /// forgotten, and the runtime told.
     pub(crate) fn lost(&self, slots: &[Slot]) {
-        let mut held = lock(&self.held);
-        let lost: Vec<Slot> = slots
-            .iter()
-            .filter(|slot| held.remove(&slot.number()).is_some())
-            .copied()
-            .collect();
-        drop(held);
-        if !lost.is_empty() {
-            let _ = self.changes.send(Change::Lost(lost));
-        }
+        forget(&self.held, slots, &self.changes);
     }
 
     /// Keeps the leases while the engine is open: a round every third of a lease (or
